@@ -1,0 +1,46 @@
+// Error budgets (kda-forward.md §9.4), pure CPU.
+//   pass iff every element of actual is finite
+//        and max|actual - golden| <= factor * (max|low - golden| + eps * max|golden|)
+//        and RMS(actual - golden) / RMS(golden) < rms_limit.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace kda::harness {
+
+struct BudgetRule {
+  double eps = 0.0078125;   // 2^-7 (bf16)
+  double factor = 2.0;
+  double rms_limit = 5e-3;  // FLA's threshold on the relative RMS error
+};
+
+struct Judgement {
+  int64_t elements = 0;
+  int64_t non_finite = 0;         // non-finite elements of actual
+  double max_abs_err = 0.0;       // max |actual - golden| (inf when a non-finite value exists)
+  int64_t worst_index = -1;       // flat index of the largest error
+  double ref_err = 0.0;           // max |low - golden|
+  double max_golden = 0.0;        // max |golden|
+  double budget = 0.0;            // factor * (ref_err + eps * max_golden)
+  double rel_rms = 0.0;           // RMS(actual - golden) / RMS(golden) (0 when both are 0)
+  bool within_budget = false;
+  bool within_rms = false;
+  bool passed() const { return non_finite == 0 && within_budget && within_rms; }
+  std::string verdict() const;    // "passed" or "failed: <reason>"
+};
+
+// low may be a float reference widened to double; all three spans have the same length.
+Judgement judge(std::span<const double> golden, std::span<const double> low,
+                std::span<const double> actual, const BudgetRule& rule = {});
+
+// Review point (c) for the fused path: the explicit path's output plays the role of `low`.
+inline Judgement judge_against_explicit(std::span<const double> golden,
+                                        std::span<const double> explicit_out,
+                                        std::span<const double> fused_out,
+                                        const BudgetRule& rule = {}) {
+  return judge(golden, explicit_out, fused_out, rule);
+}
+
+}  // namespace kda::harness

@@ -1,0 +1,60 @@
+// Shape files (shapes/*.yaml): the frozen problem sizes the tools run. Schema: shapes/README.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kda::harness {
+
+// The q row-scale suite of kda-forward.md §9.3 (rows scaled log-spaced over [1e-3, 1e3], plus
+// all-zero rows and huge rows).
+struct QRowSuite {
+  bool enabled = false;
+  double min_scale = 1e-3;
+  double max_scale = 1e3;
+  std::vector<double> huge_values = {1e20, 3e38};  // max |entry| of the huge rows
+  int zero_rows = 1;
+};
+
+struct ShapeSpec {
+  std::string id;
+  int64_t heads = 0;
+  std::vector<int64_t> seq_lens;  // packed sequences (empty for dense batches)
+  int64_t batch = 0;              // dense: batch rows of seq_len tokens (then seq_lens empty)
+  int64_t seq_len = 0;
+  int64_t head_dim = 128;
+  int64_t key_dim = 128;          // reference only when != 128
+  int64_t value_dim = 128;
+  int64_t total_tokens = 0;       // T of the packed buffer (>= sum of seq_lens); 0 = the sum
+  bool initial_state = false;
+  bool final_state = false;
+  std::optional<uint64_t> seed;   // overrides the run's seed for this shape
+  QRowSuite q_rows;
+  int line = 0;                   // line in the file where the entry starts (for messages)
+
+  bool dense() const { return batch > 0; }
+  int64_t tokens() const;          // T of the buffers
+  int64_t batch_rows() const;      // B of the buffers (1 when packed)
+  int64_t num_sequences() const;   // N
+  bool gpu_supported() const { return key_dim == 128 && value_dim == 128; }
+  std::vector<int32_t> cu_seqlens() const;  // empty for dense
+};
+
+struct ShapeFile {
+  std::string path;
+  std::vector<ShapeSpec> shapes;
+};
+
+// Errors name the file, the line, the field and what was expected.
+class ShapeFileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+ShapeFile load_shape_file(const std::string& path);
+ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_messages);
+
+}  // namespace kda::harness

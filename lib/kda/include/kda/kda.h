@@ -1,0 +1,142 @@
+// kda: CUDA kernels for the chunked KDA forward (Kimi Delta Attention) on Hopper (sm_90a).
+//
+// Plain C++ API: params structs of device pointers, sizes and strides, plus a stream. No Eigen,
+// yaml, fmt or JSON here. Every entry point validates its arguments on the host and throws
+// kda::Error with a message that says what was wrong and what to do; kernels never see
+// out-of-contract arguments. Contract: ../shared/spec/kda-forward.md §9.1 (mirrored in
+// docs/design.md).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace kda {
+
+inline constexpr int kHeadDim = 128;        // K = V = 128: the only head size the kernels support
+inline constexpr int kChunk = 64;           // tokens per chunk of the chunked algorithm
+inline constexpr float kL2NormEps = 1e-6f;  // y = x / sqrt(sum x^2 + eps)
+inline constexpr float kMaxLowerBound = 5.914855940778f;  // 128 / (15 log2 e), §3.1
+
+enum class DType { bf16, f32 };
+const char* to_string(DType dtype);
+
+enum class ErrorCode {
+  invalid_argument,  // the caller broke the contract (null pointer, bad size, bad offsets ...)
+  unsupported,       // inside the contract of the math but not of these kernels (K != 128 ...)
+  cuda,              // a CUDA call failed (no device, launch failure ...)
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// l2norm: y[r, :] = x[r, :] / sqrt(sum_d x[r, d]^2 + 1e-6), written as bf16.
+// Exact for every finite row: rows are pre-scaled by a power of two, so huge rows (up to the
+// largest finite float) give a unit vector and tiny rows lose nothing to underflow. A zero row
+// gives a zero row; NaN/inf propagate.
+struct L2NormParams {
+  const void* x = nullptr;  // [rows, dim], bf16 or fp32
+  DType x_dtype = DType::bf16;
+  void* y = nullptr;  // [rows, dim], bf16
+  int64_t rows = 0;
+  int dim = kHeadDim;          // 128 only
+  int64_t x_row_stride = 0;    // elements between rows; 0 = dim
+  int64_t y_row_stride = 0;    // elements between rows; 0 = dim
+};
+void l2norm(const L2NormParams& params, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------
+// gate_cumsum (§3.1): gamma = lb * sigmoid(exp(A_log[h]) * (raw + dt_bias[h, d])), then the
+// inclusive prefix sum inside each 64-token chunk (restarting at every sequence start), times
+// log2(e). Output fp32 [B, T, H, dim]. Rows at or after cu_seqlens[N] are written as zeros.
+struct GateCumsumParams {
+  const void* raw_gate = nullptr;  // bf16 [B, T, H, dim]
+  const float* a_log = nullptr;    // fp32 [H]
+  const float* dt_bias = nullptr;  // fp32 [H, dim]
+  float* out = nullptr;            // fp32 [B, T, H, dim]
+  int64_t batch = 0;
+  int64_t tokens = 0;
+  int heads = 0;
+  int dim = kHeadDim;
+  float lower_bound = -5.0f;  // in [-kMaxLowerBound, 0]
+  // Packed sequences (then batch == 1): device offsets plus the same offsets on the host, which
+  // are validated there (start at 0, non-decreasing, last <= tokens).
+  const int32_t* cu_seqlens = nullptr;
+  const int32_t* cu_seqlens_host = nullptr;
+  int num_seqs = 0;
+};
+void gate_cumsum(const GateCumsumParams& params, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------
+// chunk_forward: the KDA forward, output only or with states.
+//   q, k, v bf16 [B, T, H, 128]; gate fp32 cumulative log2 [B, T, H, 128]; beta fp32 [B, T, H];
+//   optional initial state fp32 [N, H, 128, 128] (row = key channel); optional cu_seqlens.
+//   out bf16 [B, T, H, 128]; optional final state fp32 [N, H, 128, 128].
+// scale = 1/sqrt(128). k must already be normalized (the caller's job). With fuse_q_l2norm the
+// kernel normalizes raw q exactly as l2norm() would and never writes it to memory.
+// Dense batches: N = B sequences of T tokens. Packed: B == 1, N = num_seqs, sequence s owns tokens
+// [cu[s], cu[s+1]); rows at or after cu[N] are written as zeros; empty sequences pass their state
+// through. Results are bitwise identical run to run.
+struct ForwardParams {
+  const void* q = nullptr;
+  DType q_dtype = DType::bf16;  // bf16 only (fused path refuses others: normalize or cast first)
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* gate = nullptr;
+  const float* beta = nullptr;
+  const float* initial_state = nullptr;  // nullable: zero state
+  void* out = nullptr;
+  float* final_state = nullptr;  // nullable: not written
+
+  int64_t batch = 0;
+  int64_t tokens = 0;
+  int heads = 0;
+  int key_dim = kHeadDim;
+  int value_dim = kHeadDim;
+
+  // Elements between consecutive tokens of q/k/v/out (heads must be compact); 0 = heads * 128.
+  // Lets callers pass slices of one packed QKV projection without a copy.
+  int64_t q_token_stride = 0;
+  int64_t k_token_stride = 0;
+  int64_t v_token_stride = 0;
+  int64_t out_token_stride = 0;
+
+  const int32_t* cu_seqlens = nullptr;       // device [num_seqs + 1]
+  const int32_t* cu_seqlens_host = nullptr;  // host copy, required with cu_seqlens, validated
+  int num_seqs = 0;
+
+  bool fuse_q_l2norm = false;
+
+  void* workspace = nullptr;  // device, at least forward_workspace_bytes(params), 256-B aligned
+  size_t workspace_bytes = 0;
+};
+
+// Device scratch the forward needs for these sizes (records passed between its kernels).
+size_t forward_workspace_bytes(const ForwardParams& params);
+
+// Runs the whole forward on `stream`.
+void chunk_forward(const ForwardParams& params, cudaStream_t stream);
+
+// The forward as separate stages, for per-kernel timing (kda-bench --stages). Running every
+// stage in order is exactly chunk_forward().
+int forward_stage_count();
+const char* forward_stage_name(int stage);
+void chunk_forward_stage(const ForwardParams& params, int stage, cudaStream_t stream);
+
+// Validation alone (what every entry point runs first); throws kda::Error. Host only, no CUDA
+// calls: unit-tested on machines without a GPU.
+void validate(const L2NormParams& params);
+void validate(const GateCumsumParams& params);
+void validate(const ForwardParams& params);
+
+}  // namespace kda
