@@ -53,7 +53,7 @@ struct Result {
 template <class S>
 struct ChunkTrace {
   int64_t sequence = 0, head = 0, chunk = 0;  // chunk index within the sequence
-  int64_t first_token = 0;                     // packed token index of row 0
+  int64_t first_token = 0;                     // packed token index of row 0 (dense: b*T + t)
   int64_t rows = 0;                            // n <= chunk_size
   Matrix<S> A_kk;      // n x n strictly lower, beta folded in
   Matrix<S> T;         // (I + A_kk)^-1
@@ -76,7 +76,8 @@ struct TraceFilter {
 template <class S>
 Result<S> recurrent_forward(const Problem& problem, const Options& options);
 
-// Chunked algorithm (§2.2); agrees with recurrent_forward to rounding.
+// Chunked algorithm (§2.2); agrees with recurrent_forward to rounding. Traces are appended in
+// (sequence, head, chunk) order.
 template <class S>
 Result<S> chunked_forward(const Problem& problem, const Options& options,
                           std::vector<ChunkTrace<S>>* trace = nullptr,
@@ -84,13 +85,20 @@ Result<S> chunked_forward(const Problem& problem, const Options& options,
 
 // y = x / sqrt(sum x^2 + eps) per row, in precision S; overflow- and underflow-safe for any
 // finite row (exact power-of-two pre-scaling); zero row -> zero row; NaN/inf propagate.
+// Throws std::invalid_argument for a negative or non-finite eps.
 template <class S>
 void l2norm_rows(const float* x, S* y, int64_t rows, int64_t dim, double eps = 1e-6);
+
+// Most negative lower_bound gate_cumsum accepts (§3.1): -128 / (15 * log2 e) = -5.9148559407783,
+// so that 15 per-token log2 decays stay within fp32's exponent budget of 128.
+inline constexpr double kMinGateLowerBound = -128.0 / (15.0 * 1.4426950408889634);
 
 // Gate producer (§3.1) in precision S, rounded to float:
 //   gamma = lb * sigmoid(exp(A_log[h]) * (raw + dt_bias[h, d]))   (natural log)
 //   G = inclusive prefix sum of gamma within each chunk (restart at each sequence start) * log2 e
 // raw [B, T, H, D] (bf16 values widened), a_log [H], dt_bias [H, D]. Rows at or after cu[N] are 0.
+// Throws std::invalid_argument for a lower_bound outside [kMinGateLowerBound, 0] (NaN included),
+// bad sizes or offsets, or chunk_size < 1.
 template <class S>
 std::vector<float> gate_cumsum(const std::vector<float>& raw, const std::vector<float>& a_log,
                                const std::vector<float>& dt_bias, int64_t batch, int64_t tokens,

@@ -19,19 +19,24 @@ struct BudgetRule {
 struct Judgement {
   int64_t elements = 0;
   int64_t non_finite = 0;         // non-finite elements of actual
+  int64_t golden_non_finite = 0;  // non-finite elements of golden or low (a broken reference: fails)
   double max_abs_err = 0.0;       // max |actual - golden| (inf when a non-finite value exists)
   int64_t worst_index = -1;       // flat index of the largest error
   double ref_err = 0.0;           // max |low - golden|
   double max_golden = 0.0;        // max |golden|
   double budget = 0.0;            // factor * (ref_err + eps * max_golden)
   double rel_rms = 0.0;           // RMS(actual - golden) / RMS(golden) (0 when both are 0)
+  double rms_limit = 5e-3;        // the rule's RMS limit, kept for the verdict text
   bool within_budget = false;
   bool within_rms = false;
   bool passed() const { return non_finite == 0 && within_budget && within_rms; }
-  std::string verdict() const;    // "passed" or "failed: <reason>"
+  // "passed" or "failed: <reason>[; <reason>]", e.g. "failed: 3 non-finite values",
+  // "failed: max abs err 1.2e-2 > budget 8.0e-3", "failed: rel RMS 6.1e-3 >= 5e-3".
+  std::string verdict() const;
 };
 
-// low may be a float reference widened to double; all three spans have the same length.
+// low may be a float reference widened to double; all three spans have the same length (else
+// std::invalid_argument). Empty spans pass trivially (elements = 0).
 Judgement judge(std::span<const double> golden, std::span<const double> low,
                 std::span<const double> actual, const BudgetRule& rule = {});
 

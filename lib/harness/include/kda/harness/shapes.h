@@ -39,12 +39,14 @@ struct ShapeSpec {
   int64_t tokens() const;          // T of the buffers
   int64_t batch_rows() const;      // B of the buffers (1 when packed)
   int64_t num_sequences() const;   // N
+  int64_t active_tokens() const;   // tokens that belong to a sequence: cu[N] (packed) or B*T
   bool gpu_supported() const { return key_dim == 128 && value_dim == 128; }
   std::vector<int32_t> cu_seqlens() const;  // empty for dense
 };
 
 struct ShapeFile {
   std::string path;
+  std::string description;        // the optional top-level `description:`
   std::vector<ShapeSpec> shapes;
 };
 

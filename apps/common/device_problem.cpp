@@ -1,0 +1,256 @@
+#include "device_problem.h"
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace kda::app {
+
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw kda::Error(kda::ErrorCode::cuda,
+                     std::string(what) + ": " + cudaGetErrorString(status));
+  }
+}
+
+const char* path_name(Path path) {
+  switch (path) {
+    case Path::fused: return "fused";
+    case Path::explicit_: return "explicit";
+    case Path::l2norm: return "l2norm";
+  }
+  return "?";
+}
+
+bool parse_path(const std::string& name, Path* path) {
+  for (Path p : {Path::fused, Path::explicit_, Path::l2norm}) {
+    if (name == path_name(p)) {
+      *path = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+namespace {
+
+template <class T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  DeviceBuffer buffer(host.size() * sizeof(T));
+  if (!host.empty()) {
+    check_cuda(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice),
+               "cudaMemcpy (upload)");
+  }
+  return buffer;
+}
+
+std::vector<float> download_bf16(const DeviceBuffer& buffer) {
+  std::vector<uint16_t> bits(buffer.bytes() / sizeof(uint16_t));
+  if (!bits.empty()) {
+    check_cuda(cudaMemcpy(bits.data(), buffer.get(), buffer.bytes(), cudaMemcpyDeviceToHost),
+               "cudaMemcpy (download)");
+  }
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = kda::harness::bf16_to_float(bits[i]);
+  return out;
+}
+
+std::vector<float> download_f32(const DeviceBuffer& buffer) {
+  std::vector<float> out(buffer.bytes() / sizeof(float));
+  if (!out.empty()) {
+    check_cuda(cudaMemcpy(out.data(), buffer.get(), buffer.bytes(), cudaMemcpyDeviceToHost),
+               "cudaMemcpy (download)");
+  }
+  return out;
+}
+
+size_t token_heads(const kda::harness::HostInputs& in) {
+  return static_cast<size_t>(in.batch) * static_cast<size_t>(in.tokens) *
+         static_cast<size_t>(in.heads);
+}
+
+// Forward params with sizes only (pointers filled in by DeviceProblem), for the workspace query.
+kda::ForwardParams sized_params(const kda::harness::HostInputs& in) {
+  kda::ForwardParams p;
+  p.batch = in.batch;
+  p.tokens = in.tokens;
+  p.heads = static_cast<int>(in.heads);
+  p.key_dim = static_cast<int>(in.key_dim);
+  p.value_dim = static_cast<int>(in.value_dim);
+  p.num_seqs = in.cu_seqlens.empty() ? 0 : static_cast<int>(in.cu_seqlens.size() - 1);
+  p.cu_seqlens_host = in.cu_seqlens.empty() ? nullptr : in.cu_seqlens.data();
+  return p;
+}
+
+}  // namespace
+
+size_t device_bytes_needed(const kda::harness::HostInputs& in) {
+  const size_t th = token_heads(in);
+  const size_t k = static_cast<size_t>(in.key_dim), v = static_cast<size_t>(in.value_dim);
+  const size_t states = static_cast<size_t>(in.num_states()) * in.heads * k * v * sizeof(float);
+  size_t bytes = th * (k * 2 /*q*/ + k * 2 /*k*/ + v * 2 /*v*/ + k * 4 /*gate*/ + 4 /*beta*/ +
+                       k * 2 /*q_hat*/ + v * 2 /*out*/);
+  bytes += (in.initial_state.empty() ? 0 : states) + (in.want_final_state ? states : 0);
+  bytes += kda::forward_workspace_bytes(sized_params(in));
+  return bytes;
+}
+
+DeviceProblem::DeviceProblem(const kda::harness::HostInputs& inputs) : inputs_(&inputs) {
+  q_ = upload(inputs.q);
+  k_ = upload(inputs.k);
+  v_ = upload(inputs.v);
+  gate_ = upload(inputs.gate);
+  beta_ = upload(inputs.beta);
+  h0_ = upload(inputs.initial_state);
+  cu_ = upload(inputs.cu_seqlens);
+  const size_t th = token_heads(inputs);
+  q_hat_ = DeviceBuffer(th * static_cast<size_t>(inputs.key_dim) * sizeof(uint16_t));
+  out_ = DeviceBuffer(th * static_cast<size_t>(inputs.value_dim) * sizeof(uint16_t));
+  if (inputs.want_final_state) {
+    ht_ = DeviceBuffer(static_cast<size_t>(inputs.num_states()) * inputs.heads * inputs.key_dim *
+                       inputs.value_dim * sizeof(float));
+  }
+  workspace_ = DeviceBuffer(kda::forward_workspace_bytes(sized_params(inputs)));
+}
+
+kda::ForwardParams DeviceProblem::forward_params(Path path) const {
+  kda::ForwardParams p = sized_params(*inputs_);
+  const bool fused = path == Path::fused;
+  p.q = fused ? q_.get() : q_hat_.get();
+  p.q_dtype = kda::DType::bf16;
+  p.fuse_q_l2norm = fused;
+  p.k = k_.get();
+  p.v = v_.get();
+  p.gate = gate_.as<float>();
+  p.beta = beta_.as<float>();
+  p.initial_state = h0_.bytes() ? h0_.as<float>() : nullptr;
+  p.out = out_.get();
+  p.final_state = ht_.bytes() ? ht_.as<float>() : nullptr;
+  p.cu_seqlens = cu_.bytes() ? cu_.as<int32_t>() : nullptr;
+  p.workspace = workspace_.get();
+  p.workspace_bytes = workspace_.bytes();
+  return p;
+}
+
+kda::L2NormParams DeviceProblem::l2norm_params() const {
+  kda::L2NormParams p;
+  p.x = q_.get();
+  p.x_dtype = kda::DType::bf16;
+  p.y = q_hat_.get();
+  p.rows = static_cast<int64_t>(token_heads(*inputs_));
+  p.dim = static_cast<int>(inputs_->key_dim);
+  return p;
+}
+
+void DeviceProblem::enqueue(Path path, cudaStream_t stream) {
+  switch (path) {
+    case Path::l2norm:
+      kda::l2norm(l2norm_params(), stream);
+      return;
+    case Path::explicit_:
+      kda::l2norm(l2norm_params(), stream);
+      kda::chunk_forward(forward_params(path), stream);
+      return;
+    case Path::fused:
+      kda::chunk_forward(forward_params(path), stream);
+      return;
+  }
+}
+
+void DeviceProblem::enqueue_stage(Path path, int stage, cudaStream_t stream) {
+  kda::chunk_forward_stage(forward_params(path), stage, stream);
+}
+
+void DeviceProblem::poison(cudaStream_t stream) {
+  // 0xFF bytes are NaN both as bf16 (0xFFFF) and as fp32 (0xFFFFFFFF).
+  for (const DeviceBuffer* b : {&out_, &ht_, &q_hat_}) {
+    if (b->bytes()) check_cuda(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream), "poison");
+  }
+}
+
+std::vector<float> DeviceProblem::download_out() const { return download_bf16(out_); }
+std::vector<float> DeviceProblem::download_final_state() const { return download_f32(ht_); }
+std::vector<float> DeviceProblem::download_q_hat() const { return download_bf16(q_hat_); }
+
+// ---------------------------------------------------------------------------------------------
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver / no device" error
+    return 0;
+  }
+  return count;
+}
+
+DeviceInfo select_device(int index) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    throw kda::Error(kda::ErrorCode::cuda,
+                     std::string("this needs an NVIDIA GPU (sm_90); none was found (") +
+                         (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + ")");
+  }
+  if (index < 0 || index >= count) {
+    throw kda::Error(kda::ErrorCode::invalid_argument,
+                     "--device " + std::to_string(index) + " does not exist: this machine has " +
+                         std::to_string(count) + " GPU(s), indices 0.." +
+                         std::to_string(count - 1));
+  }
+  check_cuda(cudaSetDevice(index), "cudaSetDevice");
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  DeviceInfo info;
+  info.index = index;
+  info.name = prop.name;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.sm_count = prop.multiProcessorCount;
+  info.l2_bytes = prop.l2CacheSize;
+  info.global_mem_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  info.ecc = prop.ECCEnabled != 0;
+  auto attr = [&](cudaDeviceAttr a) {
+    int value = 0;
+    check_cuda(cudaDeviceGetAttribute(&value, a, index), "cudaDeviceGetAttribute");
+    return value;
+  };
+  info.default_sm_clock_khz = attr(cudaDevAttrClockRate);
+  info.mem_clock_khz = attr(cudaDevAttrMemoryClockRate);
+  info.mem_bus_width_bits = attr(cudaDevAttrGlobalMemoryBusWidth);
+  // DDR: two transfers per clock.
+  info.peak_mem_bw_Bps = 2.0 * info.mem_clock_khz * 1e3 * (info.mem_bus_width_bits / 8.0);
+  check_cuda(cudaDriverGetVersion(&info.driver_version), "cudaDriverGetVersion");
+  check_cuda(cudaRuntimeGetVersion(&info.runtime_version), "cudaRuntimeGetVersion");
+  if (info.cc_major != 9 || info.cc_minor != 0) {
+    throw kda::Error(kda::ErrorCode::unsupported,
+                     "device " + std::to_string(index) + " (" + info.name + ") is sm_" +
+                         std::to_string(info.cc_major) + std::to_string(info.cc_minor) +
+                         "; the kernels are built for sm_90a (Hopper H100/H200) only");
+  }
+  return info;
+}
+
+}  // namespace kda::app

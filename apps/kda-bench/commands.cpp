@@ -1,0 +1,135 @@
+// The kda-bench commands that need no GPU: compare and --list, plus the input checks every
+// command shares.
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "kda/bench/bytes_model.h"
+#include "kda/bench/compare.h"
+#include "kda/bench/format.h"
+#include "kda/harness/report.h"
+#include "options.h"
+
+namespace kda::bench::app {
+
+int load_selected_shapes(const Options& o, std::vector<kda::harness::ShapeSpec>* shapes) {
+  try {
+    *shapes = kda::harness::load_shape_file(o.shapes_file).shapes;
+  } catch (const std::exception& e) {
+    std::cerr << "kda-bench: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (shapes->empty()) {
+    std::cerr << "kda-bench: " << o.shapes_file << ": no shapes in the file\n";
+    return kExitUsage;
+  }
+  if (!o.only.empty()) {
+    std::set<std::string> known;
+    for (const auto& s : *shapes) known.insert(s.id);
+    for (const auto& id : o.only) {
+      if (!known.count(id)) {
+        std::string ids;
+        for (const auto& s : *shapes) ids += (ids.empty() ? "" : ", ") + s.id;
+        std::cerr << "kda-bench: --only " << id << ": no such shape id in " << o.shapes_file
+                  << " (it has: " << ids << ")\n";
+        return kExitUsage;
+      }
+    }
+    std::erase_if(*shapes, [&](const kda::harness::ShapeSpec& s) {
+      return std::find(o.only.begin(), o.only.end(), s.id) == o.only.end();
+    });
+  }
+  return kExitOk;
+}
+
+int refuse_existing_outputs(const Options& o) {
+  std::set<std::string> seen;
+  for (const std::string* file : {&o.md_file, &o.csv_file, &o.json_file}) {
+    if (file->empty()) continue;
+    if (!seen.insert(*file).second) {
+      std::cerr << "kda-bench: " << *file << " is given for two outputs\n";
+      return kExitUsage;
+    }
+    std::error_code ec;
+    if (!o.force && std::filesystem::exists(*file, ec)) {
+      std::cerr << "kda-bench: " << *file << " exists; pass --force to overwrite it\n";
+      return kExitUsage;
+    }
+    const auto parent = std::filesystem::path(*file).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+      std::cerr << "kda-bench: cannot write " << *file << ": " << parent.string()
+                << " is not a directory\n";
+      return kExitUsage;
+    }
+  }
+  return kExitOk;
+}
+
+int run_compare(const Options& o) {
+  if (int rc = refuse_existing_outputs(o); rc != kExitOk) return rc;
+  CompareConfig config;
+  config.min_threshold = o.same_within;
+  config.mode = o.compare_mode;
+  config.a_path = o.a_path;
+  config.b_path = o.b_path;
+  CompareReport report;
+  try {
+    const TimingTable a = read_timing_table(o.compare_a);
+    const TimingTable b = read_timing_table(o.compare_b);
+    report = compare_tables(a, b, config);
+  } catch (const CompareError& e) {
+    std::cerr << "kda-bench compare: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  const std::string md = compare_markdown(report, o.compare_a, o.compare_b, config);
+  std::cout << md << std::flush;
+  try {
+    if (!o.md_file.empty()) kda::harness::write_text_file_atomic(o.md_file, md, o.force);
+    if (!o.csv_file.empty())
+      kda::harness::write_text_file_atomic(
+          o.csv_file, kda::harness::to_csv(compare_table(report, false)), o.force);
+  } catch (const std::exception& e) {
+    std::cerr << "kda-bench compare: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (report.entries.empty()) {
+    std::cerr << "kda-bench compare: no row of " << o.compare_a << " matches a row of "
+              << o.compare_b << " (keys: shape_id, path, stage, mode)\n";
+    return kExitUsage;
+  }
+  return o.fail_on_slower && report.slower > 0 ? kExitFailed : kExitOk;
+}
+
+int run_list(const Options& o) {
+  std::vector<kda::harness::ShapeSpec> shapes;
+  if (int rc = load_selected_shapes(o, &shapes); rc != kExitOk) return rc;
+  kda::harness::Table t;
+  t.columns = {"shape", "B", "T", "H", "N", "token-heads", "fused (MB)", "explicit (MB)",
+               "l2norm (MB)", "floor (us)", "gpu"};
+  for (const auto& s : shapes) {
+    const ProblemSize size = problem_size(s);
+    auto mb = [&](PathKind p) {
+      return human_number(static_cast<double>(path_bytes(size, p)), Unit::bytes);
+    };
+    const double floor = static_cast<double>(floor_bytes(size, PathKind::fused)) / o.floor_bw_Bps;
+    t.rows.push_back({s.id, std::to_string(size.batch), std::to_string(size.tokens),
+                      std::to_string(size.heads), std::to_string(size.num_states),
+                      std::to_string(size.token_heads()), mb(PathKind::fused),
+                      mb(PathKind::explicit_), mb(PathKind::l2norm),
+                      human_number(floor, Unit::seconds),
+                      s.gpu_supported() ? "yes" : "no (K, V != 128)"});
+  }
+  std::cout << fmt::format("# {} ({} shapes)\n\n", o.shapes_file, shapes.size())
+            << kda::harness::to_markdown(t)
+            << fmt::format("\nBytes model: forward 8K + 4V + 4 B per token-head (q, k, v, "
+                           "out bf16; gate, beta fp32; 1540 B for K = V = 128) plus states; l2norm "
+                           "pass 2 x rows x K x 2 B; explicit = both. Floor = forward bytes at {} "
+                           "TB/s.\n",
+                           human_number(o.floor_bw_Bps, Unit::bytes_per_s));
+  return kExitOk;
+}
+
+}  // namespace kda::bench::app

@@ -1,0 +1,103 @@
+#include "json_report.h"
+
+#include <cmath>
+
+namespace kda::bench::app {
+
+namespace {
+
+// NaN and infinities are not JSON numbers: they become null.
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+nlohmann::json numbers(const std::vector<double>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double v : values) out.push_back(number(v));
+  return out;
+}
+
+nlohmann::json value_json(const Value& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  return number(std::get<double>(v));
+}
+
+}  // namespace
+
+std::string results_json(const RunContext& ctx, const nlohmann::json& device,
+                         const nlohmann::json& settings, const std::vector<RunRow>& rows,
+                         const RunSummary& summary, const CompareReport* compare) {
+  nlohmann::json doc;
+  doc["tool"] = "kda-bench";
+  doc["schema_version"] = kJsonSchemaVersion;
+  doc["meta"] = {{"run_id", ctx.run_id},           {"utc_time", ctx.utc_time},
+                 {"git_commit", ctx.git_commit},   {"build_flags", ctx.build_flags},
+                 {"argv", ctx.argv},               {"seed", ctx.seed},
+                 {"shapes_file", ctx.shapes_file}, {"floor_bandwidth_Bps", ctx.floor_bw_Bps}};
+  doc["settings"] = settings;
+  doc["device"] = device;
+
+  nlohmann::json jrows = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json row = nlohmann::json::object();
+    for (const auto& c : result_columns()) row[c.name] = value_json(c.get(ctx, r));
+    row["samples_gpu_s"] = numbers(r.gpu_s);
+    row["samples_cpu_s"] = numbers(r.cpu_s);
+    row["samples_sm_clock_hz"] = numbers(r.clock_hz);
+    row["rejected_samples"] = r.rejected_samples;
+    jrows.push_back(std::move(row));
+  }
+  doc["rows"] = std::move(jrows);
+
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& s : summary.shapes) {
+    shapes.push_back({{"shape_id", s.shape_id},
+                      {"mode", s.mode},
+                      {"fused_s", number(s.fused_s)},
+                      {"explicit_s", number(s.explicit_s)},
+                      {"l2norm_s", number(s.l2norm_s)},
+                      {"fused_over_explicit", number(s.ratio)},
+                      {"saving_s", number(s.saving_s)},
+                      {"saving_share_of_l2norm", number(s.saving_share)}});
+  }
+  nlohmann::json geomeans = nlohmann::json::array();
+  for (const auto& g : summary.geomeans) {
+    geomeans.push_back({{"mode", g.mode},
+                        {"shapes", g.shapes},
+                        {"fused_s", number(g.fused_s)},
+                        {"explicit_s", number(g.explicit_s)},
+                        {"l2norm_s", number(g.l2norm_s)},
+                        {"fused_over_explicit", number(g.ratio)},
+                        {"saving_s", number(g.saving_s)},
+                        {"saving_share_of_l2norm", number(g.saving_share)}});
+  }
+  doc["summary"] = {{"per_shape", shapes}, {"geomeans", geomeans}};
+  doc["warnings"] = run_warnings(rows);
+
+  if (compare) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const auto& e : compare->entries) {
+      entries.push_back({{"shape_id", e.shape_id},
+                         {"path", e.path},
+                         {"stage", e.stage},
+                         {"mode", e.mode},
+                         {"median_a_s", number(e.median_a)},
+                         {"noise_a", number(e.noise_a)},
+                         {"median_b_s", number(e.median_b)},
+                         {"noise_b", number(e.noise_b)},
+                         {"ratio", number(e.result.ratio)},
+                         {"threshold", number(e.result.threshold)},
+                         {"change", to_string(e.result.change)}});
+    }
+    doc["baseline_compare"] = {{"entries", entries},
+                               {"geomean_ratio", number(compare->geomean_ratio)},
+                               {"same", compare->same},
+                               {"faster", compare->faster},
+                               {"slower", compare->slower},
+                               {"invalid", compare->invalid},
+                               {"only_in_baseline", compare->only_in_a},
+                               {"only_in_run", compare->only_in_b}};
+  }
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace kda::bench::app

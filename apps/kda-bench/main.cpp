@@ -1,0 +1,151 @@
+// kda-bench: times the fused and explicit q-normalization paths of the KDA forward (and the
+// l2norm pass alone) on the shapes of a shape file, with nvbench's method (own stream, warm-up,
+// CUDA events, blocking kernel, L2 flush, noise-based stopping, throttle detection) or Triton's
+// do_bench method; verifies every timed output first. `kda-bench compare A.csv B.csv` compares
+// two result files noise-aware. Method and columns: apps/kda-bench/README.md.
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kda/build_info.h"
+#include "options.h"
+
+namespace {
+
+using kda::bench::app::kExitUsage;
+using kda::bench::app::Options;
+
+constexpr const char* kFooter = R"(Modes (--mode, comma list; every mode is a row of its own):
+  warm    back-to-back launches, one CUDA-event pair each, no L2 flush (default; the peers'
+          "warm CUDA events" numbers)
+  cold    L2 flushed before every sample (max(2 x L2, 256 MiB) memset, synced, untimed); the
+          work queued behind a blocking kernel so launch latency stays out of the events
+  graph   as warm, the path captured once in a CUDA graph and replayed
+  triton  triton.testing.do_bench: 256 MiB memset before each sample, 25 ms warm-up and
+          100 ms repetition budgets, per-iteration events; median/p20/p80
+
+Exit codes: 0 every row verified (or --no-verify) and converged; 1 a verification failed
+(compare: --fail-on-slower and a row was SLOWER); 2 bad usage or input (option, shape file,
+baseline, existing output without --force); 3 no usable GPU or a CUDA error; 4 all verified
+but a row did not converge (timeout). `compare` and --list need no GPU.
+Method and CSV columns: apps/kda-bench/README.md.)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  o.argv.assign(argv, argv + argc);
+  CLI::App app{
+      "kda-bench: time the KDA forward (fused vs explicit q l2norm, and the l2norm pass) on the "
+      "H200 with an nvbench-grade method; every timed output is verified first"};
+  app.footer(kFooter);
+  app.set_version_flag("--version", std::string("kda-bench ") + kda::build::git_commit + " (" +
+                                        kda::build::flags + ")");
+
+  // selection
+  app.add_option("--shapes", o.shapes_file, "Shape file")->capture_default_str();
+  app.add_option("--only", o.only, "Run only these shape ids");
+  app.add_option("--paths", o.paths, "Paths to time, comma list")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fused", "explicit", "l2norm"}))
+      ->capture_default_str();
+  app.add_option("--mode", o.modes, "Timing modes, comma list (see below)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"warm", "cold", "graph", "triton"}))
+      ->capture_default_str();
+  app.add_flag("--list", o.list, "List the shapes with their bytes model and exit (no GPU)");
+  app.add_flag("--stages", o.stages,
+               "Also time each kernel stage of the forward separately (fused, explicit)");
+  bool no_verify = false;
+  app.add_flag("--no-verify", no_verify,
+               "Skip verification before timing (rows then say 'not verified')");
+  app.add_option("--device", o.device, "CUDA device index")->capture_default_str();
+  app.add_option("--seed", o.seed, "Input seed (a shape's own seed: wins)")->capture_default_str();
+
+  // stopping and method
+  auto& stop = o.measure.stopping;
+  double max_noise_pct = stop.max_noise * 100.0;
+  double throttle_pct = o.measure.throttle.threshold * 100.0;
+  app.add_option("--min-samples", stop.min_samples, "Minimum samples per row")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+      ->capture_default_str();
+  app.add_option("--min-time", stop.min_time_s, "Minimum accumulated GPU time per row (s)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--max-noise", max_noise_pct,
+                 "Stop when the relative stdev is below this (%), or once it has stabilised")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--timeout", stop.timeout_s,
+                 "Wall-time limit per row (s); a row that hits it is flagged 'did not converge'")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  app.add_option("--warmup", o.measure.warmup_runs, "Untimed runs before each row")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000}))
+      ->capture_default_str();
+  app.add_option("--throttle-threshold", throttle_pct,
+                 "Discard samples whose SM clock is below this % of the default clock")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--throttle-recovery", o.measure.throttle.recovery_delay_s,
+                 "Cool-down after a throttled sample (s)")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  app.add_option("--cooldown", o.cooldown_s, "Sleep between rows (s)")
+      ->check(CLI::Range(0.0, 60.0))
+      ->capture_default_str();
+  app.add_option("--floor-bandwidth", o.floor_bw_Bps,
+                 "Copy bandwidth the byte floor is taken at (B/s; H200 measured 4.25e12)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+
+  // outputs
+  app.add_option("--csv", o.csv_file, "Write the rows as CSV to FILE");
+  app.add_option("--json", o.json_file, "Write rows, raw samples and metadata as JSON to FILE");
+  app.add_option("--md", o.md_file, "Write the markdown report to FILE (it always goes to stdout)");
+  app.add_flag("--force", o.force, "Overwrite existing output files");
+  app.add_option("--baseline", o.baseline_file,
+                 "Compare this run with an earlier kda-bench CSV (as `compare BASELINE this`)");
+  double same_pct = o.same_within * 100.0;
+  app.add_option("--same-within", same_pct,
+                 "Compare: smallest relative change reported as FASTER/SLOWER (%)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", o.quiet, "No progress lines on stderr");
+
+  CLI::App* cmp = app.add_subcommand(
+      "compare",
+      "Compare two kda-bench CSVs (or a peer's with shape_id, path/impl, median_s/median_ms and "
+      "optionally noise): ratio B/A per row, geomean, SAME/FASTER/SLOWER. SAME when |B/A - 1| <= "
+      "max(noise_A, noise_B, --same-within).");
+  cmp->add_option("A", o.compare_a, "Baseline CSV")->required();
+  cmp->add_option("B", o.compare_b, "New CSV")->required();
+  cmp->add_option("--same-within", same_pct, "Smallest change reported (%)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  cmp->add_option("--mode", o.compare_mode, "Compare only rows of this mode");
+  cmp->add_option("--a-path", o.a_path, "Take this path of A ...");
+  cmp->add_option("--b-path", o.b_path, "... and compare it with this path of B");
+  cmp->add_option("--csv", o.csv_file, "Write the comparison as CSV to FILE");
+  cmp->add_option("--md", o.md_file, "Write the markdown comparison to FILE");
+  cmp->add_flag("--force", o.force, "Overwrite existing output files");
+  cmp->add_flag("--fail-on-slower", o.fail_on_slower, "Exit 1 when any row is SLOWER");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  o.verify = !no_verify;
+  stop.max_noise = max_noise_pct / 100.0;
+  o.measure.throttle.threshold = throttle_pct / 100.0;
+  o.same_within = same_pct / 100.0;
+
+  if (cmp->parsed()) return kda::bench::app::run_compare(o);
+  if (o.list) return kda::bench::app::run_list(o);
+  return kda::bench::app::run_benchmarks(o);
+}

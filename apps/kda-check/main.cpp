@@ -1,0 +1,505 @@
+// kda-check: runs the fused and explicit KDA forward paths (or the CPU references alone) on the
+// shapes of a shape file and judges every output against the CPU float64 reference with the
+// data-derived budget of kda-forward.md §9.4. Prints a markdown tolerance report with a verdict
+// per row, writes CSV/JSON, exits non-zero on any failure.
+//
+// Exit codes: 0 every checked row passed; 1 a row failed; 2 bad usage or input (shape file,
+// --load directory, output path); 3 no usable GPU or a CUDA error.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/device_problem.h"
+#include "common/verify.h"
+#include "dump.h"
+#include "kda/build_info.h"
+#include "kda/harness/budget.h"
+#include "kda/harness/inputs.h"
+#include "kda/harness/report.h"
+#include "kda/harness/shapes.h"
+#include "kda/kda.h"
+#include "kda/ref/reference.h"
+
+namespace {
+
+using kda::app::Path;
+using kda::harness::Judgement;
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitDevice = 3;
+
+// A problem to check: from a shape file (generated inputs) or a --load directory.
+struct Job {
+  std::string id;
+  uint64_t seed = 0;
+  std::optional<kda::harness::ShapeSpec> shape;
+  std::optional<kda::harness::HostInputs> loaded;
+};
+
+// One line of the tolerance report.
+struct Row {
+  std::string shape, path, tensor;
+  int64_t elements = 0;
+  std::optional<Judgement> judgement;  // empty for rows that are not a tolerance check
+  std::string repeat = "-";            // bitwise | differs | -
+  int64_t inactive_nonzero = 0;
+  double reference_seconds = 0.0;
+  std::string verdict;
+  bool failed() const { return verdict.rfind("failed", 0) == 0; }
+};
+
+std::string sci(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.3e}", v);
+}
+
+Row judgement_row(const std::string& shape, const std::string& path, const std::string& tensor,
+                  const Judgement& j, const std::string& verdict) {
+  Row row;
+  row.shape = shape;
+  row.path = path;
+  row.tensor = tensor;
+  row.elements = j.elements;
+  row.judgement = j;
+  row.verdict = verdict;
+  return row;
+}
+
+// --- reference backend -----------------------------------------------------------------------
+// The chunked float64 reference must agree with the float64 recurrence to 1e-12 relative; the
+// float32 chunked reference is judged with the budget, its `low` being the float32 recurrence.
+void check_reference(const Job& job, const kda::harness::HostInputs& inputs,
+                     std::vector<Row>* rows, const std::string& dump_dir) {
+  const auto start = std::chrono::steady_clock::now();
+  const kda::ref::Problem problem = inputs.to_reference();
+  kda::ref::Options options;
+  options.final_state = inputs.want_final_state;
+  const auto golden = kda::ref::recurrent_forward<double>(problem, options);
+  const auto chunked = kda::ref::chunked_forward<double>(problem, options);
+  const auto low = kda::ref::recurrent_forward<float>(problem, options);
+  const auto chunked_f32 = kda::ref::chunked_forward<float>(problem, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  auto to_d = [](const auto& v) { return std::vector<double>(v.begin(), v.end()); };
+  auto add_f64 = [&](const std::string& tensor, const std::vector<double>& ref,
+                     const std::vector<double>& got) {
+    // Strict agreement: max |chunked - recurrent| <= 1e-12 * max |recurrent|.
+    Judgement j = kda::harness::judge(ref, ref, got, {0.0, 1.0, 1.0});
+    const double rel = j.max_golden > 0 ? j.max_abs_err / j.max_golden : j.max_abs_err;
+    Row row = judgement_row(job.id, "ref-chunked-f64", tensor, j,
+                            rel <= 1e-12 ? "passed"
+                                         : "failed: relative difference " + sci(rel) + " > 1e-12");
+    row.judgement->budget = 1e-12 * j.max_golden;
+    row.reference_seconds = seconds;
+    rows->push_back(row);
+  };
+  auto add_f32 = [&](const std::string& tensor, const std::vector<double>& ref,
+                     const std::vector<float>& low_values, const std::vector<float>& got) {
+    const Judgement j = kda::harness::judge(ref, to_d(low_values), to_d(got));
+    Row row = judgement_row(job.id, "ref-chunked-f32", tensor, j, j.verdict());
+    row.reference_seconds = seconds;
+    rows->push_back(row);
+  };
+  add_f64("out", golden.out, chunked.out);
+  add_f32("out", golden.out, low.out, chunked_f32.out);
+  if (inputs.want_final_state) {
+    add_f64("final_state", golden.final_state, chunked.final_state);
+    add_f32("final_state", golden.final_state, low.final_state, chunked_f32.final_state);
+  }
+  if (!dump_dir.empty()) {
+    const std::vector<int64_t> out_shape = {inputs.batch, inputs.tokens, inputs.heads,
+                                            inputs.value_dim};
+    const std::vector<int64_t> ht_shape = {inputs.num_states(), inputs.heads, inputs.key_dim,
+                                           inputs.value_dim};
+    kda::app::dump_tensor(dump_dir, job.id, "out_reference", golden.out, out_shape);
+    kda::app::dump_tensor(dump_dir, job.id, "out_reference_chunked_f32", chunked_f32.out,
+                          out_shape);
+    if (inputs.want_final_state) {
+      kda::app::dump_tensor(dump_dir, job.id, "ht_reference", golden.final_state, ht_shape);
+    }
+  }
+}
+
+// --- GPU backends ----------------------------------------------------------------------------
+void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
+               const std::vector<Path>& paths, cudaStream_t stream, std::vector<Row>* rows,
+               const std::string& dump_dir) {
+  if (inputs.key_dim != kda::kHeadDim || inputs.value_dim != kda::kHeadDim) {
+    Row row;
+    row.shape = job.id;
+    row.path = "gpu";
+    row.tensor = "-";
+    row.verdict = fmt::format("not verified: K = {}, V = {}; the GPU kernels support K = V = 128",
+                              inputs.key_dim, inputs.value_dim);
+    rows->push_back(row);
+    return;
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  kda::app::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  const size_t needed = kda::app::device_bytes_needed(inputs);
+  if (needed > free_bytes) {
+    Row row;
+    row.shape = job.id;
+    row.path = "gpu";
+    row.tensor = "-";
+    row.verdict = fmt::format("failed: needs {:.2f} GiB of device memory, {:.2f} GiB free",
+                              static_cast<double>(needed) / 1073741824.0,
+                              static_cast<double>(free_bytes) / 1073741824.0);
+    rows->push_back(row);
+    return;
+  }
+
+  const kda::app::Golden golden = kda::app::compute_golden(inputs);
+  kda::app::DeviceProblem problem(inputs);
+  const std::vector<int64_t> out_shape = {inputs.batch, inputs.tokens, inputs.heads,
+                                          inputs.value_dim};
+  const std::vector<int64_t> ht_shape = {inputs.num_states(), inputs.heads, inputs.key_dim,
+                                         inputs.value_dim};
+
+  std::map<Path, kda::app::PathCheck> checks;
+  for (Path path : paths) {
+    kda::app::PathCheck check = kda::app::check_path(problem, path, golden, stream, true);
+    const std::string name = kda::app::path_name(path);
+    const std::string tensor = path == Path::l2norm ? "q_hat" : "out";
+    Row row = judgement_row(job.id, name, tensor, check.out_judgement, check.verdict());
+    row.repeat = check.repeat_bitwise ? "bitwise" : "differs";
+    row.inactive_nonzero = check.inactive_nonzero;
+    row.reference_seconds = golden.seconds;
+    rows->push_back(row);
+    if (check.final_state_checked) {
+      Row ht = judgement_row(job.id, name, "final_state", check.final_state_judgement,
+                             check.final_state_judgement.passed()
+                                 ? std::string("passed")
+                                 : "failed: " + check.final_state_judgement.verdict());
+      ht.repeat = row.repeat;
+      rows->push_back(ht);
+    }
+    if (!dump_dir.empty()) {
+      if (path == Path::l2norm) {
+        kda::app::dump_tensor(dump_dir, job.id, "q_hat_l2norm", check.out,
+                              {inputs.batch, inputs.tokens, inputs.heads, inputs.key_dim});
+      } else {
+        kda::app::dump_tensor(dump_dir, job.id, "out_" + name, check.out, out_shape);
+        if (check.final_state_checked) {
+          kda::app::dump_tensor(dump_dir, job.id, "ht_" + name, check.final_state, ht_shape);
+        }
+      }
+    }
+    checks.emplace(path, std::move(check));
+  }
+
+  // Review point (c): the fused path may not be worse than the explicit path by more than the
+  // budget, with the explicit output playing the role of `low`.
+  if (checks.count(Path::fused) && checks.count(Path::explicit_)) {
+    const auto& fused = checks.at(Path::fused);
+    const auto& expl = checks.at(Path::explicit_);
+    const Judgement j = kda::harness::judge_against_explicit(
+        golden.out, kda::app::widen(expl.out), kda::app::widen(fused.out));
+    // Only the budget part of the rule applies here (§9.4 (c)); the RMS gate is on the row above.
+    const bool ok = j.non_finite == 0 && j.within_budget;
+    Row row = judgement_row(job.id, "fused", "out vs explicit (c)", j,
+                            ok ? "passed"
+                               : "failed: max |fused - golden| " + sci(j.max_abs_err) +
+                                     " > 2 (max |explicit - golden| + 2^-7 max |golden|) = " +
+                                     sci(j.budget));
+    const bool identical =
+        fused.out.size() == expl.out.size() &&
+        std::memcmp(fused.out.data(), expl.out.data(), fused.out.size() * sizeof(float)) == 0;
+    row.repeat = identical ? "= explicit" : "!= explicit";
+    rows->push_back(row);
+  }
+  if (!dump_dir.empty()) {
+    kda::app::dump_tensor(dump_dir, job.id, "out_reference", golden.out, out_shape);
+    kda::app::dump_tensor(dump_dir, job.id, "out_reference_f32", golden.out_low, out_shape);
+    if (inputs.want_final_state) {
+      kda::app::dump_tensor(dump_dir, job.id, "ht_reference", golden.final_state, ht_shape);
+    }
+  }
+}
+
+// The fused path must refuse non-bf16 q (review point (a)). Checked once per run on real params.
+Row check_fused_refuses_f32(const kda::harness::HostInputs& inputs) {
+  Row row;
+  row.shape = "(api)";
+  row.path = "fused";
+  row.tensor = "q dtype f32 refused";
+  kda::app::DeviceProblem problem(inputs);
+  kda::ForwardParams params = problem.forward_params(Path::fused);
+  params.q_dtype = kda::DType::f32;
+  try {
+    kda::chunk_forward(params, nullptr);
+    kda::app::check_cuda(cudaDeviceSynchronize(), "fused forward with f32 q");
+    row.verdict = "failed: chunk_forward accepted f32 q with fuse_q_l2norm";
+  } catch (const kda::Error& e) {
+    row.verdict = e.code() == kda::ErrorCode::invalid_argument
+                      ? std::string("passed")
+                      : std::string("failed: wrong error kind: ") + e.what();
+    row.repeat = "-";
+  }
+  return row;
+}
+
+kda::harness::Table make_table(const std::vector<Row>& rows, bool full) {
+  kda::harness::Table table;
+  table.columns = {"shape", "path", "tensor", "max_abs_err", "budget", "rel_rms", "repeat",
+                   "verdict"};
+  if (full) {
+    table.columns.insert(table.columns.end() - 1,
+                         {"elements", "ref_err", "max_golden", "worst_index", "non_finite",
+                          "inactive_nonzero", "reference_s"});
+  }
+  for (const Row& r : rows) {
+    std::vector<std::string> cells = {r.shape, r.path, r.tensor};
+    if (r.judgement) {
+      cells.insert(cells.end(), {sci(r.judgement->max_abs_err), sci(r.judgement->budget),
+                                 sci(r.judgement->rel_rms)});
+    } else {
+      cells.insert(cells.end(), {"-", "-", "-"});
+    }
+    cells.push_back(r.repeat);
+    if (full) {
+      const bool j = r.judgement.has_value();
+      cells.insert(cells.end(),
+                   {std::to_string(r.elements), j ? sci(r.judgement->ref_err) : "-",
+                    j ? sci(r.judgement->max_golden) : "-",
+                    j ? std::to_string(r.judgement->worst_index) : "-",
+                    j ? std::to_string(r.judgement->non_finite) : "-",
+                    std::to_string(r.inactive_nonzero), fmt::format("{:.3f}", r.reference_seconds)});
+    }
+    cells.push_back(r.verdict);
+    table.rows.push_back(std::move(cells));
+  }
+  return table;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kda-check: judge the KDA forward (fused and explicit q-normalization paths) against the "
+      "CPU float64 reference with data-derived error budgets"};
+  std::vector<std::string> shape_files;
+  std::vector<std::string> only;
+  std::string backend = "gpu";
+  uint64_t seed = kda::harness::kDefaultSeed;
+  std::string md_file, csv_file, json_file, dump_dir, load_dir;
+  int device = 0;
+  bool force = false;
+  app.add_option("--shapes", shape_files, "Shape file(s) (default: shapes/contract.yaml)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--only", only, "Check only these shape ids");
+  app.add_option("--backend", backend,
+                 "gpu (fused, explicit and the l2norm pass), fused, explicit, or reference "
+                 "(CPU only: chunked references vs the float64 recurrence)")
+      ->check(CLI::IsMember({"gpu", "fused", "explicit", "reference"}));
+  app.add_option("--seed", seed, "Input seed (a shape's own seed: wins)");
+  app.add_option("--md", md_file, "Write the markdown report to FILE");
+  app.add_option("--csv", csv_file, "Write the report as CSV to FILE");
+  app.add_option("--json", json_file, "Write the report and metadata as JSON to FILE");
+  app.add_option("--dump", dump_dir, "Write inputs and outputs as .npy under DIR/<id>/");
+  app.add_option("--load", load_dir, "Run on .npy inputs from DIR (written by --dump)");
+  app.add_option("--device", device, "CUDA device index");
+  app.add_flag("--force", force, "Overwrite existing report files");
+  app.set_version_flag("--version", std::string("kda-check ") + kda::build::git_commit + " (" +
+                                        kda::build::flags + ")");
+  app.footer(
+      "Exit codes: 0 all passed, 1 a check failed, 2 bad usage or input, 3 no usable GPU or a "
+      "CUDA error.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  if (!load_dir.empty() && !shape_files.empty()) {
+    std::cerr << "kda-check: --load and --shapes are exclusive: --load runs on the dumped inputs\n";
+    return kExitUsage;
+  }
+  if (shape_files.empty() && load_dir.empty()) shape_files.push_back("shapes/contract.yaml");
+
+  // Refuse to clobber report files before doing any work.
+  for (const std::string* file : {&md_file, &csv_file, &json_file}) {
+    if (!file->empty() && !force && std::filesystem::exists(*file)) {
+      std::cerr << "kda-check: " << *file << " exists; pass --force to overwrite it\n";
+      return kExitUsage;
+    }
+  }
+
+  std::vector<Job> jobs;
+  try {
+    if (!load_dir.empty()) {
+      for (auto& loaded : kda::app::load_problems(load_dir)) {
+        Job job;
+        job.id = loaded.id;
+        job.seed = loaded.seed;
+        job.loaded = std::move(loaded.inputs);
+        jobs.push_back(std::move(job));
+      }
+    } else {
+      for (const std::string& file : shape_files) {
+        const auto parsed = kda::harness::load_shape_file(file);
+        for (const auto& shape : parsed.shapes) {
+          Job job;
+          job.id = shape.id;
+          job.seed = shape.seed.value_or(seed);
+          job.shape = shape;
+          jobs.push_back(std::move(job));
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "kda-check: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (!only.empty()) {
+    std::set<std::string> known;
+    for (const Job& j : jobs) known.insert(j.id);
+    for (const std::string& id : only) {
+      if (!known.count(id)) {
+        std::cerr << "kda-check: --only " << id << ": no such shape id (try --shapes FILE)\n";
+        return kExitUsage;
+      }
+    }
+    std::erase_if(jobs, [&](const Job& j) {
+      return std::find(only.begin(), only.end(), j.id) == only.end();
+    });
+  }
+
+  const bool gpu = backend != "reference";
+  std::vector<Path> paths;
+  if (backend == "gpu") paths = {Path::fused, Path::explicit_, Path::l2norm};
+  if (backend == "fused") paths = {Path::fused};
+  if (backend == "explicit") paths = {Path::explicit_, Path::l2norm};
+
+  kda::app::DeviceInfo info;
+  cudaStream_t stream = nullptr;
+  if (gpu) {
+    try {
+      info = kda::app::select_device(device);
+      kda::app::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                           "cudaStreamCreate");
+    } catch (const kda::Error& e) {
+      std::cerr << "kda-check: backend '" << backend << "': " << e.what()
+                << "\n(use --backend reference to check the CPU references without a GPU)\n";
+      return e.code() == kda::ErrorCode::invalid_argument ? kExitUsage : kExitDevice;
+    }
+  }
+
+  std::vector<Row> rows;
+  const auto run_start = std::chrono::steady_clock::now();
+  try {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Job& job = jobs[i];
+      const auto t0 = std::chrono::steady_clock::now();
+      const kda::harness::HostInputs inputs =
+          job.loaded ? *job.loaded : kda::harness::make_inputs(*job.shape, job.seed);
+      if (!dump_dir.empty()) kda::app::dump_inputs(dump_dir, job.id, job.seed, inputs);
+      const size_t before = rows.size();
+      if (gpu) {
+        if (i == 0 && inputs.key_dim == kda::kHeadDim && inputs.value_dim == kda::kHeadDim) {
+          rows.push_back(check_fused_refuses_f32(inputs));
+        }
+        check_gpu(job, inputs, paths, stream, &rows, dump_dir);
+      } else {
+        check_reference(job, inputs, &rows, dump_dir);
+      }
+      int failed = 0;
+      for (size_t r = before; r < rows.size(); ++r) failed += rows[r].failed() ? 1 : 0;
+      std::cerr << fmt::format(
+          "[{}/{}] {}: {} rows, {} failed ({:.1f} s)\n", i + 1, jobs.size(), job.id,
+          rows.size() - before, failed,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } catch (const kda::Error& e) {
+    std::cerr << "kda-check: " << e.what() << "\n";
+    return e.code() == kda::ErrorCode::cuda ? kExitDevice : kExitFailed;
+  } catch (const std::exception& e) {
+    std::cerr << "kda-check: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  const double total_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+
+  int failed = 0, not_verified = 0;
+  for (const Row& r : rows) {
+    failed += r.failed() ? 1 : 0;
+    not_verified += r.verdict.rfind("not verified", 0) == 0 ? 1 : 0;
+  }
+
+  std::ostringstream md;
+  md << "# kda-check report\n\n";
+  md << "- backend: " << backend << "\n- commit: " << kda::build::git_commit
+     << "\n- build: " << kda::build::flags << "\n- seed: " << seed << "\n";
+  if (gpu) {
+    md << fmt::format("- device: {} (sm_{}{}, {} SMs), driver {}, runtime {}\n", info.name,
+                      info.cc_major, info.cc_minor, info.sm_count, info.driver_version,
+                      info.runtime_version);
+  }
+  md << "- inputs: " << (load_dir.empty() ? "generated (kda-forward.md §9.3)" : "--load " + load_dir)
+     << "\n";
+  md << "- rule: pass iff all finite, max|actual-golden| <= 2 (max|low-golden| + 2^-7 "
+        "max|golden|) and RMS(actual-golden)/RMS(golden) < 5e-3; golden = CPU fp64 reference\n\n";
+  md << kda::harness::to_markdown(make_table(rows, false)) << "\n";
+  md << fmt::format("{} rows: {} passed, {} failed, {} not verified ({:.1f} s)\n", rows.size(),
+                    rows.size() - failed - not_verified, failed, not_verified, total_seconds);
+  std::cout << md.str() << std::flush;
+
+  try {
+    if (!md_file.empty()) kda::harness::write_text_file_atomic(md_file, md.str(), force);
+    if (!csv_file.empty()) {
+      kda::harness::write_text_file_atomic(csv_file, kda::harness::to_csv(make_table(rows, true)),
+                                           force);
+    }
+    if (!json_file.empty()) {
+      nlohmann::json doc;
+      doc["tool"] = "kda-check";
+      doc["git_commit"] = kda::build::git_commit;
+      doc["build_flags"] = kda::build::flags;
+      doc["backend"] = backend;
+      doc["seed"] = seed;
+      std::vector<std::string> args(argv, argv + argc);
+      doc["argv"] = args;
+      if (gpu) {
+        doc["device"] = {{"name", info.name},
+                         {"cc", fmt::format("{}.{}", info.cc_major, info.cc_minor)},
+                         {"sm_count", info.sm_count},
+                         {"driver_version", info.driver_version},
+                         {"runtime_version", info.runtime_version}};
+      }
+      const auto table = make_table(rows, true);
+      nlohmann::json json_rows = nlohmann::json::array();
+      for (const auto& cells : table.rows) {
+        nlohmann::json row;
+        for (size_t c = 0; c < cells.size(); ++c) row[table.columns[c]] = cells[c];
+        json_rows.push_back(row);
+      }
+      doc["rows"] = json_rows;
+      doc["summary"] = {{"rows", rows.size()}, {"failed", failed}, {"not_verified", not_verified}};
+      kda::harness::write_text_file_atomic(json_file, doc.dump(2) + "\n", force);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "kda-check: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (stream) cudaStreamDestroy(stream);
+  return failed ? kExitFailed : 0;
+}

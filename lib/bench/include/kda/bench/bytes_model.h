@@ -1,0 +1,50 @@
+// Bytes each timed path must move through global memory at the least (pure CPU), and the
+// byte floor they are judged against (performance.md "Floors").
+//
+// forward (per token-head, over all B·T·H rows: every output row is written, also rows at or
+// after cu_seqlens[N]):
+//     q, k   bf16  2 · K · 2 B      (K = 128: 512 B)
+//     v      bf16  V · 2 B          (256 B)
+//     gate   fp32  K · 4 B          (cumulative log2 gate: 512 B)
+//     beta   fp32  4 B
+//     out    bf16  V · 2 B          (256 B)
+//   = 1540 B per token-head for K = V = 128; plus N·H·K·V·4 B for an initial state read and the
+//   same for a final state written.
+// l2norm pass: reads q and writes q_hat, both bf16: 2 · rows · K · 2 B with rows = B·T·H.
+// Paths: fused = forward; explicit = forward + l2norm pass; l2norm = l2norm pass.
+// Floor: the forward's bytes for fused and explicit (both compute the same operation, so the
+// explicit path's extra pass counts against it), the l2norm pass's bytes for l2norm.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace kda::harness {
+struct ShapeSpec;
+}
+
+namespace kda::bench {
+
+enum class PathKind { fused, explicit_, l2norm };
+const char* to_string(PathKind path);                           // "fused", "explicit", "l2norm"
+std::optional<PathKind> parse_path_kind(std::string_view name);
+
+struct ProblemSize {
+  int64_t batch = 1, tokens = 0, heads = 0;
+  int64_t key_dim = 128, value_dim = 128;
+  int64_t num_states = 0;  // N (sequences), for the state terms
+  bool initial_state = false, final_state = false;
+
+  int64_t token_heads() const { return batch * tokens * heads; }
+};
+
+ProblemSize problem_size(const kda::harness::ShapeSpec& shape);
+
+int64_t forward_bytes_per_token_head(const ProblemSize& size);  // 1540 for K = V = 128
+int64_t forward_bytes(const ProblemSize& size);
+int64_t l2norm_bytes(const ProblemSize& size);
+int64_t path_bytes(const ProblemSize& size, PathKind path);   // what the path moves at least
+int64_t floor_bytes(const ProblemSize& size, PathKind path);  // what it is judged against
+
+}  // namespace kda::bench

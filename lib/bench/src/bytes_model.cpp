@@ -1,0 +1,72 @@
+#include "kda/bench/bytes_model.h"
+
+#include "kda/harness/shapes.h"
+
+namespace kda::bench {
+
+namespace {
+constexpr int64_t kBf16 = 2, kF32 = 4;
+}
+
+const char* to_string(PathKind path) {
+  switch (path) {
+    case PathKind::fused: return "fused";
+    case PathKind::explicit_: return "explicit";
+    case PathKind::l2norm: return "l2norm";
+  }
+  return "?";
+}
+
+std::optional<PathKind> parse_path_kind(std::string_view name) {
+  if (name == "fused") return PathKind::fused;
+  if (name == "explicit") return PathKind::explicit_;
+  if (name == "l2norm") return PathKind::l2norm;
+  return std::nullopt;
+}
+
+ProblemSize problem_size(const kda::harness::ShapeSpec& shape) {
+  ProblemSize size;
+  size.batch = shape.batch_rows();
+  size.tokens = shape.tokens();
+  size.heads = shape.heads;
+  size.key_dim = shape.key_dim;
+  size.value_dim = shape.value_dim;
+  size.num_states = shape.num_sequences();
+  size.initial_state = shape.initial_state;
+  size.final_state = shape.final_state;
+  return size;
+}
+
+int64_t forward_bytes_per_token_head(const ProblemSize& size) {
+  const int64_t k = size.key_dim, v = size.value_dim;
+  return 2 * k * kBf16    // q, k
+         + v * kBf16      // v
+         + k * kF32       // cumulative gate
+         + kF32           // beta
+         + v * kBf16;     // out
+}
+
+int64_t forward_bytes(const ProblemSize& size) {
+  const int64_t state = size.num_states * size.heads * size.key_dim * size.value_dim * kF32;
+  return size.token_heads() * forward_bytes_per_token_head(size) +
+         (size.initial_state ? state : 0) + (size.final_state ? state : 0);
+}
+
+int64_t l2norm_bytes(const ProblemSize& size) {
+  return 2 * size.token_heads() * size.key_dim * kBf16;
+}
+
+int64_t path_bytes(const ProblemSize& size, PathKind path) {
+  switch (path) {
+    case PathKind::fused: return forward_bytes(size);
+    case PathKind::explicit_: return forward_bytes(size) + l2norm_bytes(size);
+    case PathKind::l2norm: return l2norm_bytes(size);
+  }
+  return 0;
+}
+
+int64_t floor_bytes(const ProblemSize& size, PathKind path) {
+  return path == PathKind::l2norm ? l2norm_bytes(size) : forward_bytes(size);
+}
+
+}  // namespace kda::bench

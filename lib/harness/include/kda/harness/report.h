@@ -1,0 +1,60 @@
+// Report writers: one table model, several printers (markdown, CSV), a CSV reader for frozen
+// results and baselines, atomic file output and number formatting. Pure CPU.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kda::harness {
+
+// A result table: every row has exactly columns.size() cells, already formatted as text.
+struct Table {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// Output could not be written (exists without --force, unwritable directory, disk full...).
+class OutputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A CSV file could not be read; the message names the file, the line and the problem.
+class CsvError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// GitHub-flavoured markdown with the pipes aligned. Columns whose cells are all numbers are
+// right-aligned. '|' in a cell is escaped, line breaks become spaces. Throws std::invalid_argument
+// when a row's cell count differs from the column count.
+std::string to_markdown(const Table& table);
+
+// RFC 4180: fields with a comma, quote, CR or LF are quoted, quotes doubled; "\n" line ends; the
+// header line first. Throws std::invalid_argument on a ragged row.
+std::string to_csv(const Table& table);
+
+// Reads a CSV file written by to_csv (or by hand): RFC 4180 quoting, fields may span lines, CRLF
+// accepted, blank lines between records skipped, a UTF-8 BOM ignored. The first record is the
+// header; every other record must have as many fields. Throws CsvError.
+Table read_csv(const std::string& path);
+
+// Writes `content` to `path` through `<path>.tmp.<pid>` + rename, so readers never see a partial
+// file. Refuses to replace an existing file unless overwrite is true ("<path> exists; pass --force
+// to overwrite"). Throws OutputError naming the path and the reason (strerror); never leaves the
+// temporary file behind.
+void write_text_file_atomic(const std::string& path, const std::string& content, bool overwrite);
+
+// Same, for raw bytes (used by the .npy writer).
+void write_binary_file_atomic(const std::string& path, const void* data, size_t size,
+                              bool overwrite);
+
+// "1.23 s", "45.6 ms", "789 us", "12.0 ns": three significant digits, unit chosen by magnitude.
+std::string format_seconds(double seconds);
+
+// `digits` significant digits, trailing zeros kept ("1.00"); fixed notation for magnitudes in
+// [1e-4, 1e6), scientific ("1.23e-07") outside. Non-finite values print as "nan", "inf", "-inf".
+std::string format_sig(double value, int digits);
+
+}  // namespace kda::harness

@@ -1,0 +1,320 @@
+// NumPy .npy files, format 1.0 written, 1.0 and 2.0 read. Little-endian C-order float32,
+// float64 and int32 only: the dtypes the harness exchanges with Python tools.
+#include "kda/harness/npy.h"
+
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "kda/harness/report.h"
+
+namespace kda::harness {
+
+static_assert(std::endian::native == std::endian::little,
+              ".npy data is little-endian and copied as-is; a big-endian host needs byte swaps");
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";  // 6 bytes
+constexpr size_t kMagicSize = 6;
+constexpr size_t kAlignment = 64;  // numpy pads the header so the data starts 64-byte aligned
+
+const char* descr_of(NpyType type) {
+  switch (type) {
+    case NpyType::f32: return "<f4";
+    case NpyType::f64: return "<f8";
+    case NpyType::i32: return "<i4";
+  }
+  return "?";
+}
+
+size_t item_size(NpyType type) { return type == NpyType::f64 ? 8 : 4; }
+
+const char* type_name(NpyType type) {
+  switch (type) {
+    case NpyType::f32: return "float32";
+    case NpyType::f64: return "float64";
+    case NpyType::i32: return "int32";
+  }
+  return "?";
+}
+
+// Element count of a shape; throws on negative or overflowing extents.
+int64_t element_count(const std::vector<int64_t>& shape, const std::string& context) {
+  int64_t count = 1;
+  for (int64_t extent : shape) {
+    if (extent < 0) throw NpyError(fmt::format("{}: negative extent {} in the shape", context, extent));
+    if (extent != 0 && count > std::numeric_limits<int64_t>::max() / 8 / extent) {
+      throw NpyError(fmt::format("{}: shape too large", context));
+    }
+    count *= extent;
+  }
+  return count;
+}
+
+std::string shape_tuple(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return "()";
+  if (shape.size() == 1) return fmt::format("({},)", shape[0]);  // a 1-tuple needs the comma
+  return fmt::format("({})", fmt::join(shape, ", "));
+}
+
+template <class T>
+void write_typed(const std::string& path, NpyType type, const std::vector<T>& data,
+                 const std::vector<int64_t>& shape) {
+  const int64_t count = element_count(shape, path);
+  if (count != static_cast<int64_t>(data.size())) {
+    throw NpyError(fmt::format("{}: shape {} holds {} elements but {} were given", path,
+                               shape_tuple(shape), count, data.size()));
+  }
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
+                                   descr_of(type), shape_tuple(shape));
+  // magic (6) + version (2) + length (2) + header + '\n' must be a multiple of 64.
+  const size_t unpadded = kMagicSize + 4 + header.size() + 1;
+  header.append((kAlignment - unpadded % kAlignment) % kAlignment, ' ');
+  header.push_back('\n');
+  if (header.size() > 65535) throw NpyError(fmt::format("{}: header too long for format 1.0", path));
+
+  std::string bytes(kMagic, kMagicSize);
+  bytes.push_back('\x01');
+  bytes.push_back('\x00');
+  bytes.push_back(static_cast<char>(header.size() & 0xFF));
+  bytes.push_back(static_cast<char>(header.size() >> 8));
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(T));
+  try {
+    write_binary_file_atomic(path, bytes.data(), bytes.size(), /*overwrite=*/true);
+  } catch (const OutputError& e) {
+    throw NpyError(e.what());
+  }
+}
+
+// A tiny parser for the header dict: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
+
+  void parse(std::string& descr, bool& fortran_order, std::vector<int64_t>& shape) {
+    bool have_descr = false, have_order = false, have_shape = false;
+    expect('{');
+    while (true) {
+      skip_spaces();
+      if (peek() == '}') break;
+      const std::string key = string_literal();
+      expect(':');
+      if (key == "descr") {
+        descr = string_literal();
+        have_descr = true;
+      } else if (key == "fortran_order") {
+        fortran_order = boolean();
+        have_order = true;
+      } else if (key == "shape") {
+        shape = tuple();
+        have_shape = true;
+      } else {
+        error(fmt::format("unexpected key '{}'", key));
+      }
+      skip_spaces();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != '}') error("expected ',' or '}'");
+    }
+    ++pos_;
+    skip_spaces();
+    if (pos_ != text_.size()) error("text after the closing '}'");
+    if (!have_descr || !have_order || !have_shape) {
+      error("missing 'descr', 'fortran_order' or 'shape'");
+    }
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) const {
+    throw NpyError(fmt::format("{}: header parse error at offset {}: {} (header: {})", path_, pos_,
+                               what, text_));
+  }
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  void skip_spaces() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  void expect(char c) {
+    skip_spaces();
+    if (peek() != c) error(fmt::format("expected '{}'", c));
+    ++pos_;
+  }
+  std::string string_literal() {
+    skip_spaces();
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') error("expected a quoted string");
+    const size_t end = text_.find(quote, pos_ + 1);
+    if (end == std::string_view::npos) error("unterminated string");
+    std::string value(text_.substr(pos_ + 1, end - pos_ - 1));
+    pos_ = end + 1;
+    return value;
+  }
+  bool boolean() {
+    skip_spaces();
+    if (text_.substr(pos_, 4) == "True") {
+      pos_ += 4;
+      return true;
+    }
+    if (text_.substr(pos_, 5) == "False") {
+      pos_ += 5;
+      return false;
+    }
+    error("expected True or False");
+  }
+  std::vector<int64_t> tuple() {
+    expect('(');
+    std::vector<int64_t> values;
+    while (true) {
+      skip_spaces();
+      if (peek() == ')') break;
+      values.push_back(integer());
+      skip_spaces();
+      if (peek() == ',') {
+        ++pos_;
+      } else if (peek() != ')') {
+        error("expected ',' or ')' in the shape");
+      }
+    }
+    ++pos_;
+    return values;
+  }
+  int64_t integer() {
+    skip_spaces();
+    if (!std::isdigit(static_cast<unsigned char>(peek()))) error("expected a non-negative integer");
+    int64_t value = 0;
+    while (std::isdigit(static_cast<unsigned char>(peek()))) {
+      if (value > (std::numeric_limits<int64_t>::max() - 9) / 10) error("integer too large");
+      value = value * 10 + (peek() - '0');
+      ++pos_;
+    }
+    return value;
+  }
+
+  std::string_view text_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+int64_t NpyArray::size() const { return element_count(shape, "npy array"); }
+
+std::vector<float> NpyArray::as_f32() const {
+  if (type != NpyType::f32) {
+    throw NpyError(fmt::format("npy array holds {}, not float32", type_name(type)));
+  }
+  std::vector<float> out(bytes.size() / sizeof(float));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+std::vector<double> NpyArray::as_f64() const {
+  if (type == NpyType::f32) {
+    const std::vector<float> narrow = as_f32();
+    return std::vector<double>(narrow.begin(), narrow.end());
+  }
+  if (type != NpyType::f64) {
+    throw NpyError(fmt::format("npy array holds {}, not a floating type", type_name(type)));
+  }
+  std::vector<double> out(bytes.size() / sizeof(double));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(double));
+  return out;
+}
+
+std::vector<int32_t> NpyArray::as_i32() const {
+  if (type != NpyType::i32) {
+    throw NpyError(fmt::format("npy array holds {}, not int32", type_name(type)));
+  }
+  std::vector<int32_t> out(bytes.size() / sizeof(int32_t));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(int32_t));
+  return out;
+}
+
+void write_npy(const std::string& path, const std::vector<float>& data,
+               const std::vector<int64_t>& shape) {
+  write_typed(path, NpyType::f32, data, shape);
+}
+
+void write_npy(const std::string& path, const std::vector<double>& data,
+               const std::vector<int64_t>& shape) {
+  write_typed(path, NpyType::f64, data, shape);
+}
+
+void write_npy(const std::string& path, const std::vector<int32_t>& data,
+               const std::vector<int64_t>& shape) {
+  write_typed(path, NpyType::i32, data, shape);
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw NpyError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  auto fail = [&](const std::string& what) -> NpyError {
+    return NpyError(fmt::format("{}: {}", path, what));
+  };
+
+  // Preamble: magic, version, header length (2 bytes in 1.0, 4 bytes in 2.0).
+  char preamble[8] = {};
+  in.read(preamble, 8);
+  if (in.gcount() < 8 || std::memcmp(preamble, kMagic, kMagicSize) != 0) {
+    throw fail("not a .npy file (bad magic; expected \\x93NUMPY)");
+  }
+  const int major = static_cast<unsigned char>(preamble[6]);
+  const int minor = static_cast<unsigned char>(preamble[7]);
+  if ((major != 1 && major != 2) || minor != 0) {
+    throw fail(fmt::format("unsupported .npy version {}.{} (supported: 1.0, 2.0)", major, minor));
+  }
+  const size_t length_bytes = major == 1 ? 2 : 4;
+  unsigned char length_raw[4] = {};
+  in.read(reinterpret_cast<char*>(length_raw), static_cast<std::streamsize>(length_bytes));
+  if (static_cast<size_t>(in.gcount()) != length_bytes) throw fail("truncated header length");
+  size_t header_length = 0;
+  for (size_t i = length_bytes; i-- > 0;) header_length = header_length * 256 + length_raw[i];
+
+  std::string header(header_length, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_length));
+  if (static_cast<size_t>(in.gcount()) != header_length) {
+    throw fail(fmt::format("header truncated: expected {} bytes, got {}", header_length, in.gcount()));
+  }
+
+  std::string descr;
+  bool fortran_order = false;
+  NpyArray array;
+  HeaderParser(header, path).parse(descr, fortran_order, array.shape);
+  if (descr == "<f4") {
+    array.type = NpyType::f32;
+  } else if (descr == "<f8") {
+    array.type = NpyType::f64;
+  } else if (descr == "<i4") {
+    array.type = NpyType::i32;
+  } else {
+    throw fail(fmt::format("unsupported dtype '{}' (supported: '<f4', '<f8', '<i4')", descr));
+  }
+  if (fortran_order) throw fail("fortran_order True is not supported (C order only)");
+
+  const int64_t count = element_count(array.shape, path);
+  const size_t expected = static_cast<size_t>(count) * item_size(array.type);
+  array.bytes.resize(expected);
+  in.read(reinterpret_cast<char*>(array.bytes.data()), static_cast<std::streamsize>(expected));
+  const size_t got = static_cast<size_t>(in.gcount());
+  if (got != expected) {
+    throw fail(fmt::format("data truncated: expected {} bytes, got {}", expected, got));
+  }
+  in.peek();
+  if (!in.eof()) {
+    const auto data_end = in.tellg();
+    in.seekg(0, std::ios::end);
+    throw fail(fmt::format("trailing garbage: {} bytes after the data",
+                           static_cast<int64_t>(in.tellg() - data_end)));
+  }
+  return array;
+}
+
+}  // namespace kda::harness

@@ -1,0 +1,276 @@
+// Table printers (markdown, CSV), the CSV reader and number formatting.
+#include "kda/harness/report.h"
+
+// csv.h's LineReader copies file names with strncpy; once inlined into read_csv, g++ 12 warns
+// about that (-Wstringop-truncation) even though the header is a system header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-truncation"
+#include <libfccp/csv.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace kda::harness {
+
+namespace {
+
+void check_rectangular(const Table& table, const char* printer) {
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    if (table.rows[r].size() != table.columns.size()) {
+      throw std::invalid_argument(fmt::format("{}: row {} has {} cells, the table has {} columns",
+                                              printer, r, table.rows[r].size(),
+                                              table.columns.size()));
+    }
+  }
+}
+
+// Display width of UTF-8 text: code points (continuation bytes 10xxxxxx don't count).
+size_t display_width(const std::string& text) {
+  size_t width = 0;
+  for (unsigned char c : text) width += (c & 0xC0) != 0x80;
+  return width;
+}
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+bool looks_numeric(const std::string& text) {
+  double value = 0.0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end;
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void append_csv_record(std::string& out, const std::vector<std::string>& fields) {
+  // A lone empty field would be a blank line, which the reader skips: quote it.
+  if (fields.size() == 1 && fields[0].empty()) {
+    out += "\"\"\n";
+    return;
+  }
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i > 0) out += ',';
+    out += csv_field(fields[i]);
+  }
+  out += '\n';
+}
+
+// RFC 4180 record splitter fed one physical line at a time (a quoted field may span lines).
+class CsvRecordParser {
+ public:
+  explicit CsvRecordParser(const std::string& path) : path_(path) {}
+
+  // Consumes a line; returns true when it completed a record (then take it with record()).
+  bool feed(const char* line, unsigned line_number) {
+    if (!in_record_) {
+      fields_.clear();
+      field_.clear();
+      quoted_ = false;
+      start_line_ = line_number;
+      in_record_ = true;
+    } else {
+      field_ += '\n';  // the line break inside a quoted field
+    }
+    for (const char* p = line; *p != '\0'; ++p) {
+      const char c = *p;
+      if (in_quotes_) {
+        if (c != '"') {
+          field_ += c;
+        } else if (p[1] == '"') {
+          field_ += '"';
+          ++p;
+        } else {
+          in_quotes_ = false;
+        }
+      } else if (c == ',') {
+        end_field();
+      } else if (c == '"') {
+        if (quoted_ || !field_.empty()) error(line_number, "quote inside an unquoted field");
+        in_quotes_ = quoted_ = true;
+      } else {
+        if (quoted_) error(line_number, fmt::format("unexpected '{}' after a closing quote", c));
+        field_ += c;
+      }
+    }
+    if (in_quotes_) return false;
+    end_field();
+    in_record_ = false;
+    return true;
+  }
+
+  bool inside_quotes() const { return in_quotes_; }
+  unsigned start_line() const { return start_line_; }
+  std::vector<std::string>& record() { return fields_; }
+
+  [[noreturn]] void error(unsigned line, const std::string& what) const {
+    throw CsvError(fmt::format("{}:{}: {}", path_, line, what));
+  }
+
+ private:
+  void end_field() {
+    fields_.push_back(std::move(field_));
+    field_.clear();
+    quoted_ = false;
+  }
+
+  const std::string& path_;
+  std::vector<std::string> fields_;
+  std::string field_;
+  bool in_record_ = false;
+  bool in_quotes_ = false;
+  bool quoted_ = false;  // the current field was quoted and its closing quote was seen
+  unsigned start_line_ = 0;
+};
+
+}  // namespace
+
+std::string to_markdown(const Table& table) {
+  check_rectangular(table, "to_markdown");
+  const size_t columns = table.columns.size();
+  std::vector<std::string> header(columns);
+  std::vector<std::vector<std::string>> cells(table.rows.size(), std::vector<std::string>(columns));
+  std::vector<size_t> width(columns, 3);  // "---" is the shortest separator
+  std::vector<bool> right(columns, false);
+  for (size_t c = 0; c < columns; ++c) {
+    header[c] = markdown_cell(table.columns[c]);
+    width[c] = std::max(width[c], display_width(header[c]));
+    bool any = false, all_numeric = true;
+    for (size_t r = 0; r < table.rows.size(); ++r) {
+      cells[r][c] = markdown_cell(table.rows[r][c]);
+      width[c] = std::max(width[c], display_width(cells[r][c]));
+      if (!table.rows[r][c].empty()) {
+        any = true;
+        all_numeric = all_numeric && looks_numeric(table.rows[r][c]);
+      }
+    }
+    right[c] = any && all_numeric;
+  }
+
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string out = "|";
+    for (size_t c = 0; c < columns; ++c) {
+      const std::string pad(width[c] - display_width(row[c]), ' ');
+      out += ' ';
+      out += right[c] ? pad + row[c] : row[c] + pad;
+      out += " |";
+    }
+    return out + "\n";
+  };
+  std::string out = line(header);
+  out += "|";
+  for (size_t c = 0; c < columns; ++c) {
+    out += right[c] ? fmt::format(" {}: |", std::string(width[c] - 1, '-'))
+                    : fmt::format(" {} |", std::string(width[c], '-'));
+  }
+  out += "\n";
+  for (const auto& row : cells) out += line(row);
+  return out;
+}
+
+std::string to_csv(const Table& table) {
+  check_rectangular(table, "to_csv");
+  std::string out;
+  append_csv_record(out, table.columns);
+  for (const auto& row : table.rows) append_csv_record(out, row);
+  return out;
+}
+
+Table read_csv(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw CsvError(fmt::format("{}: cannot open: it is a directory", path));
+  }
+  std::unique_ptr<io::LineReader> reader;
+  try {
+    reader = std::make_unique<io::LineReader>(path);
+  } catch (const io::error::can_not_open_file& e) {
+    throw CsvError(fmt::format("{}: cannot open: {}", path,
+                               e.errno_value != 0 ? std::strerror(e.errno_value) : "unknown error"));
+  }
+
+  Table table;
+  bool have_header = false;
+  CsvRecordParser parser(path);
+  try {
+    while (const char* line = reader->next_line()) {
+      const unsigned line_number = reader->get_file_line();
+      if (!parser.inside_quotes() && line[0] == '\0') continue;  // blank line between records
+      if (!parser.feed(line, line_number)) continue;
+      std::vector<std::string>& record = parser.record();
+      if (!have_header) {
+        table.columns = std::move(record);
+        have_header = true;
+      } else if (record.size() != table.columns.size()) {
+        parser.error(parser.start_line(),
+                     fmt::format("row has {} fields, expected {} (the header's count)",
+                                 record.size(), table.columns.size()));
+      } else {
+        table.rows.push_back(std::move(record));
+      }
+    }
+  } catch (const io::error::base& e) {
+    throw CsvError(fmt::format("{}: {}", path, e.what()));
+  }
+  if (parser.inside_quotes()) {
+    parser.error(parser.start_line(), "unterminated quoted field (no closing quote before the end)");
+  }
+  if (!have_header) throw CsvError(fmt::format("{}: empty file, expected a header line", path));
+  return table;
+}
+
+#pragma GCC diagnostic pop
+
+std::string format_sig(double value, int digits) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  digits = std::clamp(digits, 1, 17);
+  if (value == 0.0) return digits > 1 ? fmt::format("{:.{}f}", 0.0, digits - 1) : "0";
+  // The exponent after rounding to `digits` digits (9.996 at 3 digits is 1.00e+01).
+  const std::string sci = fmt::format("{:.{}e}", value, digits - 1);
+  const int exponent = std::stoi(sci.substr(sci.find('e') + 1));
+  if (exponent < -4 || exponent >= 6) return sci;
+  return fmt::format("{:.{}f}", value, std::max(0, digits - 1 - exponent));
+}
+
+std::string format_seconds(double seconds) {
+  if (!std::isfinite(seconds)) return format_sig(seconds, 3);
+  if (seconds == 0.0) return "0 s";
+  const double magnitude = std::abs(seconds);
+  // Pick the unit from the value as it will print (999.95 us prints as 1.00 ms).
+  struct Unit { double scale; const char* name; };
+  for (Unit unit : {Unit{1.0, "s"}, Unit{1e-3, "ms"}, Unit{1e-6, "us"}}) {
+    if (magnitude >= unit.scale * (1.0 - 5e-4)) {
+      return fmt::format("{} {}", format_sig(seconds / unit.scale, 3), unit.name);
+    }
+  }
+  return fmt::format("{} ns", format_sig(seconds / 1e-9, 3));
+}
+
+}  // namespace kda::harness

@@ -1,0 +1,482 @@
+// Shape-file parser. The schema is documented in shapes/README.md; every refusal names the file,
+// the line, the shape, the field, what was expected and what was found.
+#include "kda/harness/shapes.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace kda::harness {
+
+// ---------------------------------------------------------------------------------------------
+// ShapeSpec
+
+int64_t ShapeSpec::tokens() const {
+  if (dense()) return seq_len;
+  if (total_tokens > 0) return total_tokens;
+  int64_t sum = 0;
+  for (int64_t len : seq_lens) sum += len;
+  return sum;
+}
+
+int64_t ShapeSpec::batch_rows() const { return dense() ? batch : 1; }
+
+int64_t ShapeSpec::num_sequences() const {
+  return dense() ? batch : static_cast<int64_t>(seq_lens.size());
+}
+
+int64_t ShapeSpec::active_tokens() const {
+  if (dense()) return batch * seq_len;
+  int64_t sum = 0;
+  for (int64_t len : seq_lens) sum += len;
+  return sum;
+}
+
+std::vector<int32_t> ShapeSpec::cu_seqlens() const {
+  if (dense()) return {};
+  std::vector<int32_t> cu(seq_lens.size() + 1, 0);
+  for (size_t i = 0; i < seq_lens.size(); ++i) {
+    cu[i + 1] = cu[i] + static_cast<int32_t>(seq_lens[i]);  // the parser bounds the sum by int32
+  }
+  return cu;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+
+namespace {
+
+// cu_seqlens are int32, so no buffer may hold more tokens than this.
+constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
+// A sanity bound on one tensor (tokens x heads x dim, or N x H x K x V): 2^40 elements.
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+// What a message is about: the file, and the shape ("" at the top level, "#3" before the id is
+// known).
+struct Where {
+  const std::string& path;
+  std::string shape;
+};
+
+[[noreturn]] void fail(const Where& where, int line, std::string_view field,
+                       std::string_view expected, std::string_view got) {
+  std::string message = fmt::format("{}:{}: ", where.path, line);
+  if (!where.shape.empty()) message += fmt::format("shape '{}': ", where.shape);
+  message += fmt::format("field '{}': expected {}, got {}", field, expected, got);
+  throw ShapeFileError(message);
+}
+
+int line_of(const YAML::Node& node, int fallback) {
+  const YAML::Mark mark = node.Mark();
+  return mark.line >= 0 ? mark.line + 1 : fallback;
+}
+
+// yaml-cpp tags quoted scalars "!" and plain ones "?": a quoted "4" is a string, not a number.
+bool is_quoted(const YAML::Node& node) { return node.Tag() == "!"; }
+
+bool is_plain_scalar(const YAML::Node& node) { return node.IsScalar() && !is_quoted(node); }
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: {
+      std::string text = node.Scalar();
+      if (text.size() > 40) text = text.substr(0, 37) + "...";  // keep messages one line
+      return is_quoted(node) ? fmt::format("the string \"{}\"", text) : fmt::format("'{}'", text);
+    }
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    default:
+      return "nothing";
+  }
+}
+
+// One `key: value` of a map, remembered with the line of its key.
+struct Field {
+  YAML::Node value;
+  int line = 0;
+};
+using FieldMap = std::map<std::string, Field>;
+
+// Reads a map's entries, refusing keys outside `known` (naming the key) and repeated keys.
+FieldMap read_fields(const Where& where, const YAML::Node& map, int map_line,
+                     std::initializer_list<std::string_view> known, std::string_view field_prefix) {
+  std::string known_list;
+  for (std::string_view key : known) {
+    known_list += known_list.empty() ? "" : ", ";
+    known_list += key;
+  }
+  FieldMap fields;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const YAML::Node key = it->first;
+    const int line = line_of(key, map_line);
+    if (!key.IsScalar()) {
+      fail(where, line, fmt::format("{}?", field_prefix), fmt::format("a key ({})", known_list),
+           describe(key));
+    }
+    const std::string name = key.Scalar();
+    const std::string full_name = fmt::format("{}{}", field_prefix, name);
+    bool is_known = false;
+    for (std::string_view k : known) is_known = is_known || k == name;
+    if (!is_known) fail(where, line, full_name, fmt::format("one of {}", known_list), "an unknown key");
+    auto [entry, inserted] = fields.emplace(name, Field{it->second, line});
+    if (!inserted) {
+      fail(where, line, full_name, "each key once",
+           fmt::format("a second '{}' (first on line {})", name, entry->second.line));
+    }
+  }
+  return fields;
+}
+
+int value_line(const Field& field) { return line_of(field.value, field.line); }
+
+int64_t parse_int(const Where& where, std::string_view name, const YAML::Node& node, int line,
+                  int64_t min_value, int64_t max_value, std::string_view what) {
+  int64_t value = 0;
+  bool ok = is_plain_scalar(node);
+  if (ok) {
+    const std::string& text = node.Scalar();
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    ok = ec == std::errc() && ptr == end && value >= min_value && value <= max_value;
+  }
+  if (!ok) fail(where, line_of(node, line), name, what, describe(node));
+  return value;
+}
+
+uint64_t parse_uint64(const Where& where, std::string_view name, const YAML::Node& node, int line) {
+  uint64_t value = 0;
+  bool ok = is_plain_scalar(node);
+  if (ok) {
+    const std::string& text = node.Scalar();
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    ok = ec == std::errc() && ptr == end;
+  }
+  if (!ok) fail(where, line_of(node, line), name, "an unsigned 64-bit integer", describe(node));
+  return value;
+}
+
+double parse_positive_number(const Where& where, std::string_view name, const YAML::Node& node,
+                             int line) {
+  double value = 0.0;
+  bool ok = is_plain_scalar(node);
+  if (ok) {
+    const std::string& text = node.Scalar();
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    ok = ec == std::errc() && ptr == end && std::isfinite(value) && value > 0.0;
+  }
+  if (!ok) fail(where, line_of(node, line), name, "a finite number > 0", describe(node));
+  return value;
+}
+
+bool parse_bool(const Where& where, std::string_view name, const YAML::Node& node, int line) {
+  if (is_plain_scalar(node)) {
+    const std::string& text = node.Scalar();
+    if (text == "true" || text == "True" || text == "TRUE") return true;
+    if (text == "false" || text == "False" || text == "FALSE") return false;
+  }
+  fail(where, line_of(node, line), name, "true or false", describe(node));
+}
+
+std::string parse_string(const Where& where, std::string_view name, const YAML::Node& node,
+                         int line) {
+  if (!node.IsScalar()) fail(where, line_of(node, line), name, "a string", describe(node));
+  return node.Scalar();
+}
+
+bool valid_id(const std::string& id) {
+  if (id.empty()) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+QRowSuite parse_q_rows(const Where& where, const Field& field) {
+  const YAML::Node& node = field.value;
+  const int line = value_line(field);
+  QRowSuite suite;
+  suite.enabled = true;
+  if (is_plain_scalar(node) && node.Scalar() == "row-scale") return suite;
+  if (!node.IsMap()) {
+    fail(where, line, "q_rows",
+         "'row-scale' or a map of min_scale, max_scale, huge_values, zero_rows", describe(node));
+  }
+  const FieldMap fields =
+      read_fields(where, node, line, {"min_scale", "max_scale", "huge_values", "zero_rows"}, "q_rows.");
+  if (auto it = fields.find("min_scale"); it != fields.end()) {
+    suite.min_scale = parse_positive_number(where, "q_rows.min_scale", it->second.value, it->second.line);
+  }
+  if (auto it = fields.find("max_scale"); it != fields.end()) {
+    suite.max_scale = parse_positive_number(where, "q_rows.max_scale", it->second.value, it->second.line);
+    if (suite.max_scale < suite.min_scale) {
+      fail(where, value_line(it->second), "q_rows.max_scale",
+           fmt::format("a number >= min_scale ({})", suite.min_scale), describe(it->second.value));
+    }
+  }
+  if (auto it = fields.find("huge_values"); it != fields.end()) {
+    const YAML::Node& list = it->second.value;
+    if (!list.IsSequence()) {
+      fail(where, value_line(it->second), "q_rows.huge_values", "a list of numbers > 0",
+           describe(list));
+    }
+    suite.huge_values.clear();
+    for (const YAML::Node& item : list) {
+      suite.huge_values.push_back(
+          parse_positive_number(where, "q_rows.huge_values", item, value_line(it->second)));
+    }
+  }
+  if (auto it = fields.find("zero_rows"); it != fields.end()) {
+    suite.zero_rows = static_cast<int>(parse_int(where, "q_rows.zero_rows", it->second.value,
+                                                 it->second.line, 0, 1'000'000,
+                                                 "an integer in [0, 1000000]"));
+  }
+  return suite;
+}
+
+// Packed form: seq_lens (+ optional total_tokens).
+void parse_packed(const Where& where, const FieldMap& fields, int entry_line, ShapeSpec& shape) {
+  const Field& lens_field = fields.at("seq_lens");
+  const YAML::Node& list = lens_field.value;
+  const int lens_line = value_line(lens_field);
+  if (!list.IsSequence() || list.size() == 0) {
+    fail(where, lens_line, "seq_lens", "a non-empty list of sequence lengths (integers >= 0)",
+         list.IsSequence() ? "an empty list" : describe(list));
+  }
+  int64_t sum = 0;
+  for (const YAML::Node& item : list) {
+    const int64_t len =
+        parse_int(where, "seq_lens", item, lens_line, 0, kMaxTokens, "a sequence length >= 0");
+    sum += len;
+    if (sum > kMaxTokens) {
+      fail(where, lens_line, "seq_lens",
+           fmt::format("at most {} tokens in total (cu_seqlens are int32)", kMaxTokens),
+           fmt::format("a running sum of {}", sum));
+    }
+    shape.seq_lens.push_back(len);
+  }
+  if (auto it = fields.find("total_tokens"); it != fields.end()) {
+    const int64_t min_total = std::max<int64_t>(sum, 1);
+    shape.total_tokens = parse_int(
+        where, "total_tokens", it->second.value, it->second.line, min_total, kMaxTokens,
+        sum > 0 ? fmt::format("an integer >= {} (the sum of seq_lens)", sum)
+                : std::string("an integer >= 1 (T of the buffers)"));
+  } else if (sum == 0) {
+    // Every sequence empty: the buffers still need T >= 1, and only total_tokens can say how many.
+    fail(where, entry_line, "total_tokens",
+         "an integer >= 1 when every sequence is empty (the buffers need T >= 1)", "nothing");
+  }
+}
+
+// Dense form: batch + seq_len.
+void parse_dense(const Where& where, const FieldMap& fields, int entry_line, ShapeSpec& shape) {
+  for (const char* name : {"batch", "seq_len"}) {
+    if (!fields.count(name)) {
+      fail(where, entry_line, name, "an integer >= 1 (a dense shape needs batch and seq_len)",
+           "nothing");
+    }
+  }
+  const Field& batch = fields.at("batch");
+  const Field& seq_len = fields.at("seq_len");
+  shape.batch = parse_int(where, "batch", batch.value, batch.line, 1, kMaxTokens, "an integer >= 1");
+  shape.seq_len =
+      parse_int(where, "seq_len", seq_len.value, seq_len.line, 1, kMaxTokens, "an integer >= 1");
+  if (shape.batch * shape.seq_len > kMaxTokens) {
+    fail(where, value_line(seq_len), "seq_len",
+         fmt::format("batch x seq_len <= {} (offsets are int32)", kMaxTokens),
+         fmt::format("{} x {}", shape.batch, shape.seq_len));
+  }
+  if (auto it = fields.find("total_tokens"); it != fields.end()) {
+    fail(where, it->second.line, "total_tokens", "no total_tokens in a dense (batch + seq_len) shape",
+         describe(it->second.value));
+  }
+}
+
+ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t index,
+                      int list_line) {
+  Where where{path, fmt::format("#{}", index + 1)};
+  const int entry_line = line_of(node, list_line);
+  if (!node.IsMap()) {
+    fail(where, entry_line, "id", "a map (id, heads, seq_lens or batch + seq_len, ...)",
+         describe(node));
+  }
+  // Name the shape by its id already in key errors (unknown or repeated keys) when it has one.
+  if (const YAML::Node id = node["id"]; id && id.IsScalar() && valid_id(id.Scalar())) {
+    where.shape = id.Scalar();
+  }
+  const FieldMap fields = read_fields(
+      where, node, entry_line,
+      {"id", "heads", "seq_lens", "batch", "seq_len", "total_tokens", "head_dim", "key_dim",
+       "value_dim", "initial_state", "final_state", "seed", "q_rows"},
+      "");
+  ShapeSpec shape;
+  shape.line = entry_line;
+
+  auto id = fields.find("id");
+  if (id == fields.end()) fail(where, entry_line, "id", "a shape id", "nothing");
+  shape.id = parse_string(where, "id", id->second.value, id->second.line);
+  if (!valid_id(shape.id)) {
+    fail(where, value_line(id->second), "id", "an id of letters, digits, '.', '_' or '-'",
+         describe(id->second.value));
+  }
+  where.shape = shape.id;
+
+  auto heads = fields.find("heads");
+  if (heads == fields.end()) fail(where, entry_line, "heads", "an integer >= 1", "nothing");
+  shape.heads = parse_int(where, "heads", heads->second.value, heads->second.line, 1, 1 << 20,
+                          "an integer >= 1");
+
+  const bool packed = fields.count("seq_lens") > 0;
+  const bool dense = fields.count("batch") > 0 || fields.count("seq_len") > 0;
+  if (packed && dense) {
+    const Field& extra = fields.count("batch") ? fields.at("batch") : fields.at("seq_len");
+    fail(where, extra.line, fields.count("batch") ? "batch" : "seq_len",
+         "either seq_lens or batch + seq_len", "both");
+  }
+  if (!packed && !dense) {
+    fail(where, entry_line, "seq_lens", "a list of sequence lengths (or batch + seq_len)",
+         "nothing");
+  }
+  if (packed) {
+    parse_packed(where, fields, entry_line, shape);
+  } else {
+    parse_dense(where, fields, entry_line, shape);
+  }
+
+  // head_dim sets both K and V; key_dim / value_dim set one each. Mixing them is ambiguous.
+  auto head_dim = fields.find("head_dim");
+  if (head_dim != fields.end()) {
+    for (const char* name : {"key_dim", "value_dim"}) {
+      if (auto other = fields.find(name); other != fields.end()) {
+        fail(where, other->second.line, name, "either head_dim or key_dim/value_dim",
+             "both");
+      }
+    }
+    shape.head_dim = parse_int(where, "head_dim", head_dim->second.value, head_dim->second.line, 1,
+                               1 << 16, "an integer >= 1");
+    shape.key_dim = shape.value_dim = shape.head_dim;
+  }
+  if (auto it = fields.find("key_dim"); it != fields.end()) {
+    shape.key_dim =
+        parse_int(where, "key_dim", it->second.value, it->second.line, 1, 1 << 16, "an integer >= 1");
+    shape.head_dim = shape.key_dim;
+  }
+  if (auto it = fields.find("value_dim"); it != fields.end()) {
+    shape.value_dim = parse_int(where, "value_dim", it->second.value, it->second.line, 1, 1 << 16,
+                                "an integer >= 1");
+  }
+
+  if (auto it = fields.find("initial_state"); it != fields.end()) {
+    shape.initial_state = parse_bool(where, "initial_state", it->second.value, it->second.line);
+  }
+  if (auto it = fields.find("final_state"); it != fields.end()) {
+    shape.final_state = parse_bool(where, "final_state", it->second.value, it->second.line);
+  }
+  if (auto it = fields.find("seed"); it != fields.end()) {
+    shape.seed = parse_uint64(where, "seed", it->second.value, it->second.line);
+  }
+  if (auto it = fields.find("q_rows"); it != fields.end()) {
+    shape.q_rows = parse_q_rows(where, it->second);
+  }
+
+  // Bound the tensors so sizes never overflow (heads is the knob that multiplies everything).
+  const int64_t max_dim = std::max(shape.key_dim, shape.value_dim);
+  const double elements = static_cast<double>(shape.batch_rows()) *
+                          static_cast<double>(shape.tokens()) * static_cast<double>(shape.heads) *
+                          static_cast<double>(max_dim);
+  const double state_elements = static_cast<double>(shape.num_sequences()) *
+                                static_cast<double>(shape.heads) *
+                                static_cast<double>(shape.key_dim) *
+                                static_cast<double>(shape.value_dim);
+  if (elements > static_cast<double>(kMaxElements) ||
+      state_elements > static_cast<double>(kMaxElements)) {
+    fail(where, value_line(heads->second), "heads",
+         "at most 2^40 elements per tensor (tokens x heads x dim, sequences x heads x K x V)",
+         fmt::format("{} heads", shape.heads));
+  }
+  return shape;
+}
+
+}  // namespace
+
+ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_messages) {
+  const std::string& path = path_for_messages;
+  const Where top{path, ""};
+  // yaml-cpp would read a binary file as UTF-16 text; say what it is instead.
+  if (text.find('\0') != std::string::npos) {
+    throw ShapeFileError(fmt::format("{}:1: not valid YAML: the file contains NUL bytes (binary?)", path));
+  }
+  YAML::Node document;
+  try {
+    document = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ShapeFileError(fmt::format("{}:{}: not valid YAML: {}", path,
+                                     e.mark.line >= 0 ? e.mark.line + 1 : 1, e.msg));
+  }
+  if (!document.IsMap()) {
+    fail(top, line_of(document, 1), "shapes", "a top-level map with a 'shapes:' list",
+         describe(document));
+  }
+  const FieldMap fields = read_fields(top, document, 1, {"shapes", "description"}, "");
+
+  ShapeFile file;
+  file.path = path;
+  if (auto it = fields.find("description"); it != fields.end()) {
+    file.description = parse_string(top, "description", it->second.value, it->second.line);
+  }
+  auto shapes = fields.find("shapes");
+  if (shapes == fields.end()) fail(top, 1, "shapes", "a list of shapes", "nothing");
+  const YAML::Node& list = shapes->second.value;
+  const int list_line = value_line(shapes->second);
+  if (!list.IsSequence() || list.size() == 0) {
+    fail(top, list_line, "shapes", "a non-empty list of shapes",
+         list.IsSequence() ? "an empty list" : describe(list));
+  }
+
+  std::map<std::string, int> first_line_of_id;
+  for (size_t i = 0; i < list.size(); ++i) {
+    ShapeSpec shape = parse_shape(path, list[i], i, list_line);
+    auto [seen, inserted] = first_line_of_id.emplace(shape.id, shape.line);
+    if (!inserted) {
+      fail(Where{path, shape.id}, shape.line, "id", "a unique id",
+           fmt::format("a duplicate of the shape on line {}", seen->second));
+    }
+    file.shapes.push_back(std::move(shape));
+  }
+  return file;
+}
+
+ShapeFile load_shape_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ShapeFileError(fmt::format("{}: cannot read shape file: it is a directory", path));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw ShapeFileError(fmt::format("{}: cannot read shape file: {}", path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    throw ShapeFileError(fmt::format("{}: cannot read shape file: read error", path));
+  }
+  return parse_shape_file(text.str(), path);
+}
+
+}  // namespace kda::harness

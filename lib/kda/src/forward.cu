@@ -1,0 +1,593 @@
+// chunk_forward, correct-first version (kernel-design.md §6.8 "v0/v1" stage): fp32 on CUDA
+// cores, two kernels that communicate through per-chunk records in the workspace, plus a tail
+// zeroing kernel for packed inputs.
+//
+//   PREP      grid (chunk slots, H), 256 threads: one 64-token chunk of one head. Loads q (and
+//             normalizes it when fused), k, v, G, beta; builds the anchored grams A_kk and A_qk,
+//             solves (I + A_kk) X = [beta k Gamma | beta v] by forward substitution, and writes
+//             the record W, U, q', kg, A_qk, a (layout.h).
+//   SCAN      grid (N * 128 / 32, H), 256 threads: one (sequence, head, 32-column value slice)
+//             chain. Keeps its fp32 state slice S[128 x 32] in shared memory and walks the
+//             sequence's chunks in order: V_new = U - W S; O = q' S + A_qk V_new;
+//             S <- diag(a) S + kg^T V_new. Writes O (bf16) and the final state.
+//   ZERO_TAIL packed inputs only: output rows at or after cu[N] become zeros.
+//
+// Every reduction has a fixed order (plain k-loops, no atomics, no split-K), so results are
+// bitwise reproducible. See docs/design.md for traffic, FLOPs and the path to faster designs.
+#include <algorithm>
+
+#include "common.cuh"
+#include "l2norm_row.cuh"
+
+namespace kda {
+namespace {
+
+using detail::RecordT;
+static_assert(sizeof(RecordT) == sizeof(float),
+              "SCAN copies records into fp32 shared memory with cp.async; a bf16 record needs a "
+              "converting load");
+
+constexpr int kThreads = 256;
+constexpr int kC = kChunk;    // 64 tokens per chunk
+constexpr int kD = kHeadDim;  // 128 channels
+constexpr int kBV = detail::kScanSliceColumns;
+constexpr float kScale = 0.08838834764831845f;  // 1 / sqrt(128)
+
+// Padded shared-memory row strides (floats). 132 = 128 + 4: float4 reads of 8 different rows in
+// one warp land in 8 different 16-byte bank groups. 68 = 64 + 4 for the 64-wide grams.
+constexpr int kLdD = kD + 4;
+constexpr int kLdA = kC + 4;
+
+// ------------------------------------------------------------------------------------------------
+// Small device helpers
+
+__device__ __forceinline__ float4 lds4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ __forceinline__ void sts4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ __forceinline__ void sts4(float* p, const float (&v)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ float get(const float4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ void cp_async16(float* smem_dst, const RecordT* gmem_src) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+// ------------------------------------------------------------------------------------------------
+// PREP
+
+struct PrepArgs {
+  const __nv_bfloat16* q;
+  const __nv_bfloat16* k;
+  const __nv_bfloat16* v;
+  const float* gate;
+  const float* beta;
+  int64_t q_stride, k_stride, v_stride;  // elements between tokens
+  int heads;
+  int64_t capacity;  // record slots per head
+  detail::Sequences seqs;
+  RecordT* records;
+  bool fuse_q_l2norm;  // a runtime flag: it only changes the (cheap) load phase, and one
+                       // instantiation halves the build time of this file
+};
+
+// Shared memory of PREP, in floats.
+constexpr int kPrepQ = 0;                        // [64][kLdD] q (normalized when fused), fp32
+constexpr int kPrepK = kPrepQ + kC * kLdD;       // [64][kLdD] k
+constexpr int kPrepG = kPrepK + kC * kLdD;       // [64][kLdD] G (rows >= n repeat row n-1)
+constexpr int kPrepV = kPrepG + kC * kLdD;       // [64][128]  v
+constexpr int kPrepKC = kPrepV + kC * kD;        // [16][kLdD] column operand of one column block
+constexpr int kPrepAKK = kPrepKC + 16 * kLdD;    // [64][kLdA] A_kk (beta folded in)
+constexpr int kPrepAQK = kPrepAKK + kC * kLdA;   // [64][kLdA] A_qk (scale folded in)
+constexpr int kPrepBeta = kPrepAQK + kC * kLdA;  // [64]
+constexpr int kPrepFloats = kPrepBeta + kC;
+constexpr int kPrepSmemBytes = kPrepFloats * 4;
+static_assert(kPrepSmemBytes <= 227 * 1024, "PREP shared memory exceeds the sm_90 opt-in limit");
+
+__global__ void __launch_bounds__(kThreads, 1) prep_kernel(const PrepArgs args) {
+  extern __shared__ __align__(16) float smem[];
+  float* sq = smem + kPrepQ;
+  float* sk = smem + kPrepK;
+  float* sg = smem + kPrepG;
+  float* sv = smem + kPrepV;
+  float* skc = smem + kPrepKC;
+  float* sakk = smem + kPrepAKK;
+  float* saqk = smem + kPrepAQK;
+  float* sbeta = smem + kPrepBeta;
+
+  detail::ChunkRef chunk;
+  if (!detail::find_chunk(args.seqs, blockIdx.x, chunk)) return;  // unused slot
+  const int h = blockIdx.y;
+  const int n = chunk.rows;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  RecordT* rec =
+      args.records + (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * detail::kRecElems;
+
+  // ---- 1. Load the chunk. Rows >= n: q = k = v = beta = 0 and G = G_{n-1}, by selection (the
+  // memory there belongs to the next sequence or lies past the end, possibly NaN): never read.
+  for (int e = tid; e < kC * kLdA; e += kThreads) {
+    sakk[e] = 0.0f;
+    saqk[e] = 0.0f;
+  }
+  const int d0 = 4 * lane;  // this lane's 4 channels (the l2norm row layout)
+#pragma unroll 2
+  for (int i = warp; i < kC; i += kThreads / 32) {  // one warp per row; i is warp-uniform
+    float qv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float kv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float vv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (i < n) {
+      const int64_t token = chunk.first_token + i;
+      const int64_t head_offset = static_cast<int64_t>(h) * kD + d0;
+      detail::load4(args.q + token * args.q_stride + head_offset, qv);
+      detail::load4(args.k + token * args.k_stride + head_offset, kv);
+      detail::load4(args.v + token * args.v_stride + head_offset, vv);
+      if (args.fuse_q_l2norm) {
+        // Exactly what the l2norm kernel computes and stores (bf16), widened back to fp32.
+        __nv_bfloat16 normalized[4];
+        detail::l2norm_row_bf16(qv, normalized);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) qv[c] = __bfloat162float(normalized[c]);
+      }
+    }
+    const int64_t g_token = chunk.first_token + min(i, n - 1);
+    float gv[4];
+    detail::load4(args.gate + (g_token * args.heads + h) * kD + d0, gv);
+    sts4(sq + i * kLdD + d0, qv);
+    sts4(sk + i * kLdD + d0, kv);
+    sts4(sv + i * kD + d0, vv);
+    sts4(sg + i * kLdD + d0, gv);
+  }
+  if (tid < kC) {
+    sbeta[tid] = tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f;
+  }
+  __syncthreads();
+
+  // ---- 2. q' = scale q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); rows >= n are zero.
+  // Every exponent here is <= 0 for a non-increasing gate: the factors can only underflow.
+  {
+    const int d = tid & (kD - 1);
+    const float g_last = sg[(n - 1) * kLdD + d];
+    for (int i = tid >> 7; i < kC; i += kThreads / kD) {
+      const float g = sg[i * kLdD + d];
+      const bool valid = i < n;
+      const float qp = kScale * sq[i * kLdD + d] * exp2f(g);
+      const float kg = sk[i * kLdD + d] * exp2f(g_last - g);
+      rec[detail::kRecQP + i * kD + d] = valid ? qp : 0.0f;
+      rec[detail::kRecKG + i * kD + d] = valid ? kg : 0.0f;
+    }
+    if (tid < kD) rec[detail::kRecA + d] = exp2f(g_last);
+  }
+
+  // ---- 3. Grams, one 16-column block c at a time with its own anchor m_c (kernel-design §7.1):
+  //   A[i][j] = sum_d x_i[d] 2^(G_i[d] - G_m[d]) * k_j[d] 2^(G_m[d] - G_j[d]),  x = k or q.
+  // Inside the block both exponents are within +-8 per-token decays of the anchor (<= 68 at the
+  // contract edge); rows of later blocks have G_i <= G_m, so their factor is <= 1 and underflows
+  // only where the true entry is negligible. Blocks past the last valid row are skipped (zero).
+  for (int cb = 0; cb < kC / 16; ++cb) {
+    const int c0 = 16 * cb;
+    if (c0 >= n) break;  // uniform
+    const int m = min(c0 + 8, n - 1);
+    for (int e = tid; e < 16 * kD; e += kThreads) {
+      const int jj = e >> 7;
+      const int d = e & (kD - 1);
+      const int j = c0 + jj;
+      const float col = sk[j * kLdD + d] * exp2f(sg[m * kLdD + d] - sg[j * kLdD + d]);
+      skc[jj * kLdD + d] = j < n ? col : 0.0f;
+    }
+    __syncthreads();
+    // Thread -> (row i, columns c0 + jg + 4 jj): 4 lanes share a row, 8 rows per warp.
+    const int i = c0 + (tid >> 2);
+    const int jg = tid & 3;
+    if (i < n) {
+      float acc_k[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float acc_q[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      const float* gi_row = sg + i * kLdD;
+      const float* gm_row = sg + m * kLdD;
+      const float* ki_row = sk + i * kLdD;
+      const float* qi_row = sq + i * kLdD;
+#pragma unroll 2
+      for (int d = 0; d < kD; d += 4) {
+        const float4 gi = lds4(gi_row + d);
+        const float4 gm = lds4(gm_row + d);
+        const float4 ki = lds4(ki_row + d);
+        const float4 qi = lds4(qi_row + d);
+        float rk[4], rq[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const float f = exp2f(get(gi, u) - get(gm, u));
+          rk[u] = get(ki, u) * f;
+          rq[u] = get(qi, u) * f;
+        }
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const float4 kc = lds4(skc + (jg + 4 * jj) * kLdD + d);
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            acc_k[jj] = fmaf(rk[u], get(kc, u), acc_k[jj]);
+            acc_q[jj] = fmaf(rq[u], get(kc, u), acc_q[jj]);
+          }
+        }
+      }
+      const float b = sbeta[i];
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {
+        const int j = c0 + jg + 4 * jj;
+        sakk[i * kLdA + j] = j < i ? b * acc_k[jj] : 0.0f;        // strictly lower
+        saqk[i * kLdA + j] = j <= i ? kScale * acc_q[jj] : 0.0f;  // inclusive lower
+      }
+    }
+    __syncthreads();
+  }
+
+  // ---- 4. A_qk to the record.
+  for (int e = tid; e < kC * kC; e += kThreads) {
+    rec[detail::kRecAQK + e] = saqk[(e >> 6) * kLdA + (e & (kC - 1))];
+  }
+
+  // ---- 5. Forward substitution (I + A_kk) X = R, one thread per right-hand-side column, fixed
+  // order: x_i = r_i - sum_{j<i} A_kk[i][j] x_j. Threads 0..127: R = beta k Gamma (-> W);
+  // threads 128..255: R = beta v (-> U). A_kk reads are warp broadcasts.
+  {
+    const bool is_w = tid < kD;  // warp-uniform
+    const int d = tid & (kD - 1);
+    float x[kC];
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      const float b = sbeta[i];
+      const float rhs = is_w ? b * sk[i * kLdD + d] * exp2f(sg[i * kLdD + d]) : b * sv[i * kD + d];
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) acc = fmaf(sakk[i * kLdA + j], x[j], acc);
+      x[i] = rhs - acc;
+    }
+    RecordT* dst = rec + (is_w ? detail::kRecW : detail::kRecU) + d;
+#pragma unroll
+    for (int i = 0; i < kC; ++i) dst[i * kD] = i < n ? x[i] : 0.0f;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// SCAN
+
+struct ScanArgs {
+  const RecordT* records;
+  __nv_bfloat16* out;
+  int64_t out_stride;          // elements between tokens
+  const float* initial_state;  // nullable
+  float* final_state;          // nullable
+  int heads;
+  int64_t capacity;
+  detail::Sequences seqs;
+};
+
+// Shared memory of SCAN, in floats.
+constexpr int kScanW = 0;                     // [64][kLdD] W
+constexpr int kScanQP = kScanW + kC * kLdD;   // [64][kLdD] q'
+constexpr int kScanKG = kScanQP + kC * kLdD;  // [64][128]  kg
+constexpr int kScanAQK = kScanKG + kC * kD;   // [64][kLdA] A_qk
+constexpr int kScanA = kScanAQK + kC * kLdA;  // [128]      a
+constexpr int kScanU = kScanA + kD;           // [64][32]   U, this CTA's columns
+constexpr int kScanVN = kScanU + kC * kBV;    // [64][32]   V_new
+constexpr int kScanS = kScanVN + kC * kBV;    // [128][32]  state slice (row = key)
+constexpr int kScanFloats = kScanS + kD * kBV;
+constexpr int kScanSmemBytes = kScanFloats * 4;
+static_assert(kScanSmemBytes <= 227 * 1024, "SCAN shared memory exceeds the sm_90 opt-in limit");
+static_assert(kBV == 32 && kThreads == 256, "SCAN's thread tiles assume 32 columns, 256 threads");
+
+__global__ void __launch_bounds__(kThreads, 1) scan_kernel(const ScanArgs args) {
+  extern __shared__ __align__(16) float smem[];
+  float* sw = smem + kScanW;
+  float* sqp = smem + kScanQP;
+  float* skg = smem + kScanKG;
+  float* saqk = smem + kScanAQK;
+  float* sa = smem + kScanA;
+  float* su = smem + kScanU;
+  float* svn = smem + kScanVN;
+  float* ss = smem + kScanS;
+
+  // The value slices of one (sequence, head) are adjacent CTAs, so they run together and share
+  // the W / q' / kg / A_qk reads through L2.
+  const int s = static_cast<int>(blockIdx.x / detail::kScanSlices);
+  const int col0 = static_cast<int>(blockIdx.x % detail::kScanSlices) * kBV;
+  const int h = blockIdx.y;
+  const int tid = threadIdx.x;
+  const int64_t begin = args.seqs.begin(s);
+  const int64_t length = args.seqs.begin(s + 1) - begin;
+  const int64_t chunks = (length + kC - 1) / kC;
+  const int64_t first_slot = static_cast<int64_t>(h) * args.capacity + args.seqs.chunk_base(s);
+  const int64_t state_offset = (static_cast<int64_t>(s) * args.heads + h) * kD * kD + col0;
+
+  // State slice: S[k][c] = initial_state[s][h][k][col0 + c], or zeros.
+  for (int e = tid; e < kD * kBV / 4; e += kThreads) {
+    const int k = e >> 3;
+    const int c4 = (e & 7) * 4;
+    float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (args.initial_state != nullptr) {
+      value = *reinterpret_cast<const float4*>(args.initial_state + state_offset + k * kD + c4);
+    }
+    sts4(ss + k * kBV + c4, value);
+  }
+
+  // Thread tiles. Phases A and B (output): rows r0 = 2 rg, r1 = 2 rg + 1, columns 4 cg .. 4 cg + 3.
+  // Phase B (state): keys 4 rg .. 4 rg + 3, columns 4 cg .. 4 cg + 3.
+  const int cg = tid & 7;
+  const int rg = tid >> 3;
+  const int c4 = 4 * cg;
+  const int r0 = 2 * rg;
+  const int r1 = r0 + 1;
+
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t left = length - c * kC;
+    const int n = left < kC ? static_cast<int>(left) : kC;
+    const RecordT* rec = args.records + (first_slot + c) * detail::kRecElems;
+
+    // ---- Load the record (cp.async, 16 bytes per copy) into padded shared memory.
+    for (int e = tid; e < kC * kD / 4; e += kThreads) {
+      const int row = e >> 5;
+      const int col = (e & 31) * 4;
+      cp_async16(sw + row * kLdD + col, rec + detail::kRecW + row * kD + col);
+      cp_async16(sqp + row * kLdD + col, rec + detail::kRecQP + row * kD + col);
+      cp_async16(skg + row * kD + col, rec + detail::kRecKG + row * kD + col);
+    }
+    for (int e = tid; e < kC * kC / 4; e += kThreads) {
+      const int row = e >> 4;
+      const int col = (e & 15) * 4;
+      cp_async16(saqk + row * kLdA + col, rec + detail::kRecAQK + row * kC + col);
+    }
+    for (int e = tid; e < kC * kBV / 4; e += kThreads) {
+      const int row = e >> 3;
+      const int col = (e & 7) * 4;
+      cp_async16(su + row * kBV + col, rec + detail::kRecU + row * kD + col0 + col);
+    }
+    if (tid < kD / 4) cp_async16(sa + 4 * tid, rec + detail::kRecA + 4 * tid);
+    cp_async_wait_all();
+    __syncthreads();
+
+    // ---- Phase A: V_new = U - W S and P = q' S (both k-loops over the 128 keys, in order).
+    float acc_w[2][4] = {};
+    float acc_p[2][4] = {};
+#pragma unroll 2
+    for (int k = 0; k < kD; k += 4) {
+      const float4 w0 = lds4(sw + r0 * kLdD + k);
+      const float4 w1 = lds4(sw + r1 * kLdD + k);
+      const float4 q0 = lds4(sqp + r0 * kLdD + k);
+      const float4 q1 = lds4(sqp + r1 * kLdD + k);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float4 srow = lds4(ss + (k + u) * kBV + c4);
+#pragma unroll
+        for (int cc = 0; cc < 4; ++cc) {
+          const float sv = get(srow, cc);
+          acc_w[0][cc] = fmaf(get(w0, u), sv, acc_w[0][cc]);
+          acc_w[1][cc] = fmaf(get(w1, u), sv, acc_w[1][cc]);
+          acc_p[0][cc] = fmaf(get(q0, u), sv, acc_p[0][cc]);
+          acc_p[1][cc] = fmaf(get(q1, u), sv, acc_p[1][cc]);
+        }
+      }
+    }
+    {
+      const float4 u0 = lds4(su + r0 * kBV + c4);
+      const float4 u1 = lds4(su + r1 * kBV + c4);
+      float vn0[4], vn1[4];
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {
+        vn0[cc] = get(u0, cc) - acc_w[0][cc];
+        vn1[cc] = get(u1, cc) - acc_w[1][cc];
+      }
+      sts4(svn + r0 * kBV + c4, vn0);
+      sts4(svn + r1 * kBV + c4, vn1);
+    }
+    __syncthreads();
+
+    // ---- Phase B1: O = P + A_qk V_new over j <= row only (A_qk is inclusive lower; skipping
+    // j > row keeps a row's output independent of later tokens even if they hold inf/NaN).
+    {
+      float o[2][4];
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {
+        o[0][cc] = acc_p[0][cc];
+        o[1][cc] = acc_p[1][cc];
+      }
+      for (int j0 = 0; j0 <= r1; j0 += 4) {
+        const float4 a0 = lds4(saqk + r0 * kLdA + j0);
+        const float4 a1 = lds4(saqk + r1 * kLdA + j0);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int j = j0 + u;
+          const float4 vrow = lds4(svn + j * kBV + c4);
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) {
+            if (j <= r0) o[0][cc] = fmaf(get(a0, u), get(vrow, cc), o[0][cc]);
+            if (j <= r1) o[1][cc] = fmaf(get(a1, u), get(vrow, cc), o[1][cc]);
+          }
+        }
+      }
+      const int64_t column = static_cast<int64_t>(h) * kD + col0 + c4;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int row = r0 + rr;
+        if (row < n) {
+          const int64_t token = begin + c * kC + row;
+          __nv_bfloat16 y[4];
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc) y[cc] = __float2bfloat16_rn(o[rr][cc]);
+          detail::store4(args.out + token * args.out_stride + column, y);
+        }
+      }
+    }
+
+    // ---- Phase B2: S <- diag(a) S + kg^T V_new, each thread on its own 4 x 4 block of S (all
+    // reads of S by phase A finished at the barrier above).
+    {
+      const int k0 = 4 * rg;
+      float acc[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const float a = sa[k0 + kk];
+        const float4 srow = lds4(ss + (k0 + kk) * kBV + c4);
+#pragma unroll
+        for (int cc = 0; cc < 4; ++cc) acc[kk][cc] = a * get(srow, cc);
+      }
+#pragma unroll 4
+      for (int i = 0; i < kC; ++i) {
+        const float4 kg = lds4(skg + i * kD + k0);
+        const float4 vrow = lds4(svn + i * kBV + c4);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+          for (int cc = 0; cc < 4; ++cc)
+            acc[kk][cc] = fmaf(get(kg, kk), get(vrow, cc), acc[kk][cc]);
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) sts4(ss + (k0 + kk) * kBV + c4, acc[kk]);
+    }
+    __syncthreads();  // S, and the record buffers, are rewritten next
+  }
+
+  if (args.final_state != nullptr) {
+    __syncthreads();
+    for (int e = tid; e < kD * kBV / 4; e += kThreads) {
+      const int k = e >> 3;
+      const int col = (e & 7) * 4;
+      *reinterpret_cast<float4*>(args.final_state + state_offset + k * kD + col) =
+          lds4(ss + k * kBV + col);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host side
+
+constexpr int kStagePrep = 0;
+constexpr int kStageScan = 1;
+constexpr int kStageZeroTail = 2;
+constexpr int kStageCount = 3;
+constexpr const char* kStageNames[kStageCount] = {"prep", "scan", "zero_tail"};
+
+struct Plan {
+  detail::Sequences seqs;
+  int64_t capacity = 0;
+  bool packed = false;
+};
+
+Plan make_plan(const ForwardParams& p) {
+  Plan plan;
+  plan.packed = p.cu_seqlens != nullptr;
+  plan.seqs.cu = p.cu_seqlens;
+  plan.seqs.seq_len = p.tokens;
+  plan.seqs.num_seqs = plan.packed ? p.num_seqs : static_cast<int>(p.batch);
+  plan.capacity = detail::chunk_capacity(p.batch * p.tokens, plan.seqs.num_seqs);
+  return plan;
+}
+
+int64_t resolved(int64_t stride, int heads) {
+  return stride == 0 ? static_cast<int64_t>(heads) * kHeadDim : stride;
+}
+
+void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  PrepArgs args;
+  args.q = static_cast<const __nv_bfloat16*>(p.q);
+  args.k = static_cast<const __nv_bfloat16*>(p.k);
+  args.v = static_cast<const __nv_bfloat16*>(p.v);
+  args.gate = p.gate;
+  args.beta = p.beta;
+  args.q_stride = resolved(p.q_token_stride, p.heads);
+  args.k_stride = resolved(p.k_token_stride, p.heads);
+  args.v_stride = resolved(p.v_token_stride, p.heads);
+  args.heads = p.heads;
+  args.capacity = plan.capacity;
+  args.seqs = plan.seqs;
+  args.records = static_cast<RecordT*>(p.workspace);
+  args.fuse_q_l2norm = p.fuse_q_l2norm;
+  const dim3 grid(static_cast<unsigned>(plan.capacity), static_cast<unsigned>(p.heads));
+  detail::set_dynamic_smem(reinterpret_cast<const void*>(&prep_kernel), kPrepSmemBytes,
+                           "chunk_forward: prep");
+  prep_kernel<<<grid, kThreads, kPrepSmemBytes, stream>>>(args);
+  detail::check_launch("chunk_forward: prep");
+}
+
+void run_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  ScanArgs args;
+  args.records = static_cast<const RecordT*>(p.workspace);
+  args.out = static_cast<__nv_bfloat16*>(p.out);
+  args.out_stride = resolved(p.out_token_stride, p.heads);
+  args.initial_state = p.initial_state;
+  args.final_state = p.final_state;
+  args.heads = p.heads;
+  args.capacity = plan.capacity;
+  args.seqs = plan.seqs;
+  const dim3 grid(static_cast<unsigned>(int64_t{plan.seqs.num_seqs} * detail::kScanSlices),
+                  static_cast<unsigned>(p.heads));
+  detail::set_dynamic_smem(reinterpret_cast<const void*>(&scan_kernel), kScanSmemBytes,
+                           "chunk_forward: scan");
+  scan_kernel<<<grid, kThreads, kScanSmemBytes, stream>>>(args);
+  detail::check_launch("chunk_forward: scan");
+}
+
+void run_zero_tail(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  if (!plan.packed) return;  // dense batches have no rows after the last sequence
+  const int64_t pitch = resolved(p.out_token_stride, p.heads) * 2;  // bytes
+  const int64_t vec16 = static_cast<int64_t>(p.heads) * kHeadDim * 2 / 16;
+  detail::launch_zero_tail(p.out, pitch, vec16, p.tokens, p.cu_seqlens, p.num_seqs, stream,
+                           "chunk_forward: zero_tail");
+}
+
+void run_stage(const ForwardParams& p, const Plan& plan, int stage, cudaStream_t stream) {
+  switch (stage) {
+    case kStagePrep:
+      run_prep(p, plan, stream);
+      break;
+    case kStageScan:
+      run_scan(p, plan, stream);
+      break;
+    case kStageZeroTail:
+      run_zero_tail(p, plan, stream);
+      break;
+    default:
+      break;
+  }
+}
+
+void check_stage(const char* op, int stage) {
+  if (stage < 0 || stage >= kStageCount) {
+    throw Error(ErrorCode::invalid_argument,
+                std::string(op) + ": stage = " + std::to_string(stage) +
+                    " is out of range: there are forward_stage_count() = " +
+                    std::to_string(kStageCount) + " stages");
+  }
+}
+
+}  // namespace
+
+int forward_stage_count() { return kStageCount; }
+
+const char* forward_stage_name(int stage) {
+  check_stage("forward_stage_name", stage);
+  return kStageNames[stage];
+}
+
+void chunk_forward_stage(const ForwardParams& params, int stage, cudaStream_t stream) {
+  check_stage("chunk_forward_stage", stage);
+  validate(params);
+  detail::current_device("chunk_forward");
+  run_stage(params, make_plan(params), stage, stream);
+}
+
+void chunk_forward(const ForwardParams& params, cudaStream_t stream) {
+  validate(params);
+  detail::current_device("chunk_forward");
+  const Plan plan = make_plan(params);
+  for (int stage = 0; stage < kStageCount; ++stage) run_stage(params, plan, stage, stream);
+}
+
+}  // namespace kda

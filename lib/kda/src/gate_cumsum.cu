@@ -1,0 +1,55 @@
+// gate_cumsum (kda-forward.md §3.1): one CTA per (64-token chunk of a sequence, head), one thread
+// per channel walking the chunk's tokens in order (fixed summation order).
+#include "common.cuh"
+
+namespace kda {
+namespace {
+
+// log2(e) rounded to float (= 1.4426950216..., the RCP_LN2 of the peers).
+constexpr float kLog2e = 1.4426950408889634f;
+
+__global__ void __launch_bounds__(kHeadDim)
+    gate_cumsum_kernel(const __nv_bfloat16* __restrict__ raw, const float* __restrict__ a_log,
+                       const float* __restrict__ dt_bias, float* __restrict__ out,
+                       detail::Sequences seqs, int heads, float lower_bound) {
+  detail::ChunkRef chunk;
+  if (!detail::find_chunk(seqs, blockIdx.x, chunk)) return;
+  const int h = blockIdx.y;
+  const int d = threadIdx.x;
+  const float rate = expf(a_log[h]);
+  const float bias = dt_bias[static_cast<int64_t>(h) * kHeadDim + d];
+  float running = 0.0f;  // natural-log prefix sum, restarts at every chunk
+  for (int i = 0; i < chunk.rows; ++i) {
+    const int64_t index = ((chunk.first_token + i) * heads + h) * kHeadDim + d;
+    const float x = rate * (__bfloat162float(raw[index]) + bias);
+    const float sigmoid = 1.0f / (1.0f + expf(-x));
+    running += lower_bound * sigmoid;
+    out[index] = running * kLog2e;
+  }
+}
+
+}  // namespace
+
+void gate_cumsum(const GateCumsumParams& params, cudaStream_t stream) {
+  validate(params);
+  detail::current_device("gate_cumsum");
+  const bool packed = params.cu_seqlens != nullptr;
+  const int64_t total_tokens = params.batch * params.tokens;
+  detail::Sequences seqs;
+  seqs.cu = params.cu_seqlens;
+  seqs.seq_len = params.tokens;
+  seqs.num_seqs = packed ? params.num_seqs : static_cast<int>(params.batch);
+  const int64_t capacity = detail::chunk_capacity(total_tokens, seqs.num_seqs);
+  const dim3 grid(static_cast<unsigned>(capacity), static_cast<unsigned>(params.heads));
+  gate_cumsum_kernel<<<grid, kHeadDim, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(params.raw_gate), params.a_log, params.dt_bias, params.out,
+      seqs, params.heads, params.lower_bound);
+  detail::check_launch("gate_cumsum");
+  if (packed) {
+    const int64_t row = int64_t{params.heads} * kHeadDim;  // fp32 elements per token
+    detail::launch_zero_tail(params.out, row * 4, row * 4 / 16, params.tokens, params.cu_seqlens,
+                             params.num_seqs, stream, "gate_cumsum: zero_tail");
+  }
+}
+
+}  // namespace kda

@@ -1,0 +1,110 @@
+// Private helpers shared by the reference's translation units: sequence spans, token-major
+// indexing, option checks and the (sequence, head) parallel loop.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kda/ref/reference.h"
+
+namespace kda::ref::detail {
+
+template <class S>
+using Vector = Eigen::Matrix<S, Eigen::Dynamic, 1>;
+
+// One logical sequence: tokens [begin, end) of batch row `batch_row`.
+struct SequenceSpan {
+  int64_t batch_row = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+// Dense: sequence b is batch row b. Packed: sequence s owns [cu[s], cu[s+1]) of batch row 0.
+// `cu_seqlens` must already be validated.
+std::vector<SequenceSpan> sequence_spans(int64_t batch, int64_t tokens,
+                                         const std::vector<int32_t>& cu_seqlens);
+
+// Throws std::invalid_argument naming `field` unless cu_seqlens follows kda-forward.md §5.
+void check_cu_seqlens(const std::vector<int32_t>& cu_seqlens, int64_t batch, int64_t tokens,
+                      const char* field);
+
+// Throws std::invalid_argument: "<field>: expected <expected> elements (<formula>), got <actual>".
+void check_size(const char* field, std::size_t actual, int64_t expected, const char* formula);
+
+// Rejects chunk_size < 1 and a non-finite scale.
+void check_options(const Options& options);
+
+// Index of the (batch row, token, head) row in a token-major [B, T, H, D] tensor; multiply by D
+// for the element offset.
+struct TokenLayout {
+  int64_t tokens = 0;
+  int64_t heads = 0;
+  int64_t row(int64_t batch_row, int64_t token, int64_t head) const {
+    return (batch_row * tokens + token) * heads + head;
+  }
+};
+
+template <class S>
+S resolved_scale(const Options& options, int64_t key_dim) {
+  if (options.scale != 0.0) return static_cast<S>(options.scale);
+  return static_cast<S>(1.0 / std::sqrt(static_cast<double>(key_dim)));
+}
+
+// The state entering a sequence, K x V in precision S: the initial_state row or zeros.
+template <class S>
+Matrix<S> initial_state(const Problem& problem, int64_t sequence, int64_t head) {
+  const int64_t K = problem.key_dim, V = problem.value_dim;
+  if (problem.initial_state.empty()) return Matrix<S>::Zero(K, V);
+  const float* src = problem.initial_state.data() + (sequence * problem.heads + head) * K * V;
+  return Eigen::Map<const Matrix<float>>(src, K, V).template cast<S>();
+}
+
+template <class S>
+void store_final_state(const Matrix<S>& state, const Problem& problem, int64_t sequence,
+                       int64_t head, std::vector<S>& final_state) {
+  const int64_t K = problem.key_dim, V = problem.value_dim;
+  S* dst = final_state.data() + (sequence * problem.heads + head) * K * V;
+  Eigen::Map<Matrix<S>>(dst, K, V) = state;
+}
+
+// std::exp2, returning +0 directly where the result underflows to zero anyway (2^x below half
+// the smallest subnormal rounds to +0): glibc's exp2f takes a slow error-reporting path there,
+// and fp32 chunk-local gates reach 2^-546. Same value as std::exp2 for every x, NaN included.
+template <class S>
+S exp2_or_zero(S x) {
+  constexpr S kUnderflow =  // -150 for float, -1075 for double
+      static_cast<S>(std::numeric_limits<S>::min_exponent - std::numeric_limits<S>::digits - 1);
+  return x < kUnderflow ? S(0) : std::exp2(x);
+}
+
+// Widens `dim` floats starting at element `offset` of `source` into S.
+template <class S>
+void widen_row(const std::vector<float>& source, int64_t offset, int64_t dim, S* destination) {
+  for (int64_t d = 0; d < dim; ++d) destination[d] = static_cast<S>(source[offset + d]);
+}
+
+// One q row as the algorithms consume it: l2-normalized in S (Options::normalize_q) or widened.
+template <class S>
+void load_query_row(const Problem& problem, const Options& options, int64_t offset,
+                    S* destination) {
+  if (options.normalize_q)
+    l2norm_rows<S>(problem.q.data() + offset, destination, 1, problem.key_dim);
+  else
+    widen_row(problem.q, offset, problem.key_dim, destination);
+}
+
+// Runs work(sequence, head) for every pair, in parallel. Each pair is independent and writes a
+// disjoint slice of the outputs, and its arithmetic does not depend on which thread runs it, so
+// the results are bitwise identical for any thread count. `work` must not throw.
+template <class Work>
+void for_each_sequence_head(int64_t sequences, int64_t heads, const Work& work) {
+  const int64_t tasks = sequences * heads;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < tasks; ++task) work(task / heads, task % heads);
+}
+
+}  // namespace kda::ref::detail

@@ -1,0 +1,87 @@
+// l2norm_rows: y = x / sqrt(sum x^2 + eps) per row (kda-forward.md §4.1, §9.1), in precision S,
+// valid for every finite row.
+//
+// A plain sum of squares overflows in fp32 once ||x|| >~ 1.8e19 (the row would come out as zeros)
+// and loses the small entries of tiny rows to underflow. Scaling the row by an exact power of two
+// 2^-e, chosen so that the largest entry lies in [0.5, 1), avoids both, and the identity
+//   x / sqrt(ssq + eps) = x' / sqrt(ssq' + eps * 2^-2e),   x' = x * 2^-e,  ssq' = sum x'^2
+// keeps the formula unchanged (the scaling itself is exact).
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "detail.h"
+#include "kda/ref/reference.h"
+
+namespace kda::ref {
+namespace {
+
+// The textbook formula, summing in S. Used where it is exact enough (see callers) and for rows
+// with NaN/inf, where it propagates them: a NaN makes the whole row NaN, an inf entry gives
+// inf * 0 = NaN (and the finite entries 0), never a plausible unit vector.
+template <class S>
+void l2norm_row_unscaled(const float* x, S* y, int64_t dim, S eps) {
+  S ssq = 0;
+  for (int64_t d = 0; d < dim; ++d) ssq += static_cast<S>(x[d]) * static_cast<S>(x[d]);
+  const S rstd = S(1) / std::sqrt(ssq + eps);
+  for (int64_t d = 0; d < dim; ++d) y[d] = static_cast<S>(x[d]) * rstd;
+}
+
+template <class S>
+void l2norm_row(const float* x, S* y, int64_t dim, S eps) {
+  float largest = 0.0f;
+  bool finite = true;
+  for (int64_t d = 0; d < dim; ++d) {
+    const float magnitude = std::fabs(x[d]);
+    finite = finite && std::isfinite(magnitude);
+    largest = std::max(largest, magnitude);
+  }
+  if (!finite) return l2norm_row_unscaled(x, y, dim, eps);
+  if (largest == 0.0f) {
+    std::fill(y, y + dim, S(0));
+    return;
+  }
+  int e = 0;
+  std::frexp(largest, &e);  // largest = f * 2^e, f in [0.5, 1)
+  const S eps_scaled = std::ldexp(eps, -2 * e);
+  if (!std::isfinite(eps_scaled)) {
+    // Only for S = float and tiny rows (max|x| < ~2^-74 with eps = 1e-6). Overflow means
+    // eps > 2^(128 + 2e) while ssq < dim * 2^(2e), so ssq / eps < dim * 2^-128: ssq + eps
+    // rounds to eps however ssq is computed (even if its terms underflow), and the unscaled
+    // formula returns x / sqrt(eps), the correctly rounded answer. (In double the scaled eps
+    // cannot overflow: e >= -148 for any float input.)
+    return l2norm_row_unscaled(x, y, dim, eps);
+  }
+  // Multiplying by the power of two 2^-e is exact (as ldexp) unless the product falls below
+  // S's normal range; such entries are < 2^-125 of the row maximum and do not matter. 2^-e is
+  // not representable in float only for e < -127, which needs eps < ~2^-108; use ldexp there.
+  const S unit = std::ldexp(S(1), -e);
+  const bool unit_representable = std::isfinite(unit);
+  auto scaled = [&](float value) {
+    return unit_representable ? static_cast<S>(value) * unit
+                              : std::ldexp(static_cast<S>(value), -e);
+  };
+  S ssq = 0;
+  for (int64_t d = 0; d < dim; ++d) {
+    const S value = scaled(x[d]);
+    ssq += value * value;  // ssq in [0.25, dim]: no overflow, no harmful underflow
+  }
+  // Multiply by the reciprocal, as the kernels do (y = x * rstd).
+  const S rstd = S(1) / std::sqrt(ssq + eps_scaled);
+  for (int64_t d = 0; d < dim; ++d) y[d] = scaled(x[d]) * rstd;
+}
+
+}  // namespace
+
+template <class S>
+void l2norm_rows(const float* x, S* y, int64_t rows, int64_t dim, double eps) {
+  if (!(eps >= 0.0) || !std::isfinite(eps))
+    throw std::invalid_argument("l2norm_rows: eps must be finite and >= 0");
+  const S eps_s = static_cast<S>(eps);
+  for (int64_t r = 0; r < rows; ++r) l2norm_row(x + r * dim, y + r * dim, dim, eps_s);
+}
+
+template void l2norm_rows<float>(const float*, float*, int64_t, int64_t, double);
+template void l2norm_rows<double>(const float*, double*, int64_t, int64_t, double);
+
+}  // namespace kda::ref

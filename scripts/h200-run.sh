@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The one command run on the H200 machine (device tool) over a copy of the checkout, with
+# build/release/bin carried from the development machine. Writes everything under $OUT/r and
+# packs it as $OUT/h200.tar.gz (the device tool returns at most 8 files), plus a short summary.
+#   scripts/h200-run.sh [quick]    quick: skip the contract kda-check and the sanitizers
+set -uo pipefail
+mode=${1:-full}
+OUT=${OUT:?OUT must be set}
+r=$OUT/r
+mkdir -p "$r"
+bin=${BIN:-build/release/bin}
+{
+  echo "binaries built from: $(strings "$bin/kda-check" | grep -m1 -E '^[0-9a-f]{40}(-dirty)?$' || echo unknown)"
+  date -u +"utc: %Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+} > "$r/machine.txt" 2>&1
+summary=$OUT/summary.txt
+: > "$summary"
+step() {  # step SECONDS NAME CMD...: runs with a time limit, logs to $r/NAME.log, records the exit code
+  local limit=$1 name=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$r/$name.log" 2>&1
+  local rc=$?
+  echo "$name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$summary"
+}
+for t in "$bin"/test_*; do
+  [[ -x $t ]] && step 120 "$(basename "$t")" "$t" --gtest_brief=1
+done
+for s in smoke edge; do
+  step 120 "check-$s" "$bin/kda-check" --shapes shapes/$s.yaml --md "$r/check-$s.md" \
+    --csv "$r/check-$s.csv" --json "$r/check-$s.json" --force
+done
+if [[ $mode == full ]]; then
+  step 240 check-contract "$bin/kda-check" --shapes shapes/contract.yaml --md "$r/check-contract.md" \
+    --csv "$r/check-contract.csv" --json "$r/check-contract.json" --force
+fi
+if [[ -x $bin/kda-bench ]]; then
+  step 300 bench-contract "$bin/kda-bench" --shapes shapes/contract.yaml --md "$r/bench-contract.md" \
+    --csv "$r/bench-contract.csv" --json "$r/bench-contract.json" --force
+fi
+if [[ $mode == full ]] && command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    for s in ${SANITIZE_SHAPES:-smoke edge}; do
+      step 150 "sanitizer-$tool-$s" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$bin/kda-check" --shapes shapes/$s.yaml
+    done
+  done
+fi
+tar -C "$OUT" -czf "$OUT/h200.tar.gz" r
+cp "$r"/check-*.md "$OUT"/ 2>/dev/null
+rm -rf "$r"  # only a few files come back from $OUT: the tarball holds everything
+cat "$summary"

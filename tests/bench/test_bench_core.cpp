@@ -1,0 +1,702 @@
+// Unit tests of kda_bench_core (pure CPU): statistics, the stopping rule on synthetic sample
+// streams, the throttle decision, the bytes model, compare, and the result printers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kda/bench/bytes_model.h"
+#include "kda/bench/compare.h"
+#include "kda/bench/format.h"
+#include "kda/bench/results.h"
+#include "kda/bench/statistics.h"
+#include "kda/bench/stopping.h"
+#include "kda/bench/throttle.h"
+#include "kda/harness/report.h"
+#include "kda/harness/shapes.h"
+
+namespace kb = kda::bench;
+namespace kh = kda::harness;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<double> one_to(int n) {
+  std::vector<double> v;
+  for (int i = 1; i <= n; ++i) v.push_back(i);
+  return v;
+}
+
+std::string scratch(const std::string& name) {
+  std::filesystem::create_directories(KDA_TEST_SCRATCH_DIR);
+  const std::string path = std::string(KDA_TEST_SCRATCH_DIR) + "/" + name;
+  std::filesystem::remove(path);
+  return path;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// statistics
+
+TEST(Statistics, MeanAndBesselStdevOnHandData) {
+  const std::vector<double> x = {2, 4, 4, 4, 5, 5, 7, 9};
+  EXPECT_DOUBLE_EQ(kb::mean(x), 5.0);
+  EXPECT_NEAR(kb::stdev(x), std::sqrt(32.0 / 7.0), 1e-15);  // n-1 = 7, not 8
+  EXPECT_NEAR(kb::relative_stdev(x), std::sqrt(32.0 / 7.0) / 5.0, 1e-15);
+}
+
+TEST(Statistics, EdgeCases) {
+  EXPECT_TRUE(std::isnan(kb::mean({})));
+  EXPECT_TRUE(std::isnan(kb::stdev(std::vector<double>{1.0})));
+  // Noise needs kMinSamplesForNoise (5) samples.
+  EXPECT_EQ(kb::relative_stdev(std::vector<double>{1, 2, 3, 4}), kInf);
+  EXPECT_TRUE(std::isfinite(kb::relative_stdev(std::vector<double>{1, 2, 3, 4, 5})));
+  EXPECT_TRUE(std::isnan(kb::relative_stdev(std::vector<double>{0, 0, 0, 0, 0})));
+  EXPECT_DOUBLE_EQ(kb::relative_stdev(std::vector<double>{3, 3, 3, 3, 3}), 0.0);
+}
+
+TEST(Statistics, RankQuantilesFollowNvbenchRule) {
+  const auto x = one_to(10);  // rank = round(p (n-1)), no interpolation
+  EXPECT_EQ(kb::quantile_rank(x, 0.25), 3.0);  // round(2.25) = 2
+  EXPECT_EQ(kb::quantile_rank(x, 0.75), 8.0);  // round(6.75) = 7
+  EXPECT_EQ(kb::quantile_rank(x, 0.5), 6.0);   // round(4.5) = 5 (half away from zero)
+  EXPECT_EQ(kb::quantile_rank(x, 0.0), 1.0);
+  EXPECT_EQ(kb::quantile_rank(x, 1.0), 10.0);
+  const auto y = one_to(5);
+  EXPECT_EQ(kb::quantile_rank(y, 0.25), 2.0);  // exactly rank 1
+  EXPECT_EQ(kb::quantile_rank(y, 0.75), 4.0);
+}
+
+TEST(Statistics, LinearQuantilesMatchTorchQuantile) {
+  // torch.quantile(torch.arange(1., 11.), q) for q = 0.2, 0.5, 0.8: 2.8, 5.5, 8.2.
+  const auto x = one_to(10);
+  EXPECT_NEAR(kb::quantile_linear(x, 0.2), 2.8, 1e-12);
+  EXPECT_NEAR(kb::quantile_linear(x, 0.5), 5.5, 1e-12);
+  EXPECT_NEAR(kb::quantile_linear(x, 0.8), 8.2, 1e-12);
+  EXPECT_EQ(kb::quantile_linear(x, 0.0), 1.0);
+  EXPECT_EQ(kb::quantile_linear(x, 1.0), 10.0);
+  const std::vector<double> one = {7.0};
+  EXPECT_EQ(kb::quantile_linear(one, 0.2), 7.0);
+  EXPECT_EQ(kb::quantile_rank(one, 0.75), 7.0);
+  EXPECT_TRUE(std::isnan(kb::quantile_linear({}, 0.5)));
+}
+
+TEST(Statistics, SummarizeUnsortedSamples) {
+  const std::vector<double> x = {9, 1, 8, 2, 7, 3, 6, 4, 5, 10};
+  const kb::Summary s = kb::summarize(x);
+  EXPECT_EQ(s.n, 10);
+  EXPECT_DOUBLE_EQ(s.mean, 5.5);
+  EXPECT_EQ(s.min, 1.0);
+  EXPECT_EQ(s.max, 10.0);
+  EXPECT_DOUBLE_EQ(s.median, 5.5);  // the usual median, not the rank rule's 6
+  EXPECT_NEAR(s.p20, 2.8, 1e-12);
+  EXPECT_NEAR(s.p80, 8.2, 1e-12);
+  EXPECT_EQ(s.q1, 3.0);
+  EXPECT_EQ(s.q3, 8.0);
+  EXPECT_EQ(s.iqr, 5.0);
+  EXPECT_NEAR(s.iqr_rel, 5.0 / 5.5, 1e-15);
+  EXPECT_NEAR(s.noise, kb::stdev(x) / 5.5, 1e-15);
+
+  const kb::Summary odd = kb::summarize(std::vector<double>{3, 1, 2});
+  EXPECT_EQ(odd.median, 2.0);
+  EXPECT_EQ(odd.noise, kInf);  // 3 samples: too few for a noise
+
+  const kb::Summary empty = kb::summarize({});
+  EXPECT_EQ(empty.n, 0);
+  EXPECT_TRUE(std::isnan(empty.median));
+  EXPECT_TRUE(std::isnan(empty.noise));
+}
+
+TEST(Statistics, Geomean) {
+  EXPECT_NEAR(kb::geomean(std::vector<double>{1, 4, 16}), 4.0, 1e-12);
+  EXPECT_NEAR(kb::geomean(std::vector<double>{0.5, 2.0}), 1.0, 1e-15);
+  EXPECT_TRUE(std::isnan(kb::geomean({})));
+  EXPECT_TRUE(std::isnan(kb::geomean(std::vector<double>{1, 0})));
+  EXPECT_TRUE(std::isnan(kb::geomean(std::vector<double>{1, -2})));
+  EXPECT_TRUE(std::isnan(kb::geomean(std::vector<double>{1, kNaN})));
+}
+
+// ---------------------------------------------------------------------------------------------
+// stopping rule
+
+namespace {
+// Feeds samples until the criterion stops (wall time = accumulated GPU time, as if the loop had
+// no overhead) or max_samples; returns the reason.
+template <class Gen>
+kb::StopReason run_until_stop(kb::StdrelCriterion& c, Gen gen, int64_t max_samples) {
+  for (int64_t i = 0; i < max_samples; ++i) {
+    c.add_sample(gen(i));
+    const kb::StopReason r = c.check(c.total_time_s());
+    if (r != kb::StopReason::none) return r;
+  }
+  return kb::StopReason::none;
+}
+}  // namespace
+
+TEST(Stopping, ConvergesOnALowNoiseStreamOnceMinTimeIsReached) {
+  kb::StdrelCriterion c;  // defaults: 10 samples, 0.5 s, 0.5 %, 15 s
+  // 1 ms +- 0.01 %: the noise is far below 0.5 % from the start, so min time decides.
+  auto gen = [](int64_t i) { return 1e-3 * (1.0 + 1e-4 * static_cast<double>(i % 3 - 1)); };
+  const kb::StopReason r = run_until_stop(c, gen, 100000);
+  EXPECT_EQ(r, kb::StopReason::noise_target);
+  EXPECT_TRUE(kb::is_converged(r));
+  EXPECT_GE(c.total_time_s(), 0.5);
+  EXPECT_NEAR(static_cast<double>(c.samples()), 500.0, 1.0);
+  EXPECT_LT(c.noise(), 0.005);
+}
+
+TEST(Stopping, RefusesBeforeMinSamples) {
+  kb::StoppingConfig cfg;
+  cfg.min_time_s = 0.0;
+  kb::StdrelCriterion c(cfg);
+  for (int i = 0; i < 9; ++i) {
+    c.add_sample(1e-3);
+    EXPECT_EQ(c.check(0.0), kb::StopReason::none) << "after " << i + 1 << " samples";
+  }
+  c.add_sample(1e-3);
+  EXPECT_EQ(c.check(0.0), kb::StopReason::noise_target);
+}
+
+TEST(Stopping, RefusesBeforeMinTime) {
+  kb::StoppingConfig cfg;
+  cfg.min_time_s = 2.0;
+  kb::StdrelCriterion c(cfg);
+  for (int i = 0; i < 1000; ++i) c.add_sample(1e-3);  // 1 s, zero noise
+  EXPECT_EQ(c.samples(), 1000);
+  EXPECT_EQ(c.check(1.0), kb::StopReason::none);
+  for (int i = 0; i < 1001; ++i) c.add_sample(1e-3);  // 2000 x 1e-3 rounds to just below 2
+  EXPECT_GE(c.total_time_s(), 2.0);
+  EXPECT_EQ(c.check(2.0), kb::StopReason::noise_target);
+}
+
+TEST(Stopping, StopsByStabilisationOnANoisyStationaryStream) {
+  kb::StdrelCriterion c;
+  std::mt19937_64 rng(12345);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  // 5 % relative noise: never below the 0.5 % target, but its estimate settles.
+  auto gen = [&](int64_t) { return 1e-3 * (1.0 + 0.05 * normal(rng)); };
+  const kb::StopReason r = run_until_stop(c, gen, 100000);
+  EXPECT_EQ(r, kb::StopReason::noise_stable);
+  EXPECT_TRUE(kb::is_converged(r));
+  EXPECT_GE(c.samples(), 500);   // min time 0.5 s of 1 ms samples comes first
+  EXPECT_LT(c.samples(), 5000);  // and stabilisation well before the timeout
+  EXPECT_NEAR(c.noise(), 0.05, 0.01);
+}
+
+TEST(Stopping, NoStabilisationBeforeEnoughNoiseEstimates) {
+  kb::StoppingConfig cfg;
+  cfg.min_time_s = 0.0;
+  kb::StdrelCriterion c(cfg);
+  // Alternating 1 / 2 ms: noise ~ 33 %, constant; stable only after > 64 estimates (at a
+  // multiple of 16), i.e. not before sample 5 + 64.
+  for (int i = 0; i < 60; ++i) {
+    c.add_sample(i % 2 ? 2e-3 : 1e-3);
+    EXPECT_EQ(c.check(0.0), kb::StopReason::none) << i;
+  }
+  const kb::StopReason r = run_until_stop(c, [](int64_t i) { return i % 2 ? 2e-3 : 1e-3; }, 200);
+  EXPECT_EQ(r, kb::StopReason::noise_stable);
+  EXPECT_GT(c.samples(), 64 + kb::kMinSamplesForNoise);
+}
+
+TEST(Stopping, TimeoutFlagsNonConvergence) {
+  kb::StdrelCriterion c;
+  for (int i = 0; i < 20; ++i) c.add_sample(1e-3);  // only 20 ms of GPU time
+  EXPECT_EQ(c.check(14.9), kb::StopReason::none);
+  const kb::StopReason r = c.check(15.0);
+  EXPECT_EQ(r, kb::StopReason::timeout);
+  EXPECT_FALSE(kb::is_converged(r));
+  EXPECT_STREQ(kb::to_string(r), "timeout");
+  // Timeout also stops a run that never got a single sample.
+  kb::StdrelCriterion empty;
+  EXPECT_EQ(empty.check(20.0), kb::StopReason::timeout);
+}
+
+TEST(Stopping, ConvergenceOnTheLastSampleBeatsTheTimeout) {
+  kb::StoppingConfig cfg;
+  cfg.min_time_s = 0.0;
+  kb::StdrelCriterion c(cfg);
+  for (int i = 0; i < 10; ++i) c.add_sample(1e-3);
+  EXPECT_EQ(c.check(100.0), kb::StopReason::noise_target);
+}
+
+TEST(Stopping, NaNGuard) {
+  kb::StdrelCriterion c;
+  for (int i = 0; i < kb::StdrelCriterion::kMaxNonFiniteStreak - 1; ++i) {
+    c.add_sample(kNaN);
+    EXPECT_EQ(c.check(0.0), kb::StopReason::none);
+  }
+  c.add_sample(kInf);
+  EXPECT_EQ(c.check(0.0), kb::StopReason::non_finite);
+  EXPECT_FALSE(kb::is_converged(kb::StopReason::non_finite));
+  EXPECT_EQ(c.samples(), 0);
+  EXPECT_EQ(c.rejected_samples(), kb::StdrelCriterion::kMaxNonFiniteStreak);
+  EXPECT_EQ(c.total_time_s(), 0.0);
+}
+
+TEST(Stopping, NaNSamplesNeverPoisonTheStatistics) {
+  kb::StoppingConfig cfg;
+  cfg.min_time_s = 0.0;
+  kb::StdrelCriterion c(cfg);
+  for (int i = 0; i < 20; ++i) {
+    c.add_sample(i % 2 ? kNaN : 1e-3);
+    c.add_sample(-1.0);  // negative: unusable too
+  }
+  EXPECT_EQ(c.samples(), 10);
+  EXPECT_EQ(c.rejected_samples(), 30);
+  EXPECT_DOUBLE_EQ(c.mean_s(), 1e-3);
+  EXPECT_EQ(c.check(0.0), kb::StopReason::noise_target);  // the streak was broken each time
+}
+
+TEST(Stopping, AllZeroTimesStopAsNonFinite) {
+  kb::StdrelCriterion c;
+  kb::StopReason r = kb::StopReason::none;
+  int64_t n = 0;
+  while (r == kb::StopReason::none && n < 1000) {
+    c.add_sample(0.0);
+    ++n;
+    r = c.check(0.0);
+  }
+  EXPECT_EQ(r, kb::StopReason::non_finite);
+  EXPECT_EQ(n, kb::kMinSamplesForNoise - 1 + kb::StdrelCriterion::kMaxNonFiniteStreak);
+}
+
+// ---------------------------------------------------------------------------------------------
+// throttle
+
+TEST(Throttle, DiscardsBelowThresholdWithGrowingCoolDown) {
+  kb::ThrottleMonitor m({}, 1.98e9);  // H200 default SM clock
+  EXPECT_FALSE(m.judge(1.9e9).discard);
+  EXPECT_FALSE(m.judge(0.75 * 1.98e9).discard);  // exactly at the threshold: kept
+  const double expected[] = {0.05, 0.05, 0.075, 0.1125, 0.16875, 0.253125, 0.3796875, 0.5, 0.5};
+  for (double e : expected) {
+    const kb::ThrottleDecision d = m.judge(1.0e9);
+    EXPECT_TRUE(d.discard);
+    EXPECT_NEAR(d.sleep_s, e, 1e-12);
+  }
+  EXPECT_EQ(m.discards(), 9);
+  const kb::ThrottleDecision ok = m.judge(1.98e9);  // recovered: resets the schedule
+  EXPECT_FALSE(ok.discard);
+  EXPECT_EQ(ok.sleep_s, 0.0);
+  EXPECT_EQ(m.streak(), 0);
+  EXPECT_NEAR(m.judge(1.0e9).sleep_s, 0.05, 1e-15);
+  EXPECT_EQ(m.discards(), 10);
+}
+
+TEST(Throttle, UnknownClocksAreAccepted) {
+  kb::ThrottleMonitor m({}, 1.98e9);
+  EXPECT_FALSE(m.judge(kNaN).discard);
+  EXPECT_FALSE(m.judge(0.0).discard);
+  EXPECT_FALSE(m.judge(-1.0).discard);
+  kb::ThrottleMonitor no_default({}, 0.0);
+  EXPECT_FALSE(no_default.judge(1.0e6).discard);
+  EXPECT_EQ(m.discards() + no_default.discards(), 0);
+}
+
+TEST(Throttle, CustomThreshold) {
+  kb::ThrottleConfig cfg;
+  cfg.threshold = 0.9;
+  cfg.recovery_delay_s = 0.01;
+  kb::ThrottleMonitor m(cfg, 2.0e9);
+  EXPECT_TRUE(m.judge(1.7e9).discard);
+  EXPECT_FALSE(m.judge(1.8e9).discard);
+}
+
+// ---------------------------------------------------------------------------------------------
+// bytes model
+
+TEST(BytesModel, PerTokenHeadIs1540ForK128) {
+  kb::ProblemSize s;
+  s.tokens = 8192;
+  s.heads = 96;
+  EXPECT_EQ(kb::forward_bytes_per_token_head(s), 1540);
+  EXPECT_EQ(s.token_heads(), 786432);
+  EXPECT_EQ(kb::forward_bytes(s), 786432LL * 1540);  // 1,211,105,280
+  EXPECT_EQ(kb::forward_bytes(s), 1211105280LL);
+  EXPECT_EQ(kb::l2norm_bytes(s), 402653184LL);      // 2 x 201 MB (performance.md)
+  EXPECT_EQ(kb::path_bytes(s, kb::PathKind::fused), 1211105280LL);
+  EXPECT_EQ(kb::path_bytes(s, kb::PathKind::explicit_), 1211105280LL + 402653184LL);
+  EXPECT_EQ(kb::path_bytes(s, kb::PathKind::l2norm), 402653184LL);
+  EXPECT_EQ(kb::floor_bytes(s, kb::PathKind::explicit_), 1211105280LL);
+  EXPECT_EQ(kb::floor_bytes(s, kb::PathKind::l2norm), 402653184LL);
+  // performance.md: byte floor 0.285 ms (h96) at 4.25 TB/s.
+  EXPECT_NEAR(1211105280.0 / kb::kDefaultFloorBandwidth, 0.285e-3, 0.0005e-3);
+  s.heads = 64;
+  EXPECT_EQ(kb::forward_bytes(s), 524288LL * 1540);
+  EXPECT_NEAR(static_cast<double>(kb::forward_bytes(s)) / kb::kDefaultFloorBandwidth, 0.190e-3,
+              0.0005e-3);
+}
+
+TEST(BytesModel, ContractShapes) {
+  const kh::ShapeFile file = kh::load_shape_file(std::string(KDA_SOURCE_DIR) +
+                                                 "/shapes/contract.yaml");
+  ASSERT_EQ(file.shapes.size(), 6u);
+  double floor_log_sum = 0.0;
+  for (const auto& shape : file.shapes) {
+    const kb::ProblemSize s = kb::problem_size(shape);
+    const int64_t th = shape.heads == 96 ? 786432 : 524288;
+    EXPECT_EQ(s.token_heads(), th) << shape.id;
+    EXPECT_EQ(kb::forward_bytes(s), th * 1540) << shape.id;  // no states in the contract
+    EXPECT_EQ(kb::l2norm_bytes(s), th * 512) << shape.id;
+    floor_log_sum += std::log(static_cast<double>(kb::forward_bytes(s)) / 4.25e12);
+  }
+  // performance.md: geomean byte floor over the six ~ 0.233 ms.
+  EXPECT_NEAR(std::exp(floor_log_sum / 6.0), 0.233e-3, 0.001e-3);
+}
+
+TEST(BytesModel, StatesAndOtherHeadSizes) {
+  kb::ProblemSize s;
+  s.batch = 2;
+  s.tokens = 10;
+  s.heads = 3;
+  s.num_states = 2;
+  const int64_t base = 60 * 1540;
+  EXPECT_EQ(kb::forward_bytes(s), base);
+  s.initial_state = true;
+  EXPECT_EQ(kb::forward_bytes(s), base + 2 * 3 * 128 * 128 * 4);
+  s.final_state = true;
+  EXPECT_EQ(kb::forward_bytes(s), base + 2 * (2 * 3 * 128 * 128 * 4));
+  kb::ProblemSize small;
+  small.tokens = 1;
+  small.heads = 1;
+  small.key_dim = 64;
+  small.value_dim = 32;
+  EXPECT_EQ(kb::forward_bytes_per_token_head(small), 2 * 64 * 2 + 32 * 2 + 64 * 4 + 4 + 32 * 2);
+  EXPECT_EQ(kb::l2norm_bytes(small), 2 * 64 * 2);
+}
+
+TEST(BytesModel, PathNames) {
+  EXPECT_EQ(kb::parse_path_kind("explicit"), kb::PathKind::explicit_);
+  EXPECT_EQ(kb::parse_path_kind("fused"), kb::PathKind::fused);
+  EXPECT_EQ(kb::parse_path_kind("l2norm"), kb::PathKind::l2norm);
+  EXPECT_FALSE(kb::parse_path_kind("Fused").has_value());
+  EXPECT_STREQ(kb::to_string(kb::PathKind::explicit_), "explicit");
+}
+
+// ---------------------------------------------------------------------------------------------
+// compare
+
+TEST(Compare, Classification) {
+  using kb::Change;
+  auto cls = [](double a, double na, double b, double nb) {
+    return kb::classify(a, na, b, nb, 0.01);
+  };
+  EXPECT_EQ(cls(1e-3, 0.002, 1.005e-3, 0.003).change, Change::same);
+  EXPECT_EQ(cls(1e-3, 0.002, 0.98e-3, 0.002).change, Change::faster);
+  EXPECT_EQ(cls(1e-3, 0.002, 1.02e-3, 0.002).change, Change::slower);
+  EXPECT_EQ(cls(1e-3, 0.03, 1.02e-3, 0.002).change, Change::same);   // noise of A covers it
+  EXPECT_EQ(cls(1e-3, 0.002, 0.975e-3, 0.03).change, Change::same);  // noise of B covers it
+  EXPECT_EQ(cls(1e-3, kNaN, 1.02e-3, kNaN).change, Change::slower);  // missing noise: 1 % floor
+  EXPECT_EQ(cls(1e-3, kInf, 2e-3, 0.0).change, Change::same);        // unknown noise: can't tell
+  EXPECT_EQ(cls(0.0, 0.0, 1e-3, 0.0).change, Change::invalid);
+  EXPECT_EQ(cls(1e-3, 0.0, kNaN, 0.0).change, Change::invalid);
+  const kb::Classification c = cls(2e-3, 0.004, 1e-3, 0.001);
+  EXPECT_DOUBLE_EQ(c.ratio, 0.5);
+  EXPECT_DOUBLE_EQ(c.threshold, 0.01);
+  // The boundary counts as SAME (values exact in binary).
+  EXPECT_EQ(kb::classify(1.0, 0.0, 1.25, 0.0, 0.25).change, Change::same);
+  EXPECT_EQ(kb::classify(1.0, 0.0, 0.75, 0.0, 0.25).change, Change::same);
+  EXPECT_EQ(kb::classify(1.0, 0.0, 1.25, 0.0, 0.125).change, Change::slower);
+  EXPECT_STREQ(kb::to_string(Change::faster), "FASTER");
+}
+
+namespace {
+kh::Table table_of(std::vector<std::string> columns, std::vector<std::vector<std::string>> rows) {
+  kh::Table t;
+  t.columns = std::move(columns);
+  t.rows = std::move(rows);
+  return t;
+}
+}  // namespace
+
+TEST(Compare, MatchesRowsAndTakesTheGeomean) {
+  const auto a = kb::timing_table(
+      table_of({"shape_id", "path", "mode", "median_s", "noise"},
+               {{"s1", "fused", "warm", "0.001", "0.002"},
+                {"s1", "explicit", "warm", "0.002", "0.002"},
+                {"s2", "fused", "warm", "0.004", "0.001"},
+                {"gone", "fused", "warm", "0.001", "0.001"}}),
+      "a.csv");
+  const auto b = kb::timing_table(
+      table_of({"shape_id", "path", "mode", "median_s", "noise"},
+               {{"s2", "fused", "warm", "0.002", "0.001"},   // 2x faster
+                {"s1", "explicit", "warm", "0.004", "0.002"},  // 2x slower
+                {"s1", "fused", "warm", "0.001", "0.003"},   // same
+                {"new", "fused", "warm", "0.001", "0.001"}}),
+      "b.csv");
+  const kb::CompareReport r = kb::compare_tables(a, b, {});
+  ASSERT_EQ(r.entries.size(), 3u);
+  EXPECT_EQ(r.entries[0].shape_id, "s1");  // A's order
+  EXPECT_EQ(r.entries[0].result.change, kb::Change::same);
+  EXPECT_EQ(r.entries[1].result.change, kb::Change::slower);
+  EXPECT_EQ(r.entries[2].result.change, kb::Change::faster);
+  EXPECT_EQ(r.same, 1);
+  EXPECT_EQ(r.slower, 1);
+  EXPECT_EQ(r.faster, 1);
+  EXPECT_NEAR(r.geomean_ratio, 1.0, 1e-12);  // (1 * 2 * 0.5)^(1/3)
+  ASSERT_EQ(r.only_in_a.size(), 1u);
+  EXPECT_NE(r.only_in_a[0].find("gone"), std::string::npos);
+  ASSERT_EQ(r.only_in_b.size(), 1u);
+  EXPECT_NE(r.only_in_b[0].find("new"), std::string::npos);
+
+  const std::string md = kb::compare_markdown(r, "a.csv", "b.csv", {});
+  EXPECT_NE(md.find("SLOWER"), std::string::npos);
+  EXPECT_NE(md.find("geomean B/A over 3 rows: 1.000"), std::string::npos);
+  const kh::Table raw = kb::compare_table(r, false);
+  EXPECT_EQ(raw.columns.back(), "change");
+  EXPECT_EQ(raw.rows[1].back(), "SLOWER");
+}
+
+TEST(Compare, PeerCsvWithMillisecondsAndNoModeOrNoise) {
+  // A peer's file (like data/peers-h200.csv): impl + median_ms, no mode, no noise.
+  const auto peer = kb::timing_table(
+      table_of({"shape_id", "impl", "median_ms", "notes"},
+               {{"h96-fixed", "fused", "1.4523", "x"}, {"h64-fixed", "fused", "1.2423", "y"}}),
+      "peer.csv");
+  EXPECT_FALSE(peer.has_mode);
+  EXPECT_NEAR(peer.records[0].median_s, 1.4523e-3, 1e-15);
+  EXPECT_TRUE(std::isnan(peer.records[0].noise));
+  const auto ours = kb::timing_table(
+      table_of({"shape_id", "path", "stage", "mode", "median_s", "noise"},
+               {{"h96-fixed", "fused", "", "warm", "0.0014", "0.002"},
+                {"h96-fixed", "fused", "", "cold", "0.0016", "0.002"},
+                {"h64-fixed", "fused", "", "warm", "0.0013", "0.002"},
+                {"h64-fixed", "fused", "", "cold", "0.0015", "0.002"}}),
+      "ours.csv");
+  // Two modes of ours match one peer row: ambiguous until a mode is chosen.
+  EXPECT_THROW(kb::compare_tables(peer, ours, {}), kb::CompareError);
+  kb::CompareConfig cfg;
+  cfg.mode = "warm";
+  const kb::CompareReport r = kb::compare_tables(peer, ours, cfg);
+  ASSERT_EQ(r.entries.size(), 2u);
+  EXPECT_EQ(r.entries[0].mode, "warm");
+  EXPECT_EQ(r.entries[0].result.change, kb::Change::faster);  // 1.4 vs 1.4523: -3.6 %
+  EXPECT_EQ(r.entries[1].result.change, kb::Change::slower);  // 1.3 vs 1.2423: +4.6 %
+}
+
+TEST(Compare, DifferentPathNamesAcrossFiles) {
+  const auto peer = kb::timing_table(
+      table_of({"shape_id", "impl", "median_ms"},
+               {{"h96-fixed", "flashkda", "1.4523"}, {"h96-fixed", "fla-core", "2.7214"}}),
+      "peer.csv");
+  const auto ours = kb::timing_table(
+      table_of({"shape_id", "path", "median_s"},
+               {{"h96-fixed", "fused", "0.0014523"}, {"h96-fixed", "explicit", "0.002"}}),
+      "ours.csv");
+  kb::CompareConfig cfg;
+  cfg.a_path = "flashkda";
+  cfg.b_path = "fused";
+  const kb::CompareReport r = kb::compare_tables(peer, ours, cfg);
+  ASSERT_EQ(r.entries.size(), 1u);
+  EXPECT_EQ(r.entries[0].path, "flashkda vs fused");
+  EXPECT_EQ(r.entries[0].result.change, kb::Change::same);
+  EXPECT_TRUE(r.only_in_a.empty());
+  EXPECT_TRUE(r.only_in_b.empty());
+}
+
+TEST(Compare, ClearErrorsForBadTables) {
+  try {
+    kb::timing_table(table_of({"shape", "path", "median_s"}, {}), "x.csv");
+    FAIL() << "no error";
+  } catch (const kb::CompareError& e) {
+    EXPECT_NE(std::string(e.what()).find("x.csv: no 'shape_id' column"), std::string::npos)
+        << e.what();
+  }
+  try {
+    kb::timing_table(table_of({"shape_id", "path", "mean_s"}, {}), "x.csv");
+    FAIL() << "no error";
+  } catch (const kb::CompareError& e) {
+    EXPECT_NE(std::string(e.what()).find("'median_s'"), std::string::npos) << e.what();
+  }
+  try {
+    kb::timing_table(table_of({"shape_id", "path", "median_s"}, {{"a", "fused", "1.2ms"}}),
+                     "x.csv");
+    FAIL() << "no error";
+  } catch (const kb::CompareError& e) {
+    EXPECT_NE(std::string(e.what()).find("data row 1: column 'median_s': '1.2ms' is not a number"),
+              std::string::npos)
+        << e.what();
+  }
+  const auto dup = kb::timing_table(
+      table_of({"shape_id", "path", "median_s"}, {{"a", "fused", "1"}, {"a", "fused", "2"}}),
+      "d.csv");
+  EXPECT_THROW(kb::compare_tables(dup, dup, {}), kb::CompareError);
+  EXPECT_THROW(kb::read_timing_table(scratch("missing.csv")), kb::CompareError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// result model and printers
+
+namespace {
+kb::RunRow make_row(const std::string& shape, const std::string& path, double median,
+                    int64_t heads = 96) {
+  kb::RunRow r;
+  r.shape_id = shape;
+  r.size.tokens = 8192;
+  r.size.heads = heads;
+  r.size.num_states = 1;
+  r.path = path;
+  r.mode = "warm";
+  r.verdict = "passed";
+  r.stop = kb::StopReason::noise_target;
+  r.gpu_s = {median * 0.99, median, median, median, median * 1.01};
+  r.cpu_s = {median * 1.1, median * 1.1, median * 1.1, median * 1.1, median * 1.1};
+  r.clock_hz = {1.9e9, 1.9e9, kNaN, 1.9e9, 1.9e9};
+  const auto kind = *kb::parse_path_kind(path);
+  r.bytes = kb::path_bytes(r.size, kind);
+  r.floor_bytes = kb::floor_bytes(r.size, kind);
+  r.workspace_bytes = 1 << 20;
+  r.finalize();
+  return r;
+}
+
+kb::RunContext make_context() {
+  kb::RunContext ctx;
+  ctx.run_id = "test-run";
+  ctx.device_name = "NVIDIA H200";
+  ctx.cc = "9.0";
+  ctx.sm_count = 132;
+  ctx.default_sm_clock_hz = 1.98e9;
+  ctx.peak_mem_bw_Bps = 4.8e12;
+  ctx.git_commit = "abc123";
+  ctx.seed = 7;
+  return ctx;
+}
+}  // namespace
+
+TEST(Results, DerivedMetrics) {
+  const kb::RunContext ctx = make_context();
+  const kb::RunRow r = make_row("h96-fixed", "fused", 1.0e-3);
+  EXPECT_DOUBLE_EQ(r.gpu.median, 1.0e-3);
+  EXPECT_DOUBLE_EQ(r.sm_clock_mean_hz, 1.9e9);  // the unknown clock is left out
+  EXPECT_DOUBLE_EQ(kb::achieved_Bps(r), 1211105280.0 / 1e-3);
+  EXPECT_NEAR(kb::floor_s(ctx, r), 1211105280.0 / 4.25e12, 1e-18);
+  EXPECT_NEAR(kb::floor_share(ctx, r), 1211105280.0 / 4.25e12 / 1e-3, 1e-12);
+  EXPECT_NEAR(kb::bw_util(ctx, r), 1211105280.0 / 1e-3 / 4.8e12, 1e-12);
+  EXPECT_NEAR(kb::clock_scaling(ctx, r), 1.9 / 1.98, 1e-12);
+  kb::RunRow stage = r;
+  stage.stage = "intra";
+  stage.bytes = stage.floor_bytes = 0;
+  EXPECT_TRUE(std::isnan(kb::achieved_Bps(stage)));
+  EXPECT_TRUE(std::isnan(kb::floor_share(ctx, stage)));
+}
+
+TEST(Results, CsvHasStableColumnsAndRoundTripsThroughTheHarnessReader) {
+  const kb::RunContext ctx = make_context();
+  std::vector<kb::RunRow> rows = {make_row("h96-fixed", "fused", 1.4e-3),
+                                  make_row("h96-fixed", "explicit", 1.5e-3),
+                                  make_row("h96-fixed", "l2norm", 0.1e-3)};
+  rows[1].verdict = "failed";
+  rows[1].verdict_detail = "failed: output max error 3.5, budget 0.01, \"quoted\"";
+  const std::string path = scratch("results.csv");
+  kh::write_text_file_atomic(path, kb::results_csv(ctx, rows), false);
+
+  const kh::Table t = kh::read_csv(path);
+  const std::vector<std::string> expected_start = {
+      "run_id", "utc_time", "git_commit", "device_name", "cc", "sm_count",
+      "default_sm_clock_hz", "driver_version", "runtime_version", "shape_id", "batch", "tokens",
+      "heads", "num_seqs", "token_heads", "path", "stage", "mode", "verdict", "verdict_detail",
+      "samples", "warmup_runs", "converged", "timed_out", "stop_reason", "throttle_discards",
+      "median_s", "mean_s", "min_s", "max_s", "p20_s", "p80_s", "q1_s", "q3_s", "noise"};
+  ASSERT_GE(t.columns.size(), expected_start.size());
+  for (size_t i = 0; i < expected_start.size(); ++i) EXPECT_EQ(t.columns[i], expected_start[i]);
+  ASSERT_EQ(t.rows.size(), 3u);
+  auto col = [&](const std::string& name) {
+    for (size_t i = 0; i < t.columns.size(); ++i)
+      if (t.columns[i] == name) return i;
+    ADD_FAILURE() << "no column " << name;
+    return size_t{0};
+  };
+  EXPECT_EQ(t.rows[0][col("shape_id")], "h96-fixed");
+  EXPECT_EQ(std::stod(t.rows[0][col("median_s")]), 1.4e-3);  // exact round trip
+  EXPECT_EQ(t.rows[0][col("bytes")], "1211105280");
+  EXPECT_EQ(t.rows[0][col("token_heads")], "786432");
+  EXPECT_EQ(t.rows[0][col("samples")], "5");
+  EXPECT_EQ(t.rows[0][col("converged")], "1");
+  EXPECT_EQ(t.rows[0][col("stop_reason")], "noise");
+  EXPECT_EQ(t.rows[0][col("stage")], "");
+  EXPECT_EQ(t.rows[1][col("verdict_detail")], rows[1].verdict_detail);
+  EXPECT_EQ(std::stod(t.rows[2][col("noise")]), rows[2].gpu.noise);
+
+  // The file is refused without overwrite, and a second run compares SAME on every row.
+  EXPECT_THROW(kh::write_text_file_atomic(path, "x", false), kh::OutputError);
+  const kb::TimingTable a = kb::read_timing_table(path);
+  EXPECT_TRUE(a.has_mode);
+  EXPECT_TRUE(a.has_stage);
+  const kb::CompareReport r = kb::compare_tables(a, a, {});
+  EXPECT_EQ(r.same, 3);
+  EXPECT_DOUBLE_EQ(r.geomean_ratio, 1.0);
+}
+
+TEST(Results, RunSummaryRatiosSavingsAndGeomeans) {
+  std::vector<kb::RunRow> rows = {
+      make_row("a", "fused", 1.0e-3),          make_row("a", "explicit", 1.1e-3),
+      make_row("a", "l2norm", 0.2e-3),         make_row("b", "fused", 2.0e-3, 64),
+      make_row("b", "explicit", 2.5e-3, 64),   make_row("b", "l2norm", 0.25e-3, 64)};
+  kb::RunRow stage = make_row("a", "fused", 0.5e-3);
+  stage.stage = "intra";  // stage rows are not part of the summary
+  rows.push_back(stage);
+  const kb::RunSummary s = kb::summarize_run(rows);
+  ASSERT_EQ(s.shapes.size(), 2u);
+  EXPECT_NEAR(s.shapes[0].ratio, 1.0 / 1.1, 1e-12);
+  EXPECT_NEAR(s.shapes[0].saving_s, 0.1e-3, 1e-15);
+  EXPECT_NEAR(s.shapes[0].saving_share, 0.5, 1e-9);
+  EXPECT_NEAR(s.shapes[1].ratio, 0.8, 1e-12);
+  EXPECT_NEAR(s.shapes[1].saving_share, 2.0, 1e-9);
+  ASSERT_EQ(s.geomeans.size(), 1u);
+  const kb::ModeGeomeans& g = s.geomeans[0];
+  EXPECT_EQ(g.mode, "warm");
+  EXPECT_EQ(g.shapes, 2);
+  EXPECT_NEAR(g.ratio, std::sqrt(0.8 / 1.1), 1e-12);
+  EXPECT_NEAR(g.fused_s, std::sqrt(2.0e-6), 1e-15);
+  EXPECT_NEAR(g.explicit_s, std::sqrt(1.1e-3 * 2.5e-3), 1e-15);
+  EXPECT_NEAR(g.saving_share, (g.explicit_s - g.fused_s) / std::sqrt(0.2e-3 * 0.25e-3), 1e-9);
+
+  // A shape with only one path has no ratio and is left out of the ratio geomean.
+  const kb::RunSummary lone = kb::summarize_run({make_row("c", "fused", 1e-3)});
+  ASSERT_EQ(lone.shapes.size(), 1u);
+  EXPECT_TRUE(std::isnan(lone.shapes[0].ratio));
+  EXPECT_EQ(lone.geomeans[0].shapes, 0);
+}
+
+TEST(Results, MarkdownReportAndWarnings) {
+  const kb::RunContext ctx = make_context();
+  std::vector<kb::RunRow> rows = {make_row("a", "fused", 1.0e-3),
+                                  make_row("a", "explicit", 1.1e-3)};
+  rows[1].stop = kb::StopReason::timeout;
+  rows[1].throttle_discards = 3;
+  rows[0].verdict = "failed";
+  rows[0].verdict_detail = "failed: output has 12 non-finite values";
+  const std::string md = kb::results_markdown(ctx, rows, kb::summarize_run(rows));
+  EXPECT_NE(md.find("## Results"), std::string::npos);
+  EXPECT_NE(md.find("median (us)"), std::string::npos);
+  EXPECT_NE(md.find("1000.0"), std::string::npos);  // 1 ms in us
+  EXPECT_NE(md.find("## Fused vs explicit"), std::string::npos);
+  EXPECT_NE(md.find("0.909"), std::string::npos);   // 1.0 / 1.1
+  EXPECT_NE(md.find("geomean (1 shapes)"), std::string::npos);
+  EXPECT_EQ(md.find("| stage"), std::string::npos);  // no stage rows: column hidden
+  const auto w = kb::run_warnings(rows);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_NE(w[0].find("verification failed"), std::string::npos);
+  EXPECT_NE(w[1].find("did not converge (timeout)"), std::string::npos);
+  EXPECT_NE(w[2].find("3 samples discarded as throttled"), std::string::npos);
+}
+
+TEST(Format, Numbers) {
+  EXPECT_EQ(kb::csv_number(kNaN), "");
+  EXPECT_EQ(kb::csv_number(kInf), "inf");
+  EXPECT_EQ(kb::csv_number(0.001), "0.001");
+  EXPECT_EQ(std::stod(kb::csv_number(1.0 / 3.0)), 1.0 / 3.0);
+  EXPECT_EQ(kb::human_number(1.4523e-3, kb::Unit::seconds), "1452.3");
+  EXPECT_EQ(kb::human_number(0.0031, kb::Unit::fraction), "0.31");
+  EXPECT_EQ(kb::human_number(1211105280.0, kb::Unit::bytes), "1211.1");
+  EXPECT_EQ(kb::human_number(4.25e12, kb::Unit::bytes_per_s), "4.250");
+  EXPECT_EQ(kb::human_number(kNaN, kb::Unit::seconds), "");
+  EXPECT_EQ(kb::percent_text(0.005), "0.50%");
+}

@@ -1,0 +1,197 @@
+// Report printers, the CSV reader, the atomic writer and number formatting.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+
+#include "kda/harness/report.h"
+
+namespace kda::harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch_dir(const std::string& name) {
+  const fs::path dir = fs::path(KDA_TEST_SCRATCH_DIR) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void put(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::string csv_error(const fs::path& path) {
+  try {
+    read_csv(path.string());
+  } catch (const CsvError& e) {
+    return e.what();
+  }
+  return "(read fine)";
+}
+
+#define EXPECT_CONTAINS(text, fragment) \
+  EXPECT_NE(std::string(text).find(fragment), std::string::npos) << (text)
+
+// ---------------------------------------------------------------------------------------------
+// Printers
+
+TEST(Markdown, AlignsPipesAndRightAlignsNumbers) {
+  const Table table{{"shape", "time (us)", "verdict"},
+                    {{"h96-fixed", "123.4", "passed"}, {"edge-1", "5", "failed: a|b"}}};
+  const std::string expected =
+      "| shape     | time (us) | verdict      |\n"
+      "| --------- | --------: | ------------ |\n"
+      "| h96-fixed |     123.4 | passed       |\n"
+      "| edge-1    |         5 | failed: a\\|b |\n";
+  EXPECT_EQ(to_markdown(table), expected);
+}
+
+TEST(Markdown, CountsUtf8AsOneColumnAndRefusesRaggedRows) {
+  const Table table{{"t", "x"}, {{"µs", "a\nb"}}};
+  EXPECT_EQ(to_markdown(table),
+            "| t   | x   |\n"
+            "| --- | --- |\n"
+            "| µs  | a b |\n");
+  EXPECT_THROW(to_markdown(Table{{"a", "b"}, {{"1"}}}), std::invalid_argument);
+  EXPECT_THROW(to_csv(Table{{"a", "b"}, {{"1", "2", "3"}}}), std::invalid_argument);
+}
+
+TEST(Csv, QuotesOnlyWhenNeeded) {
+  const Table table{{"id", "note"},
+                    {{"plain", "a,b"}, {"quote", "say \"hi\""}, {"newline", "x\ny"}, {"", ""}}};
+  EXPECT_EQ(to_csv(table),
+            "id,note\n"
+            "plain,\"a,b\"\n"
+            "quote,\"say \"\"hi\"\"\"\n"
+            "newline,\"x\ny\"\n"
+            ",\n");
+  // A single empty field would be a blank line: it is quoted.
+  EXPECT_EQ(to_csv(Table{{"only"}, {{""}}}), "only\n\"\"\n");
+}
+
+TEST(Csv, RoundTripsThroughAFile) {
+  const fs::path dir = scratch_dir("csv_round_trip");
+  const Table table{{"id", "value", "note, with comma"},
+                    {{"h96-fixed", "1.5e-3", "multi\nline \"quoted\""},
+                     {"", "", ""},
+                     {"µ", "-0", " spaces kept "},
+                     {"cr", "1", "a\r"}}};
+  const fs::path path = dir / "t.csv";
+  write_text_file_atomic(path.string(), to_csv(table), false);
+  const Table back = read_csv(path.string());
+  EXPECT_EQ(back.columns, table.columns);
+  ASSERT_EQ(back.rows.size(), table.rows.size());
+  EXPECT_EQ(back.rows, table.rows);
+
+  const Table single{{"only"}, {{""}, {"x"}}};
+  write_text_file_atomic((dir / "single.csv").string(), to_csv(single), false);
+  EXPECT_EQ(read_csv((dir / "single.csv").string()).rows, single.rows);
+}
+
+TEST(Csv, ReaderAcceptsCrlfBomBlankLinesAndNoFinalNewline) {
+  const fs::path dir = scratch_dir("csv_reader");
+  put(dir / "a.csv", "\xEF\xBB\xBF" "a,b\r\n1,\"x\r\ny\"\r\n\r\n2,3");
+  const Table t = read_csv((dir / "a.csv").string());
+  EXPECT_EQ(t.columns, (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"1", "x\ny"}));
+  EXPECT_EQ(t.rows[1], (std::vector<std::string>{"2", "3"}));
+  put(dir / "header_only.csv", "a,b\n");
+  EXPECT_TRUE(read_csv((dir / "header_only.csv").string()).rows.empty());
+}
+
+TEST(Csv, MalformedFilesNameFileLineAndProblem) {
+  const fs::path dir = scratch_dir("csv_bad");
+  put(dir / "count.csv", "a,b,c\n1,2,3\n4,5\n");
+  EXPECT_CONTAINS(csv_error(dir / "count.csv"),
+                  (dir / "count.csv").string() + ":3: row has 2 fields, expected 3");
+  put(dir / "unterminated.csv", "a,b\n1,\"open\n2,3\n");
+  EXPECT_CONTAINS(csv_error(dir / "unterminated.csv"), "unterminated.csv:2: unterminated quoted field");
+  put(dir / "stray.csv", "a,b\n1,x\"y\n");
+  EXPECT_CONTAINS(csv_error(dir / "stray.csv"), "stray.csv:2: quote inside an unquoted field");
+  put(dir / "after.csv", "a,b\n1,\"x\"y\n");
+  EXPECT_CONTAINS(csv_error(dir / "after.csv"), "after.csv:2: unexpected 'y' after a closing quote");
+  // The line reported for a bad record is the line where the record starts.
+  put(dir / "multiline.csv", "a,b\n\"1\n2\",3,4\n");
+  EXPECT_CONTAINS(csv_error(dir / "multiline.csv"), "multiline.csv:2: row has 3 fields, expected 2");
+  put(dir / "empty.csv", "");
+  EXPECT_CONTAINS(csv_error(dir / "empty.csv"), "empty file, expected a header line");
+  EXPECT_CONTAINS(csv_error(dir / "missing.csv"), "missing.csv: cannot open: No such file or directory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Atomic writer
+
+TEST(AtomicWrite, WritesRefusesClobberAndLeavesNoTemp) {
+  const fs::path dir = scratch_dir("atomic");
+  const std::string path = (dir / "report.md").string();
+  write_text_file_atomic(path, "first\n", false);
+  EXPECT_EQ(slurp(path), "first\n");
+  try {
+    write_text_file_atomic(path, "second\n", false);
+    FAIL() << "expected OutputError";
+  } catch (const OutputError& e) {
+    EXPECT_EQ(std::string(e.what()), path + " exists; pass --force to overwrite");
+  }
+  EXPECT_EQ(slurp(path), "first\n");
+  write_text_file_atomic(path, "third\n", true);
+  EXPECT_EQ(slurp(path), "third\n");
+  // Only the report is left: no temporary file from any of the three calls.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+}
+
+TEST(AtomicWrite, UnwritableTargetsGiveTheReason) {
+  const fs::path dir = scratch_dir("atomic_bad");
+  try {
+    write_text_file_atomic((dir / "no/such/dir/r.csv").string(), "x", true);
+    FAIL() << "expected OutputError";
+  } catch (const OutputError& e) {
+    EXPECT_CONTAINS(e.what(), "cannot write " + (dir / "no/such/dir/r.csv").string() +
+                                  ": No such file or directory");
+  }
+  // A directory in the way of the target: the rename fails, the temp file is removed.
+  fs::create_directory(dir / "taken");
+  fs::create_directory(dir / "taken" / "inner");
+  EXPECT_THROW(write_text_file_atomic((dir / "taken").string(), "x", true), OutputError);
+  EXPECT_THROW(write_text_file_atomic((dir / "taken").string(), "x", false), OutputError);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formatting
+
+TEST(Format, SignificantDigits) {
+  EXPECT_EQ(format_sig(1.0, 3), "1.00");
+  EXPECT_EQ(format_sig(0.0123456, 3), "0.0123");
+  EXPECT_EQ(format_sig(123.456, 3), "123");
+  EXPECT_EQ(format_sig(9.996, 3), "10.0");
+  EXPECT_EQ(format_sig(-2.5e-7, 2), "-2.5e-07");
+  EXPECT_EQ(format_sig(1.5e9, 3), "1.50e+09");
+  EXPECT_EQ(format_sig(0.0, 3), "0.00");
+  EXPECT_EQ(format_sig(std::numeric_limits<double>::quiet_NaN(), 3), "nan");
+  EXPECT_EQ(format_sig(-std::numeric_limits<double>::infinity(), 3), "-inf");
+}
+
+TEST(Format, SecondsPickTheUnit) {
+  EXPECT_EQ(format_seconds(1.5), "1.50 s");
+  EXPECT_EQ(format_seconds(0.0123), "12.3 ms");
+  EXPECT_EQ(format_seconds(135.3e-6), "135 us");
+  EXPECT_EQ(format_seconds(0.9999996e-3), "1.00 ms");  // would print "1000 us"
+  EXPECT_EQ(format_seconds(4.2e-9), "4.20 ns");
+  EXPECT_EQ(format_seconds(0.0), "0 s");
+}
+
+}  // namespace
+}  // namespace kda::harness

@@ -1,0 +1,355 @@
+// Shape files: the three real files, the schema's accepted variations, and every refusal with
+// its message (file, line, shape, field, expected, got).
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kda/harness/shapes.h"
+
+namespace kda::harness {
+namespace {
+
+const std::string kShapesDir = std::string(KDA_SOURCE_DIR) + "/shapes/";
+
+int64_t sum(const std::vector<int64_t>& values) {
+  return std::accumulate(values.begin(), values.end(), int64_t{0});
+}
+
+// Parses `text` as t.yaml and returns the error message ("" when it parsed).
+std::string parse_error(const std::string& text) {
+  try {
+    parse_shape_file(text, "t.yaml");
+  } catch (const ShapeFileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_REFUSED(text, fragment)                                        \
+  do {                                                                        \
+    const std::string message_ = parse_error(text);                           \
+    EXPECT_NE(message_.find(fragment), std::string::npos)                     \
+        << "expected the message to contain: " << (fragment) << "\n"         \
+        << "message: " << (message_.empty() ? "(parsed fine)" : message_);    \
+  } while (0)
+
+// ---------------------------------------------------------------------------------------------
+// The real files
+
+TEST(ShapeFiles, ContractHasExactlyTheSixFrozenShapes) {
+  const ShapeFile file = load_shape_file(kShapesDir + "contract.yaml");
+  const std::vector<int64_t> ragged6 = {1300, 547, 2048, 963, 271, 3063};
+  const std::vector<int64_t> uniform8(8, 1024);
+  struct Expected {
+    const char* id;
+    int64_t heads;
+    std::vector<int64_t> lens;
+  };
+  const std::vector<Expected> expected = {
+      {"h96-fixed", 96, {8192}}, {"h96-ragged6", 96, ragged6}, {"h96-uniform8", 96, uniform8},
+      {"h64-fixed", 64, {8192}}, {"h64-ragged6", 64, ragged6}, {"h64-uniform8", 64, uniform8},
+  };
+  ASSERT_EQ(file.shapes.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const ShapeSpec& s = file.shapes[i];
+    SCOPED_TRACE(s.id);
+    EXPECT_EQ(s.id, expected[i].id);
+    EXPECT_EQ(s.heads, expected[i].heads);
+    EXPECT_EQ(s.seq_lens, expected[i].lens);
+    EXPECT_EQ(sum(s.seq_lens), 8192);
+    EXPECT_EQ(s.tokens(), 8192);
+    EXPECT_EQ(s.active_tokens(), 8192);
+    EXPECT_FALSE(s.dense());
+    EXPECT_EQ(s.batch_rows(), 1);
+    EXPECT_EQ(s.key_dim, 128);
+    EXPECT_EQ(s.value_dim, 128);
+    EXPECT_TRUE(s.gpu_supported());
+    EXPECT_FALSE(s.initial_state);
+    EXPECT_FALSE(s.final_state);
+    EXPECT_FALSE(s.q_rows.enabled);
+    EXPECT_FALSE(s.seed.has_value());
+    EXPECT_EQ(s.cu_seqlens().back(), 8192);
+  }
+}
+
+TEST(ShapeFiles, SmokeIsSmallAndCoversPackedDenseAndState) {
+  const ShapeFile file = load_shape_file(kShapesDir + "smoke.yaml");
+  ASSERT_FALSE(file.shapes.empty());
+  bool packed = false, dense = false, state = false;
+  for (const ShapeSpec& s : file.shapes) {
+    SCOPED_TRACE(s.id);
+    EXPECT_TRUE(s.gpu_supported());
+    EXPECT_LE(s.heads, 4);
+    EXPECT_LE(s.batch_rows() * s.tokens(), 512);
+    packed = packed || !s.dense();
+    dense = dense || (s.dense() && s.batch > 1);
+    state = state || (s.initial_state && s.final_state);
+  }
+  EXPECT_TRUE(packed);
+  EXPECT_TRUE(dense);
+  EXPECT_TRUE(state);
+}
+
+TEST(ShapeFiles, EdgeCoversTheListedCasesAndStaysSmall) {
+  const ShapeFile file = load_shape_file(kShapesDir + "edge.yaml");
+  std::set<std::vector<int64_t>> lists;
+  bool ends_early = false, dense_tail = false, state_with_empty = false, all_empty = false;
+  bool rowscale_packed = false, rowscale_dense = false;
+  for (const ShapeSpec& s : file.shapes) {
+    SCOPED_TRACE(s.id);
+    EXPECT_TRUE(s.gpu_supported());
+    EXPECT_LE(s.heads, 4);
+    EXPECT_LE(s.batch_rows() * s.tokens(), 1200);
+    lists.insert(s.seq_lens);
+    ends_early = ends_early || (!s.dense() && s.tokens() > sum(s.seq_lens) && sum(s.seq_lens) > 0);
+    dense_tail = dense_tail || (s.dense() && s.batch > 1 && s.seq_len % 64 != 0);
+    const bool has_empty = std::count(s.seq_lens.begin(), s.seq_lens.end(), 0) > 0;
+    state_with_empty = state_with_empty || (s.initial_state && s.final_state && has_empty);
+    all_empty = all_empty || (!s.dense() && sum(s.seq_lens) == 0 && s.tokens() >= 1);
+    rowscale_packed = rowscale_packed || (s.q_rows.enabled && !s.dense());
+    rowscale_dense = rowscale_dense || (s.q_rows.enabled && s.dense());
+  }
+  for (const std::vector<int64_t>& wanted :
+       std::vector<std::vector<int64_t>>{{65, 0, 63}, {0, 1, 64, 0, 65}, {1}, {1, 1, 1},
+                                         {17, 33, 100}, {0, 0}, {321, 0, 63, 128, 488}}) {
+    EXPECT_TRUE(lists.count(wanted)) << "missing seq_lens list of size " << wanted.size();
+  }
+  std::vector<int64_t> two_zero_x10;
+  for (int i = 0; i < 10; ++i) two_zero_x10.insert(two_zero_x10.end(), {2, 0});
+  EXPECT_TRUE(lists.count(two_zero_x10)) << "missing [2, 0] x 10";
+  EXPECT_TRUE(ends_early);
+  EXPECT_TRUE(dense_tail);
+  EXPECT_TRUE(state_with_empty);
+  EXPECT_TRUE(all_empty);
+  EXPECT_TRUE(rowscale_packed);
+  EXPECT_TRUE(rowscale_dense);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accepted variations
+
+TEST(ShapeParse, PackedDefaults) {
+  const ShapeFile file = parse_shape_file("shapes:\n  - id: a\n    heads: 3\n    seq_lens: [5, 0, 7]\n",
+                                          "t.yaml");
+  ASSERT_EQ(file.shapes.size(), 1u);
+  const ShapeSpec& s = file.shapes[0];
+  EXPECT_EQ(s.id, "a");
+  EXPECT_EQ(s.line, 2);
+  EXPECT_EQ(s.heads, 3);
+  EXPECT_EQ(s.tokens(), 12);
+  EXPECT_EQ(s.num_sequences(), 3);
+  EXPECT_EQ(s.cu_seqlens(), (std::vector<int32_t>{0, 5, 5, 12}));
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_EQ(s.total_tokens, 0);
+  EXPECT_EQ(file.path, "t.yaml");
+  EXPECT_TRUE(file.description.empty());
+}
+
+TEST(ShapeParse, DenseShape) {
+  const ShapeSpec s =
+      parse_shape_file("shapes:\n- {id: d, heads: 2, batch: 3, seq_len: 70}\n", "t.yaml").shapes[0];
+  EXPECT_TRUE(s.dense());
+  EXPECT_EQ(s.batch_rows(), 3);
+  EXPECT_EQ(s.tokens(), 70);
+  EXPECT_EQ(s.num_sequences(), 3);
+  EXPECT_EQ(s.active_tokens(), 210);
+  EXPECT_TRUE(s.cu_seqlens().empty());
+  EXPECT_TRUE(s.seq_lens.empty());
+}
+
+TEST(ShapeParse, AllOptionalFields) {
+  const std::string text = R"(description: everything
+shapes:
+  - id: x.y_z-1
+    heads: 1
+    seq_lens: [3, 4]
+    total_tokens: 10
+    head_dim: 64
+    initial_state: true
+    final_state: True
+    seed: 18446744073709551615
+    q_rows: {min_scale: 0.5, max_scale: 2, huge_values: [1e10], zero_rows: 2}
+  - id: kv
+    heads: 2
+    seq_lens: [0, 0]
+    total_tokens: 1
+    key_dim: 32
+    value_dim: 48
+    q_rows: row-scale
+)";
+  const ShapeFile file = parse_shape_file(text, "t.yaml");
+  EXPECT_EQ(file.description, "everything");
+  ASSERT_EQ(file.shapes.size(), 2u);
+  const ShapeSpec& a = file.shapes[0];
+  EXPECT_EQ(a.tokens(), 10);
+  EXPECT_EQ(a.active_tokens(), 7);
+  EXPECT_EQ(a.key_dim, 64);
+  EXPECT_EQ(a.value_dim, 64);
+  EXPECT_FALSE(a.gpu_supported());
+  EXPECT_TRUE(a.initial_state);
+  EXPECT_TRUE(a.final_state);
+  ASSERT_TRUE(a.seed.has_value());
+  EXPECT_EQ(*a.seed, 18446744073709551615ull);
+  EXPECT_TRUE(a.q_rows.enabled);
+  EXPECT_EQ(a.q_rows.min_scale, 0.5);
+  EXPECT_EQ(a.q_rows.max_scale, 2.0);
+  EXPECT_EQ(a.q_rows.huge_values, std::vector<double>{1e10});
+  EXPECT_EQ(a.q_rows.zero_rows, 2);
+  const ShapeSpec& b = file.shapes[1];
+  EXPECT_EQ(b.tokens(), 1);
+  EXPECT_EQ(b.active_tokens(), 0);
+  EXPECT_EQ(b.key_dim, 32);
+  EXPECT_EQ(b.value_dim, 48);
+  EXPECT_TRUE(b.q_rows.enabled);
+  EXPECT_EQ(b.q_rows.min_scale, 1e-3);
+  EXPECT_EQ(b.q_rows.max_scale, 1e3);
+  EXPECT_EQ(b.q_rows.huge_values, (std::vector<double>{1e20, 3e38}));
+  EXPECT_EQ(b.q_rows.zero_rows, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals (each names file:line, the shape, the field, what was expected and what was found)
+
+TEST(ShapeRefusals, WrongType) {
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: four\n    seq_lens: [4]\n",
+                 "t.yaml:3: shape 'a': field 'heads': expected an integer >= 1, got 'four'");
+  // A quoted number is a string in YAML.
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: \"4\"\n    seq_lens: [4]\n",
+                 "t.yaml:3: shape 'a': field 'heads': expected an integer >= 1, got the string \"4\"");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 4\n    seq_lens: 4\n",
+                 "t.yaml:4: shape 'a': field 'seq_lens': expected a non-empty list");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 4\n    seq_lens: [4, x]\n",
+                 "t.yaml:4: shape 'a': field 'seq_lens': expected a sequence length >= 0, got 'x'");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 4\n    seq_lens: [4]\n    final_state: yes please\n",
+                 "t.yaml:5: shape 'a': field 'final_state': expected true or false, got 'yes please'");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 4\n    seq_lens: [4]\n    seed: -1\n",
+                 "t.yaml:5: shape 'a': field 'seed': expected an unsigned 64-bit integer, got '-1'");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: [4]\n    seq_lens: [4]\n",
+                 "field 'heads': expected an integer >= 1, got a list");
+  EXPECT_REFUSED("shapes:\n  - just a string\n", "t.yaml:2: shape '#1': field 'id': expected a map");
+}
+
+TEST(ShapeRefusals, MissingFields) {
+  EXPECT_REFUSED("shapes:\n  - id: a\n    seq_lens: [4]\n",
+                 "t.yaml:2: shape 'a': field 'heads': expected an integer >= 1, got nothing");
+  EXPECT_REFUSED("shapes:\n  - heads: 2\n    seq_lens: [4]\n",
+                 "t.yaml:2: shape '#1': field 'id': expected a shape id, got nothing");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 2\n",
+                 "t.yaml:2: shape 'a': field 'seq_lens': expected a list of sequence lengths (or "
+                 "batch + seq_len), got nothing");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 2\n    batch: 2\n",
+                 "t.yaml:2: shape 'a': field 'seq_len': expected an integer >= 1");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads:\n    seq_lens: [4]\n",
+                 "shape 'a': field 'heads': expected an integer >= 1, got nothing");
+  EXPECT_REFUSED("description: x\n", "t.yaml:1: field 'shapes': expected a list of shapes, got nothing");
+}
+
+TEST(ShapeRefusals, DuplicateIdNamesBothLines) {
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1]}\n  - {id: a, heads: 2, seq_lens: [2]}\n",
+                 "t.yaml:3: shape 'a': field 'id': expected a unique id, got a duplicate of the "
+                 "shape on line 2");
+}
+
+TEST(ShapeRefusals, DuplicateKey) {
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 1\n    heads: 2\n    seq_lens: [1]\n",
+                 "t.yaml:4: shape 'a': field 'heads': expected each key once, got a second 'heads' "
+                 "(first on line 3)");
+}
+
+TEST(ShapeRefusals, BadSizes) {
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 0, seq_lens: [1]}\n",
+                 "t.yaml:2: shape 'a': field 'heads': expected an integer >= 1, got '0'");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: -3, seq_lens: [1]}\n",
+                 "field 'heads': expected an integer >= 1, got '-3'");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 1\n    seq_lens:\n      - 4\n      - -1\n",
+                 "t.yaml:6: shape 'a': field 'seq_lens': expected a sequence length >= 0, got '-1'");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, batch: 0, seq_len: 4}\n",
+                 "field 'batch': expected an integer >= 1, got '0'");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, batch: 2, seq_len: -4}\n",
+                 "field 'seq_len': expected an integer >= 1, got '-4'");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], key_dim: 0}\n",
+                 "field 'key_dim': expected an integer >= 1, got '0'");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: []}\n",
+                 "field 'seq_lens': expected a non-empty list of sequence lengths (integers >= 0), "
+                 "got an empty list");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [2000000000, 2000000000]}\n",
+                 "cu_seqlens are int32");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1048576, seq_lens: [2000000000]}\n",
+                 "field 'heads': expected at most 2^40 elements per tensor");
+}
+
+TEST(ShapeRefusals, TotalTokens) {
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 1\n    seq_lens: [100, 30]\n    total_tokens: 129\n",
+                 "t.yaml:5: shape 'a': field 'total_tokens': expected an integer >= 130 (the sum of "
+                 "seq_lens), got '129'");
+  // All sequences empty: T must come from total_tokens.
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 1\n    seq_lens: [0, 0]\n",
+                 "t.yaml:2: shape 'a': field 'total_tokens': expected an integer >= 1 when every "
+                 "sequence is empty");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [0, 0], total_tokens: 0}\n",
+                 "field 'total_tokens': expected an integer >= 1 (T of the buffers), got '0'");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, batch: 1, seq_len: 4, total_tokens: 8}\n",
+                 "field 'total_tokens': expected no total_tokens in a dense");
+}
+
+TEST(ShapeRefusals, UnknownKeyIsNamed) {
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 1\n    sequence_lens: [4]\n",
+                 "t.yaml:4: shape 'a': field 'sequence_lens': expected one of id, heads, seq_lens");
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 1\n    sequence_lens: [4]\n", "got an unknown key");
+  EXPECT_REFUSED("shape:\n  - {id: a, heads: 1, seq_lens: [1]}\n",
+                 "t.yaml:1: field 'shape': expected one of shapes, description, got an unknown key");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: {min_scale: 1, bogus: 2}}\n",
+                 "field 'q_rows.bogus': expected one of min_scale, max_scale, huge_values, zero_rows");
+}
+
+TEST(ShapeRefusals, BothPackedAndDense) {
+  EXPECT_REFUSED("shapes:\n  - id: a\n    heads: 1\n    seq_lens: [4]\n    batch: 2\n    seq_len: 3\n",
+                 "t.yaml:5: shape 'a': field 'batch': expected either seq_lens or batch + seq_len, "
+                 "got both");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [4], head_dim: 64, key_dim: 32}\n",
+                 "field 'key_dim': expected either head_dim or key_dim/value_dim, got both");
+}
+
+TEST(ShapeRefusals, BadIdAndQRows) {
+  EXPECT_REFUSED("shapes:\n  - {id: 'a b', heads: 1, seq_lens: [1]}\n",
+                 "shape '#1': field 'id': expected an id of letters, digits");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: rowscale}\n",
+                 "field 'q_rows': expected 'row-scale' or a map");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: {min_scale: 0}}\n",
+                 "field 'q_rows.min_scale': expected a finite number > 0, got '0'");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: {min_scale: 5, max_scale: 2}}\n",
+                 "field 'q_rows.max_scale': expected a number >= min_scale (5), got '2'");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: {huge_values: [1e20, inf]}}\n",
+                 "field 'q_rows.huge_values': expected a finite number > 0, got 'inf'");
+}
+
+TEST(ShapeRefusals, FileLevel) {
+  EXPECT_REFUSED("shapes: []\n",
+                 "t.yaml:1: field 'shapes': expected a non-empty list of shapes, got an empty list");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1\n", "t.yaml:");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1\n", "not valid YAML");
+  EXPECT_REFUSED("just some words\n",
+                 "t.yaml:1: field 'shapes': expected a top-level map with a 'shapes:' list, got "
+                 "'just some words'");
+  EXPECT_REFUSED("", "field 'shapes': expected a top-level map with a 'shapes:' list, got nothing");
+  EXPECT_REFUSED("\t- [oops\n", "not valid YAML");
+  EXPECT_REFUSED(std::string("\x00\x01\xff\xfe binary", 11), "t.yaml:1: not valid YAML: the file contains NUL bytes");
+}
+
+TEST(ShapeRefusals, MissingFileNamesPathAndReason) {
+  try {
+    load_shape_file("/nonexistent/dir/shapes.yaml");
+    FAIL() << "expected ShapeFileError";
+  } catch (const ShapeFileError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("/nonexistent/dir/shapes.yaml"), std::string::npos) << message;
+    EXPECT_NE(message.find("No such file or directory"), std::string::npos) << message;
+  }
+  EXPECT_THROW(load_shape_file(kShapesDir), ShapeFileError);  // a directory
+}
+
+}  // namespace
+}  // namespace kda::harness
