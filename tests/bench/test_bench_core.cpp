@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <string>
@@ -675,12 +676,15 @@ TEST(Results, MarkdownReportAndWarnings) {
   rows[0].verdict_detail = "failed: output has 12 non-finite values";
   const std::string md = kb::results_markdown(ctx, rows, kb::summarize_run(rows));
   EXPECT_NE(md.find("## Results"), std::string::npos);
-  EXPECT_NE(md.find("median (us)"), std::string::npos);
+  EXPECT_NE(md.find("| median (us) |"), std::string::npos);
+  EXPECT_EQ(md.find("(us) (us)"), std::string::npos);
+  EXPECT_NE(md.find("| noise (%) |"), std::string::npos);
   EXPECT_NE(md.find("1000.0"), std::string::npos);  // 1 ms in us
   EXPECT_NE(md.find("## Fused vs explicit"), std::string::npos);
   EXPECT_NE(md.find("0.909"), std::string::npos);   // 1.0 / 1.1
   EXPECT_NE(md.find("geomean (1 shapes)"), std::string::npos);
   EXPECT_EQ(md.find("| stage"), std::string::npos);  // no stage rows: column hidden
+  if (::testing::Test::HasFailure()) std::cout << md;
   const auto w = kb::run_warnings(rows);
   ASSERT_EQ(w.size(), 3u);
   EXPECT_NE(w[0].find("verification failed"), std::string::npos);
