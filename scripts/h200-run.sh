@@ -23,7 +23,7 @@ step() {  # step SECONDS NAME CMD...: runs with a time limit, logs to $r/NAME.lo
   local rc=$?
   echo "$name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$summary"
 }
-for t in "$bin"/test_*; do
+for t in "$bin"/test_kda_gpu "$bin"/test_bench_gpu "$bin"/test_kda_validate; do
   [[ -x $t ]] && step 120 "$(basename "$t")" "$t" --gtest_brief=1
 done
 for s in smoke edge; do
@@ -35,8 +35,13 @@ if [[ $mode == full ]]; then
     --csv "$r/check-contract.csv" --json "$r/check-contract.json" --force
 fi
 if [[ -x $bin/kda-bench ]]; then
-  step 300 bench-contract "$bin/kda-bench" --shapes shapes/contract.yaml --md "$r/bench-contract.md" \
-    --csv "$r/bench-contract.csv" --json "$r/bench-contract.json" --force
+  # Run A (with per-stage rows) and run B of the same binary: `compare` must say SAME everywhere.
+  step 200 bench-contract "$bin/kda-bench" --shapes shapes/contract.yaml --stages \
+    --md "$r/bench-contract.md" --csv "$r/bench-contract.csv" --json "$r/bench-contract.json" --force
+  step 150 bench-contract-repeat "$bin/kda-bench" --shapes shapes/contract.yaml --no-verify \
+    --csv "$r/bench-contract-repeat.csv" --force
+  step 30 bench-compare "$bin/kda-bench" compare "$r/bench-contract.csv" "$r/bench-contract-repeat.csv"
+  cp "$r/bench-contract.md" "$OUT"/ 2>/dev/null
 fi
 if [[ $mode == full ]] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do

@@ -41,7 +41,8 @@ void expect_invalid(const Params& p, ErrorCode code, const std::string& fragment
   expect_error([&] { kda::validate(p); }, code, fragment);
 }
 
-constexpr int64_t kRecordBytes = 147968;  // (4 * 64 * 128 + 64 * 64 + 128) fp32
+constexpr int64_t kRecordBytes = 147968;  // v0: (4 * 64 * 128 + 64 * 64 + 128) fp32
+constexpr int64_t kRecord1Bytes = 74240;  // v1: (4 * 64 * 128 + 64 * 64) bf16 + 128 fp32
 
 // ---------------------------------------------------------------------------------------------
 // chunk_forward
@@ -330,6 +331,59 @@ TEST(ValidateForward, WorkspaceSizeIsExact) {
   p.cu_seqlens_host = nullptr;
   EXPECT_EQ(kda::forward_workspace_bytes(p), size_t{96} * (128 + 6) * kRecordBytes);
   EXPECT_EQ(static_cast<int64_t>(kRecordBytes), kda::detail::kRecordBytes);
+  // v1 records are bf16: the same slot count at 74,240 bytes each.
+  p.variant = kda::ForwardVariant::v1_mma;
+  EXPECT_EQ(kda::forward_workspace_bytes(p), size_t{96} * (128 + 6) * kRecord1Bytes);
+  p.batch = 1;
+  p.tokens = 64;
+  p.heads = 1;
+  p.num_seqs = 0;
+  EXPECT_EQ(kda::forward_workspace_bytes(p), size_t{2} * kRecord1Bytes);
+  EXPECT_EQ(static_cast<int64_t>(kRecord1Bytes), kda::detail::kRecord1Bytes);
+  EXPECT_EQ(kda::detail::record_bytes(kda::ForwardVariant::v0_fp32), kRecordBytes);
+  EXPECT_EQ(kda::detail::record_bytes(kda::ForwardVariant::v1_mma), kRecord1Bytes);
+}
+
+TEST(ValidateForward, Variant) {
+  EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v0_fp32), "v0_fp32");
+  EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v1_mma), "v1_mma");
+  EXPECT_STREQ(kda::to_string(static_cast<kda::ForwardVariant>(7)), "unknown");
+  EXPECT_EQ(kda::ForwardParams{}.variant, kda::kDefaultForwardVariant);
+
+  // Both variants validate; each needs its own workspace size, v1's about half of v0's.
+  kda::ForwardParams p = dense_forward();
+  const size_t v0_bytes = kda::forward_workspace_bytes(p);
+  p.variant = kda::ForwardVariant::v1_mma;
+  const size_t v1_bytes = kda::forward_workspace_bytes(p);
+  EXPECT_EQ(v0_bytes * kRecord1Bytes, v1_bytes * kRecordBytes);
+  EXPECT_LT(2 * v1_bytes, v0_bytes + v0_bytes / 50);
+  p.workspace_bytes = v1_bytes;
+  EXPECT_NO_THROW(kda::validate(p));
+  p.fuse_q_l2norm = true;
+  EXPECT_NO_THROW(kda::validate(p));
+  PackedForward packed;
+  packed.p.variant = kda::ForwardVariant::v1_mma;
+  EXPECT_NO_THROW(kda::validate(packed.p));  // a v0-sized workspace is more than enough
+  // A v1-sized workspace is too small for v0.
+  p.variant = kda::ForwardVariant::v0_fp32;
+  expect_invalid(p, ErrorCode::invalid_argument,
+                 "workspace_bytes = " + std::to_string(v1_bytes) +
+                     " is too small: these sizes need " + std::to_string(v0_bytes) + " bytes");
+
+  // Values outside the enum are rejected by validation, sizing and the entry points, before any
+  // CUDA call.
+  for (const int bad : {2, -1, 7}) {
+    p.variant = static_cast<kda::ForwardVariant>(bad);
+    const std::string fragment = "chunk_forward: variant = " + std::to_string(bad) +
+                                 " is not a ForwardVariant: use ForwardVariant::v0_fp32 or "
+                                 "ForwardVariant::v1_mma";
+    expect_invalid(p, ErrorCode::invalid_argument, fragment);
+    expect_error([&] { (void)kda::forward_workspace_bytes(p); }, ErrorCode::invalid_argument,
+                 fragment);
+    expect_error([&] { kda::chunk_forward(p, nullptr); }, ErrorCode::invalid_argument, fragment);
+    expect_error([&] { kda::chunk_forward_stage(p, 1, nullptr); }, ErrorCode::invalid_argument,
+                 fragment);
+  }
 }
 
 TEST(ValidateForward, WorkspaceSizeIsMonotone) {
