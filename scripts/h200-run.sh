@@ -26,21 +26,34 @@ step() {  # step SECONDS NAME CMD...: runs with a time limit, logs to $r/NAME.lo
 for t in "$bin"/test_kda_gpu "$bin"/test_bench_gpu "$bin"/test_kda_validate; do
   [[ -x $t ]] && step 120 "$(basename "$t")" "$t" --gtest_brief=1
 done
+variants=(${VARIANTS:-v0_fp32 v1_mma})
+vargs=()
+for v in "${variants[@]}"; do vargs+=(--variant "$v"); done
 for s in smoke edge; do
-  step 120 "check-$s" "$bin/kda-check" --shapes shapes/$s.yaml --md "$r/check-$s.md" \
+  step 120 "check-$s" "$bin/kda-check" "${vargs[@]}" --shapes shapes/$s.yaml --md "$r/check-$s.md" \
     --csv "$r/check-$s.csv" --json "$r/check-$s.json" --force
 done
 if [[ $mode == full ]]; then
-  step 240 check-contract "$bin/kda-check" --shapes shapes/contract.yaml --md "$r/check-contract.md" \
+  step 240 check-contract "$bin/kda-check" "${vargs[@]}" --shapes shapes/contract.yaml --md "$r/check-contract.md" \
     --csv "$r/check-contract.csv" --json "$r/check-contract.json" --force
 fi
 if [[ -x $bin/kda-bench ]]; then
-  # Run A (with per-stage rows) and run B of the same binary: `compare` must say SAME everywhere.
-  step 200 bench-contract "$bin/kda-bench" --shapes shapes/contract.yaml --stages \
+  # The last variant (the newest) with per-stage rows and verification; then each other variant
+  # without stages, and `compare` of every other variant against the newest one.
+  main=${variants[-1]}
+  step 200 bench-contract "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml --stages \
     --md "$r/bench-contract.md" --csv "$r/bench-contract.csv" --json "$r/bench-contract.json" --force
-  step 150 bench-contract-repeat "$bin/kda-bench" --shapes shapes/contract.yaml --no-verify \
-    --csv "$r/bench-contract-repeat.csv" --force
-  step 30 bench-compare "$bin/kda-bench" compare "$r/bench-contract.csv" "$r/bench-contract-repeat.csv"
+  for v in "${variants[@]}"; do
+    [[ $v == "$main" ]] && continue
+    step 150 "bench-contract-$v" "$bin/kda-bench" --variant "$v" --shapes shapes/contract.yaml \
+      --no-verify --csv "$r/bench-contract-$v.csv" --force
+    step 30 "bench-compare-$v" "$bin/kda-bench" compare "$r/bench-contract-$v.csv" "$r/bench-contract.csv"
+  done
+  if [[ ${REPEAT:-0} == 1 ]]; then  # run B of the same binary: compare must say SAME everywhere
+    step 150 bench-contract-repeat "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml \
+      --no-verify --csv "$r/bench-contract-repeat.csv" --force
+    step 30 bench-compare-repeat "$bin/kda-bench" compare "$r/bench-contract.csv" "$r/bench-contract-repeat.csv"
+  fi
   cp "$r/bench-contract.md" "$OUT"/ 2>/dev/null
 fi
 if [[ $mode == full ]] && command -v compute-sanitizer >/dev/null; then

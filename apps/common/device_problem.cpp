@@ -1,5 +1,6 @@
 #include "device_problem.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -31,6 +32,27 @@ bool parse_path(const std::string& name, Path* path) {
     }
   }
   return false;
+}
+
+namespace {
+constexpr kda::ForwardVariant kAllVariants[] = {kda::ForwardVariant::v0_fp32,
+                                                kda::ForwardVariant::v1_mma};
+}  // namespace
+
+bool parse_variant(const std::string& name, kda::ForwardVariant* variant) {
+  for (kda::ForwardVariant v : kAllVariants) {
+    if (name == kda::to_string(v)) {
+      *variant = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> variant_names() {
+  std::vector<std::string> names;
+  for (kda::ForwardVariant v : kAllVariants) names.emplace_back(kda::to_string(v));
+  return names;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -105,6 +127,17 @@ kda::ForwardParams sized_params(const kda::harness::HostInputs& in) {
   return p;
 }
 
+// The workspace is sized for the largest variant so one DeviceProblem can run them all.
+size_t workspace_bytes_all_variants(const kda::harness::HostInputs& in) {
+  size_t bytes = 0;
+  for (kda::ForwardVariant v : kAllVariants) {
+    kda::ForwardParams p = sized_params(in);
+    p.variant = v;
+    bytes = std::max(bytes, kda::forward_workspace_bytes(p));
+  }
+  return bytes;
+}
+
 }  // namespace
 
 size_t device_bytes_needed(const kda::harness::HostInputs& in) {
@@ -114,7 +147,7 @@ size_t device_bytes_needed(const kda::harness::HostInputs& in) {
   size_t bytes = th * (k * 2 /*q*/ + k * 2 /*k*/ + v * 2 /*v*/ + k * 4 /*gate*/ + 4 /*beta*/ +
                        k * 2 /*q_hat*/ + v * 2 /*out*/);
   bytes += (in.initial_state.empty() ? 0 : states) + (in.want_final_state ? states : 0);
-  bytes += kda::forward_workspace_bytes(sized_params(in));
+  bytes += workspace_bytes_all_variants(in);
   return bytes;
 }
 
@@ -133,7 +166,7 @@ DeviceProblem::DeviceProblem(const kda::harness::HostInputs& inputs) : inputs_(&
     ht_ = DeviceBuffer(static_cast<size_t>(inputs.num_states()) * inputs.heads * inputs.key_dim *
                        inputs.value_dim * sizeof(float));
   }
-  workspace_ = DeviceBuffer(kda::forward_workspace_bytes(sized_params(inputs)));
+  workspace_ = DeviceBuffer(workspace_bytes_all_variants(inputs));
 }
 
 kda::ForwardParams DeviceProblem::forward_params(Path path) const {
@@ -142,6 +175,7 @@ kda::ForwardParams DeviceProblem::forward_params(Path path) const {
   p.q = fused ? q_.get() : q_hat_.get();
   p.q_dtype = kda::DType::bf16;
   p.fuse_q_l2norm = fused;
+  p.variant = variant_;
   p.k = k_.get();
   p.v = v_.get();
   p.gate = gate_.as<float>();
@@ -153,6 +187,10 @@ kda::ForwardParams DeviceProblem::forward_params(Path path) const {
   p.workspace = workspace_.get();
   p.workspace_bytes = workspace_.bytes();
   return p;
+}
+
+size_t DeviceProblem::workspace_bytes() const {
+  return kda::forward_workspace_bytes(forward_params(Path::fused));
 }
 
 kda::L2NormParams DeviceProblem::l2norm_params() const {

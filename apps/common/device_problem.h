@@ -22,6 +22,10 @@ enum class Path { fused, explicit_, l2norm };
 const char* path_name(Path path);            // "fused", "explicit", "l2norm"
 bool parse_path(const std::string& name, Path* path);
 
+// Kernel variants by name ("v0_fp32", "v1_mma"), for the command lines.
+bool parse_variant(const std::string& name, kda::ForwardVariant* variant);
+std::vector<std::string> variant_names();
+
 // Owning device allocation (cudaMalloc/cudaFree); copy deleted: it owns device memory.
 class DeviceBuffer {
  public:
@@ -64,13 +68,19 @@ class DeviceProblem {
   std::vector<float> download_final_state() const;  // [N, H, K, V] (empty unless requested)
   std::vector<float> download_q_hat() const;        // [B, T, H, K]
 
+  // Which kernel variant the forward paths run (kda::ForwardVariant); the workspace fits all.
+  void set_variant(kda::ForwardVariant variant) { variant_ = variant; }
+  kda::ForwardVariant variant() const { return variant_; }
+
   kda::ForwardParams forward_params(Path path) const;
   kda::L2NormParams l2norm_params() const;
-  size_t workspace_bytes() const { return workspace_.bytes(); }
+  // Workspace the current variant's forward needs (the allocation fits every variant).
+  size_t workspace_bytes() const;
   const kda::harness::HostInputs& inputs() const { return *inputs_; }
 
  private:
   const kda::harness::HostInputs* inputs_;
+  kda::ForwardVariant variant_ = kda::kDefaultForwardVariant;
   DeviceBuffer q_, k_, v_, gate_, beta_, h0_, cu_, q_hat_, out_, ht_, workspace_;
 };
 

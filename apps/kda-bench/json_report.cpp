@@ -32,6 +32,7 @@ std::string results_json(const RunContext& ctx, const nlohmann::json& device,
   doc["meta"] = {{"run_id", ctx.run_id},           {"utc_time", ctx.utc_time},
                  {"git_commit", ctx.git_commit},   {"build_flags", ctx.build_flags},
                  {"argv", ctx.argv},               {"seed", ctx.seed},
+                 {"variant", ctx.variant},
                  {"shapes_file", ctx.shapes_file}, {"floor_bandwidth_Bps", ctx.floor_bw_Bps}};
   doc["settings"] = settings;
   doc["device"] = device;

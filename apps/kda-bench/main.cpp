@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/device_problem.h"
+
 #include "kda/build_info.h"
 #include "options.h"
 
@@ -64,6 +66,9 @@ int main(int argc, char** argv) {
                "Skip verification before timing (rows then say 'not verified')");
   app.add_option("--device", o.device, "CUDA device index")->capture_default_str();
   app.add_option("--seed", o.seed, "Input seed (a shape's own seed: wins)")->capture_default_str();
+  app.add_option("--variant", o.variant,
+                 "Kernel variant of the forward (default: the library's, docs/design.md)")
+      ->check(CLI::IsMember(kda::app::variant_names()));
 
   // stopping and method
   auto& stop = o.measure.stopping;

@@ -32,6 +32,7 @@ struct Options {
   bool force = false;
   int device = 0;
   uint64_t seed = kda::harness::kDefaultSeed;
+  std::string variant;  // kernel variant of the forward; empty = the library default
 
   // measurement
   kda::bench::gpu::MeasureConfig measure;  // mode is set per row

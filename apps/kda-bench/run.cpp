@@ -65,6 +65,7 @@ RunContext make_context(const Options& o, const kda::app::DeviceInfo& info) {
   ctx.runtime_version = info.runtime_version;
   ctx.ecc = info.ecc;
   ctx.seed = o.seed;
+  ctx.variant = o.variant.empty() ? kda::to_string(kda::kDefaultForwardVariant) : o.variant;
   ctx.floor_bw_Bps = o.floor_bw_Bps;
   ctx.shapes_file = o.shapes_file;
   ctx.argv = o.argv;
@@ -209,6 +210,9 @@ int run_benchmarks(const Options& o) {
         continue;
       }
       kda::app::DeviceProblem problem(inputs);
+      kda::ForwardVariant variant = kda::kDefaultForwardVariant;
+      if (!o.variant.empty()) kda::app::parse_variant(o.variant, &variant);
+      problem.set_variant(variant);
 
       // Verify every path on this problem before timing it (same buffers, same calls).
       std::map<Path, Verdict> verdicts;

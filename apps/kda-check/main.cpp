@@ -24,6 +24,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "common/device_problem.h"
@@ -57,6 +58,7 @@ struct Job {
 // One line of the tolerance report.
 struct Row {
   std::string shape, path, tensor;
+  std::string variant = "-";  // kernel variant of the forward (GPU rows)
   int64_t elements = 0;
   std::optional<Judgement> judgement;  // empty for rows that are not a tolerance check
   std::string repeat = "-";            // bitwise | differs | -
@@ -142,8 +144,8 @@ void check_reference(const Job& job, const kda::harness::HostInputs& inputs,
 
 // --- GPU backends ----------------------------------------------------------------------------
 void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
-               const std::vector<Path>& paths, cudaStream_t stream, std::vector<Row>* rows,
-               const std::string& dump_dir) {
+               const std::vector<Path>& paths, const std::vector<kda::ForwardVariant>& variants,
+               cudaStream_t stream, std::vector<Row>* rows, const std::string& dump_dir) {
   if (inputs.key_dim != kda::kHeadDim || inputs.value_dim != kda::kHeadDim) {
     Row row;
     row.shape = job.id;
@@ -176,57 +178,70 @@ void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
   const std::vector<int64_t> ht_shape = {inputs.num_states(), inputs.heads, inputs.key_dim,
                                          inputs.value_dim};
 
-  std::map<Path, kda::app::PathCheck> checks;
-  for (Path path : paths) {
-    kda::app::PathCheck check = kda::app::check_path(problem, path, golden, stream, true);
-    const std::string name = kda::app::path_name(path);
-    const std::string tensor = path == Path::l2norm ? "q_hat" : "out";
-    Row row = judgement_row(job.id, name, tensor, check.out_judgement, check.verdict());
-    row.repeat = check.repeat_bitwise ? "bitwise" : "differs";
-    row.inactive_nonzero = check.inactive_nonzero;
-    row.reference_seconds = golden.seconds;
-    rows->push_back(row);
-    if (check.final_state_checked) {
-      Row ht = judgement_row(job.id, name, "final_state", check.final_state_judgement,
-                             check.final_state_judgement.passed()
-                                 ? std::string("passed")
-                                 : "failed: " + check.final_state_judgement.verdict());
-      ht.repeat = row.repeat;
-      rows->push_back(ht);
-    }
-    if (!dump_dir.empty()) {
-      if (path == Path::l2norm) {
-        kda::app::dump_tensor(dump_dir, job.id, "q_hat_l2norm", check.out,
-                              {inputs.batch, inputs.tokens, inputs.heads, inputs.key_dim});
-      } else {
-        kda::app::dump_tensor(dump_dir, job.id, "out_" + name, check.out, out_shape);
-        if (check.final_state_checked) {
-          kda::app::dump_tensor(dump_dir, job.id, "ht_" + name, check.final_state, ht_shape);
+  for (size_t vi = 0; vi < variants.size(); ++vi) {
+    const kda::ForwardVariant variant = variants[vi];
+    const std::string vname = kda::to_string(variant);
+    // Suffix dumps with the variant only when several are checked.
+    const std::string suffix = variants.size() > 1 ? "_" + vname : "";
+    problem.set_variant(variant);
+    std::map<Path, kda::app::PathCheck> checks;
+    for (Path path : paths) {
+      // The l2norm pass does not depend on the forward's variant: check it once.
+      if (path == Path::l2norm && vi > 0) continue;
+      kda::app::PathCheck check = kda::app::check_path(problem, path, golden, stream, true);
+      const std::string name = kda::app::path_name(path);
+      const std::string tensor = path == Path::l2norm ? "q_hat" : "out";
+      Row row = judgement_row(job.id, name, tensor, check.out_judgement, check.verdict());
+      if (path != Path::l2norm) row.variant = vname;
+      row.repeat = check.repeat_bitwise ? "bitwise" : "differs";
+      row.inactive_nonzero = check.inactive_nonzero;
+      row.reference_seconds = golden.seconds;
+      rows->push_back(row);
+      if (check.final_state_checked) {
+        Row ht = judgement_row(job.id, name, "final_state", check.final_state_judgement,
+                               check.final_state_judgement.passed()
+                                   ? std::string("passed")
+                                   : "failed: " + check.final_state_judgement.verdict());
+        ht.repeat = row.repeat;
+        ht.variant = vname;
+        rows->push_back(ht);
+      }
+      if (!dump_dir.empty()) {
+        if (path == Path::l2norm) {
+          kda::app::dump_tensor(dump_dir, job.id, "q_hat_l2norm", check.out,
+                                {inputs.batch, inputs.tokens, inputs.heads, inputs.key_dim});
+        } else {
+          kda::app::dump_tensor(dump_dir, job.id, "out_" + name + suffix, check.out, out_shape);
+          if (check.final_state_checked) {
+            kda::app::dump_tensor(dump_dir, job.id, "ht_" + name + suffix, check.final_state,
+                                  ht_shape);
+          }
         }
       }
+      checks.emplace(path, std::move(check));
     }
-    checks.emplace(path, std::move(check));
-  }
 
-  // Review point (c): the fused path may not be worse than the explicit path by more than the
-  // budget, with the explicit output playing the role of `low`.
-  if (checks.count(Path::fused) && checks.count(Path::explicit_)) {
-    const auto& fused = checks.at(Path::fused);
-    const auto& expl = checks.at(Path::explicit_);
-    const Judgement j = kda::harness::judge_against_explicit(
-        golden.out, kda::app::widen(expl.out), kda::app::widen(fused.out));
-    // Only the budget part of the rule applies here (§9.4 (c)); the RMS gate is on the row above.
-    const bool ok = j.non_finite == 0 && j.within_budget;
-    Row row = judgement_row(job.id, "fused", "out vs explicit (c)", j,
-                            ok ? "passed"
-                               : "failed: max |fused - golden| " + sci(j.max_abs_err) +
-                                     " > 2 (max |explicit - golden| + 2^-7 max |golden|) = " +
-                                     sci(j.budget));
-    const bool identical =
-        fused.out.size() == expl.out.size() &&
-        std::memcmp(fused.out.data(), expl.out.data(), fused.out.size() * sizeof(float)) == 0;
-    row.repeat = identical ? "= explicit" : "!= explicit";
-    rows->push_back(row);
+    // Review point (c): the fused path may not be worse than the explicit path by more than the
+    // budget, with the explicit output playing the role of `low`.
+    if (checks.count(Path::fused) && checks.count(Path::explicit_)) {
+      const auto& fused = checks.at(Path::fused);
+      const auto& expl = checks.at(Path::explicit_);
+      const Judgement j = kda::harness::judge_against_explicit(
+          golden.out, kda::app::widen(expl.out), kda::app::widen(fused.out));
+      // Only the budget part of the rule applies here (§9.4 (c)); the RMS gate is on the row above.
+      const bool ok = j.non_finite == 0 && j.within_budget;
+      Row row = judgement_row(job.id, "fused", "out vs explicit (c)", j,
+                              ok ? "passed"
+                                 : "failed: max |fused - golden| " + sci(j.max_abs_err) +
+                                       " > 2 (max |explicit - golden| + 2^-7 max |golden|) = " +
+                                       sci(j.budget));
+      const bool identical =
+          fused.out.size() == expl.out.size() &&
+          std::memcmp(fused.out.data(), expl.out.data(), fused.out.size() * sizeof(float)) == 0;
+      row.repeat = identical ? "= explicit" : "!= explicit";
+      row.variant = vname;
+      rows->push_back(row);
+    }
   }
   if (!dump_dir.empty()) {
     kda::app::dump_tensor(dump_dir, job.id, "out_reference", golden.out, out_shape);
@@ -261,15 +276,15 @@ Row check_fused_refuses_f32(const kda::harness::HostInputs& inputs) {
 
 kda::harness::Table make_table(const std::vector<Row>& rows, bool full) {
   kda::harness::Table table;
-  table.columns = {"shape", "path", "tensor", "max_abs_err", "budget", "rel_rms", "repeat",
-                   "verdict"};
+  table.columns = {"shape", "path", "variant", "tensor", "max_abs_err", "budget", "rel_rms",
+                   "repeat", "verdict"};
   if (full) {
     table.columns.insert(table.columns.end() - 1,
                          {"elements", "ref_err", "max_golden", "worst_index", "non_finite",
                           "inactive_nonzero", "reference_s"});
   }
   for (const Row& r : rows) {
-    std::vector<std::string> cells = {r.shape, r.path, r.tensor};
+    std::vector<std::string> cells = {r.shape, r.path, r.variant, r.tensor};
     if (r.judgement) {
       cells.insert(cells.end(), {sci(r.judgement->max_abs_err), sci(r.judgement->budget),
                                  sci(r.judgement->rel_rms)});
@@ -305,6 +320,7 @@ int main(int argc, char** argv) {
   std::string md_file, csv_file, json_file, dump_dir, load_dir;
   int device = 0;
   bool force = false;
+  std::vector<std::string> variant_names = {kda::to_string(kda::kDefaultForwardVariant)};
   app.add_option("--shapes", shape_files, "Shape file(s) (default: shapes/contract.yaml)")
       ->check(CLI::ExistingFile);
   app.add_option("--only", only, "Check only these shape ids");
@@ -319,6 +335,10 @@ int main(int argc, char** argv) {
   app.add_option("--dump", dump_dir, "Write inputs and outputs as .npy under DIR/<id>/");
   app.add_option("--load", load_dir, "Run on .npy inputs from DIR (written by --dump)");
   app.add_option("--device", device, "CUDA device index");
+  app.add_option("--variant", variant_names,
+                 "Kernel variant(s) of the forward to check against the same references "
+                 "(docs/design.md)")
+      ->check(CLI::IsMember(kda::app::variant_names()));
   app.add_flag("--force", force, "Overwrite existing report files");
   app.set_version_flag("--version", std::string("kda-check ") + kda::build::git_commit + " (" +
                                         kda::build::flags + ")");
@@ -385,6 +405,12 @@ int main(int argc, char** argv) {
   }
 
   const bool gpu = backend != "reference";
+  std::vector<kda::ForwardVariant> variants;
+  for (const std::string& name : variant_names) {
+    kda::ForwardVariant v = kda::kDefaultForwardVariant;
+    kda::app::parse_variant(name, &v);
+    variants.push_back(v);
+  }
   std::vector<Path> paths;
   if (backend == "gpu") paths = {Path::fused, Path::explicit_, Path::l2norm};
   if (backend == "fused") paths = {Path::fused};
@@ -418,7 +444,7 @@ int main(int argc, char** argv) {
         if (i == 0 && inputs.key_dim == kda::kHeadDim && inputs.value_dim == kda::kHeadDim) {
           rows.push_back(check_fused_refuses_f32(inputs));
         }
-        check_gpu(job, inputs, paths, stream, &rows, dump_dir);
+        check_gpu(job, inputs, paths, variants, stream, &rows, dump_dir);
       } else {
         check_reference(job, inputs, &rows, dump_dir);
       }
@@ -450,6 +476,7 @@ int main(int argc, char** argv) {
   md << "- backend: " << backend << "\n- commit: " << kda::build::git_commit
      << "\n- build: " << kda::build::flags << "\n- seed: " << seed << "\n";
   if (gpu) {
+    md << "- kernel variants: " << fmt::format("{}", fmt::join(variant_names, ", ")) << "\n";
     md << fmt::format("- device: {} (sm_{}{}, {} SMs), driver {}, runtime {}\n", info.name,
                       info.cc_major, info.cc_minor, info.sm_count, info.driver_version,
                       info.runtime_version);
@@ -476,6 +503,7 @@ int main(int argc, char** argv) {
       doc["build_flags"] = kda::build::flags;
       doc["backend"] = backend;
       doc["seed"] = seed;
+      if (gpu) doc["variants"] = variant_names;
       std::vector<std::string> args(argv, argv + argc);
       doc["argv"] = args;
       if (gpu) {

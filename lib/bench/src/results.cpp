@@ -106,6 +106,7 @@ const std::vector<Column>& result_columns() {
        "workspace"},
       {"seed", Unit::count, [=](C, R r) { return i64(r.seed); }, ""},
       {"wall_s", Unit::seconds, [](C, R r) { return Value(r.wall_s); }, ""},
+      {"variant", Unit::text, [](C c, R) { return Value(c.variant); }, ""},
   };
   return columns;
 }
@@ -229,8 +230,8 @@ std::string results_markdown(const RunContext& ctx, const std::vector<RunRow>& r
       human_number(ctx.peak_mem_bw_Bps, Unit::bytes_per_s));
   out += fmt::format("- driver {}, runtime {}; commit {}; build {}\n", ctx.driver_version,
                      ctx.runtime_version, ctx.git_commit, ctx.build_flags);
-  out += fmt::format("- shapes {}; seed {}; byte floor at {} TB/s; {}\n", ctx.shapes_file,
-                     ctx.seed, human_number(ctx.floor_bw_Bps, Unit::bytes_per_s), ctx.utc_time);
+  out += fmt::format("- shapes {}; seed {}; kernel variant {}; byte floor at {} TB/s; {}\n",
+                     ctx.shapes_file, ctx.seed, ctx.variant.empty() ? "-" : ctx.variant, human_number(ctx.floor_bw_Bps, Unit::bytes_per_s), ctx.utc_time);
   out += fmt::format(
       "- stopping: min {} samples, min {} s GPU time, max noise {}, timeout {} s; throttle below "
       "{} of the default clock\n\n",

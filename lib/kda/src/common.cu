@@ -25,7 +25,7 @@ int current_device(const char* where) {
   return device;
 }
 
-void set_dynamic_smem(const void* kernel, int bytes, const char* where) {
+void set_dynamic_smem(const void* kernel, int bytes, const char* where, bool max_carveout) {
   // The attribute is per (function, device); remember where it is set so repeated calls (the
   // benchmark loop) cost no driver call.
   static std::mutex mutex;
@@ -40,6 +40,13 @@ void set_dynamic_smem(const void* kernel, int bytes, const char* where) {
     throw_cuda(std::string(where) + " (setting " + std::to_string(bytes) +
                    " bytes of dynamic shared memory; the kernels need an sm_90 device)",
                status);
+  }
+  if (max_carveout) {
+    const cudaError_t carveout = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (carveout != cudaSuccess) {
+      throw_cuda(std::string(where) + " (setting the maximum shared-memory carveout)", carveout);
+    }
   }
   done.push_back(key);
 }

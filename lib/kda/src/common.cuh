@@ -24,8 +24,11 @@ void check_launch(const char* where);
 // The current device, or throws (no device / no driver).
 int current_device(const char* where);
 
-// Sets cudaFuncAttributeMaxDynamicSharedMemorySize once per (kernel, device).
-void set_dynamic_smem(const void* kernel, int bytes, const char* where);
+// Sets cudaFuncAttributeMaxDynamicSharedMemorySize once per (kernel, device); with
+// max_carveout also asks for the largest shared-memory carveout (kernels that rely on several
+// CTAs per SM fitting in shared memory).
+void set_dynamic_smem(const void* kernel, int bytes, const char* where,
+                      bool max_carveout = false);
 
 // ----------------------------------------------------------------------------------------------
 // Sequences. Dense batches are lowered to packed sequences: sequence s = batch row s starts at

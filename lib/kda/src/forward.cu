@@ -1,6 +1,9 @@
-// chunk_forward, correct-first version (kernel-design.md §6.8 "v0/v1" stage): fp32 on CUDA
-// cores, two kernels that communicate through per-chunk records in the workspace, plus a tail
-// zeroing kernel for packed inputs.
+// chunk_forward: two kernels that communicate through per-chunk records in the workspace, plus a
+// tail zeroing kernel for packed inputs. Two variants (ForwardParams::variant):
+//   v0_fp32  correct-first (kernel-design.md §6.8): fp32 records, fp32 CUDA-core SCAN (this file).
+//   v1_mma   the same PREP arithmetic writing bf16 records in the tensor-core SCAN's shared-memory
+//            image (mma_layout.h), and an mma.sync SCAN with the fp32 state in registers
+//            (scan_v1.cu).
 //
 //   PREP      grid (chunk slots, H), 256 threads: one 64-token chunk of one head. Loads q (and
 //             normalizes it when fused), k, v, G, beta; builds the anchored grams A_kk and A_qk,
@@ -18,6 +21,8 @@
 
 #include "common.cuh"
 #include "l2norm_row.cuh"
+#include "mma_layout.h"
+#include "scan_v1.cuh"
 
 namespace kda {
 namespace {
@@ -63,6 +68,49 @@ __device__ __forceinline__ void cp_async_wait_all() {
 // ------------------------------------------------------------------------------------------------
 // PREP
 
+// Record writers: where PREP puts each factor. The arithmetic is the same for both variants; only
+// the element type and the addresses differ.
+struct RecordV0 {  // fp32, layout.h kRec*
+  static constexpr int64_t kBytes = detail::kRecordBytes;
+  RecordT* rec;
+  __device__ __forceinline__ void qp(int i, int d, float x) const {
+    rec[detail::kRecQP + i * kD + d] = x;
+  }
+  __device__ __forceinline__ void kg(int i, int d, float x) const {
+    rec[detail::kRecKG + i * kD + d] = x;
+  }
+  __device__ __forceinline__ void a(int d, float x) const { rec[detail::kRecA + d] = x; }
+  __device__ __forceinline__ void aqk(int i, int j, float x) const {
+    rec[detail::kRecAQK + i * kC + j] = x;
+  }
+  __device__ __forceinline__ void wu(bool is_w, int i, int d, float x) const {
+    rec[(is_w ? detail::kRecW : detail::kRecU) + i * kD + d] = x;
+  }
+};
+
+struct RecordV1 {  // bf16 (round to nearest even) in SCAN v1's swizzled image, a fp32; layout.h
+  static constexpr int64_t kBytes = detail::kRecord1Bytes;
+  char* rec;
+  __device__ __forceinline__ void put(int64_t byte, float x) const {
+    *reinterpret_cast<__nv_bfloat16*>(rec + byte) = __float2bfloat16_rn(x);
+  }
+  __device__ __forceinline__ void qp(int i, int d, float x) const {
+    put(detail::v1::rec1_qp(i, d), x);
+  }
+  __device__ __forceinline__ void kg(int i, int d, float x) const {
+    put(detail::v1::rec1_kg(i, d), x);
+  }
+  __device__ __forceinline__ void a(int d, float x) const {
+    *reinterpret_cast<float*>(rec + detail::v1::rec1_a(d)) = x;
+  }
+  __device__ __forceinline__ void aqk(int i, int j, float x) const {
+    put(detail::v1::rec1_aqk(i, j), x);
+  }
+  __device__ __forceinline__ void wu(bool is_w, int i, int d, float x) const {
+    put(is_w ? detail::v1::rec1_w(i, d) : detail::v1::rec1_u(i, d), x);
+  }
+};
+
 struct PrepArgs {
   const __nv_bfloat16* q;
   const __nv_bfloat16* k;
@@ -73,7 +121,7 @@ struct PrepArgs {
   int heads;
   int64_t capacity;  // record slots per head
   detail::Sequences seqs;
-  RecordT* records;
+  void* records;
   bool fuse_q_l2norm;  // a runtime flag: it only changes the (cheap) load phase, and one
                        // instantiation halves the build time of this file
 };
@@ -91,6 +139,7 @@ constexpr int kPrepFloats = kPrepBeta + kC;
 constexpr int kPrepSmemBytes = kPrepFloats * 4;
 static_assert(kPrepSmemBytes <= 227 * 1024, "PREP shared memory exceeds the sm_90 opt-in limit");
 
+template <class Record>
 __global__ void __launch_bounds__(kThreads, 1) prep_kernel(const PrepArgs args) {
   extern __shared__ __align__(16) float smem[];
   float* sq = smem + kPrepQ;
@@ -107,10 +156,9 @@ __global__ void __launch_bounds__(kThreads, 1) prep_kernel(const PrepArgs args) 
   const int h = blockIdx.y;
   const int n = chunk.rows;
   const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
-  RecordT* rec =
-      args.records + (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * detail::kRecElems;
+  const int64_t record_index = static_cast<int64_t>(h) * args.capacity + blockIdx.x;
+  const Record rec{reinterpret_cast<decltype(Record::rec)>(static_cast<char*>(args.records) +
+                                                           record_index * Record::kBytes)};
 
   // ---- 1. Load the chunk. Rows >= n: q = k = v = beta = 0 and G = G_{n-1}, by selection (the
   // memory there belongs to the next sequence or lies past the end, possibly NaN): never read.
@@ -118,33 +166,49 @@ __global__ void __launch_bounds__(kThreads, 1) prep_kernel(const PrepArgs args) 
     sakk[e] = 0.0f;
     saqk[e] = 0.0f;
   }
-  const int d0 = 4 * lane;  // this lane's 4 channels (the l2norm row layout)
-#pragma unroll 2
-  for (int i = warp; i < kC; i += kThreads / 32) {  // one warp per row; i is warp-uniform
-    float qv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float kv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float vv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (i < n) {
-      const int64_t token = chunk.first_token + i;
-      const int64_t head_offset = static_cast<int64_t>(h) * kD + d0;
-      detail::load4(args.q + token * args.q_stride + head_offset, qv);
-      detail::load4(args.k + token * args.k_stride + head_offset, kv);
-      detail::load4(args.v + token * args.v_stride + head_offset, vv);
-      if (args.fuse_q_l2norm) {
-        // Exactly what the l2norm kernel computes and stores (bf16), widened back to fp32.
-        __nv_bfloat16 normalized[4];
-        detail::l2norm_row_bf16(qv, normalized);
+  // One quad of threads per row (64 rows x 4 = 256 threads), each thread a run of 32 channels:
+  // every row's loads are in flight at once, and the fused q norm of all 64 rows runs in
+  // parallel with exactly the l2norm kernel's function (measured: one warp per row, 8 rows in
+  // series, cost +250 us per h96 forward, more than the l2norm pass it replaces).
+  {
+    const int i = tid >> 2;
+    const int c0 = (tid & 3) * detail::kRowRun;
+    const bool valid = i < n;
+    const int64_t token = chunk.first_token + i;
+    const int64_t head_offset = static_cast<int64_t>(h) * kD + c0;
+    float x[detail::kRowRun];
+    auto load_or_zero = [&](const __nv_bfloat16* base, int64_t stride) {
+      if (valid) {
+        detail::load_run(base + token * stride + head_offset, x);
+      } else {
 #pragma unroll
-        for (int c = 0; c < 4; ++c) qv[c] = __bfloat162float(normalized[c]);
+        for (int c = 0; c < detail::kRowRun; ++c) x[c] = 0.0f;
       }
+    };
+    auto store_row = [&](float* dst) {
+#pragma unroll
+      for (int c = 0; c < detail::kRowRun; c += 4) {
+        sts4(dst + c0 + c, make_float4(x[c], x[c + 1], x[c + 2], x[c + 3]));
+      }
+    };
+    load_or_zero(args.q, args.q_stride);
+    if (args.fuse_q_l2norm) {  // uniform: every thread of the quad shuffles
+      // Exactly what the l2norm kernel computes and stores (bf16), widened back to fp32. A
+      // masked row is a zero row and stays zero.
+      __nv_bfloat16 normalized[detail::kRowRun];
+      detail::l2norm_row_bf16<4, detail::kRowRun>(x, normalized);
+#pragma unroll
+      for (int c = 0; c < detail::kRowRun; ++c) x[c] = __bfloat162float(normalized[c]);
     }
+    store_row(sq + i * kLdD);
+    load_or_zero(args.k, args.k_stride);
+    store_row(sk + i * kLdD);
+    load_or_zero(args.v, args.v_stride);
+    store_row(sv + i * kD);
+    // G: rows >= n repeat the last valid row (never read past it).
     const int64_t g_token = chunk.first_token + min(i, n - 1);
-    float gv[4];
-    detail::load4(args.gate + (g_token * args.heads + h) * kD + d0, gv);
-    sts4(sq + i * kLdD + d0, qv);
-    sts4(sk + i * kLdD + d0, kv);
-    sts4(sv + i * kD + d0, vv);
-    sts4(sg + i * kLdD + d0, gv);
+    detail::load_run(args.gate + (g_token * args.heads + h) * kD + c0, x);
+    store_row(sg + i * kLdD);
   }
   if (tid < kC) {
     sbeta[tid] = tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f;
@@ -161,10 +225,10 @@ __global__ void __launch_bounds__(kThreads, 1) prep_kernel(const PrepArgs args) 
       const bool valid = i < n;
       const float qp = kScale * sq[i * kLdD + d] * exp2f(g);
       const float kg = sk[i * kLdD + d] * exp2f(g_last - g);
-      rec[detail::kRecQP + i * kD + d] = valid ? qp : 0.0f;
-      rec[detail::kRecKG + i * kD + d] = valid ? kg : 0.0f;
+      rec.qp(i, d, valid ? qp : 0.0f);
+      rec.kg(i, d, valid ? kg : 0.0f);
     }
-    if (tid < kD) rec[detail::kRecA + d] = exp2f(g_last);
+    if (tid < kD) rec.a(d, exp2f(g_last));
   }
 
   // ---- 3. Grams, one 16-column block c at a time with its own anchor m_c (kernel-design §7.1):
@@ -230,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, 1) prep_kernel(const PrepArgs args) 
 
   // ---- 4. A_qk to the record.
   for (int e = tid; e < kC * kC; e += kThreads) {
-    rec[detail::kRecAQK + e] = saqk[(e >> 6) * kLdA + (e & (kC - 1))];
+    rec.aqk(e >> 6, e & (kC - 1), saqk[(e >> 6) * kLdA + (e & (kC - 1))]);
   }
 
   // ---- 5. Forward substitution (I + A_kk) X = R, one thread per right-hand-side column, fixed
@@ -249,9 +313,8 @@ __global__ void __launch_bounds__(kThreads, 1) prep_kernel(const PrepArgs args) 
       for (int j = 0; j < i; ++j) acc = fmaf(sakk[i * kLdA + j], x[j], acc);
       x[i] = rhs - acc;
     }
-    RecordT* dst = rec + (is_w ? detail::kRecW : detail::kRecU) + d;
 #pragma unroll
-    for (int i = 0; i < kC; ++i) dst[i * kD] = i < n ? x[i] : 0.0f;
+    for (int i = 0; i < kC; ++i) rec.wu(is_w, i, d, i < n ? x[i] : 0.0f);
   }
 }
 
@@ -507,16 +570,35 @@ void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.heads = p.heads;
   args.capacity = plan.capacity;
   args.seqs = plan.seqs;
-  args.records = static_cast<RecordT*>(p.workspace);
+  args.records = p.workspace;
   args.fuse_q_l2norm = p.fuse_q_l2norm;
   const dim3 grid(static_cast<unsigned>(plan.capacity), static_cast<unsigned>(p.heads));
-  detail::set_dynamic_smem(reinterpret_cast<const void*>(&prep_kernel), kPrepSmemBytes,
-                           "chunk_forward: prep");
-  prep_kernel<<<grid, kThreads, kPrepSmemBytes, stream>>>(args);
+  if (p.variant == ForwardVariant::v1_mma) {
+    detail::set_dynamic_smem(reinterpret_cast<const void*>(&prep_kernel<RecordV1>),
+                             kPrepSmemBytes, "chunk_forward: prep (v1)");
+    prep_kernel<RecordV1><<<grid, kThreads, kPrepSmemBytes, stream>>>(args);
+  } else {
+    detail::set_dynamic_smem(reinterpret_cast<const void*>(&prep_kernel<RecordV0>),
+                             kPrepSmemBytes, "chunk_forward: prep");
+    prep_kernel<RecordV0><<<grid, kThreads, kPrepSmemBytes, stream>>>(args);
+  }
   detail::check_launch("chunk_forward: prep");
 }
 
 void run_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  if (p.variant == ForwardVariant::v1_mma) {
+    detail::ScanV1Args args;
+    args.records = p.workspace;
+    args.out = static_cast<__nv_bfloat16*>(p.out);
+    args.out_stride = resolved(p.out_token_stride, p.heads);
+    args.initial_state = p.initial_state;
+    args.final_state = p.final_state;
+    args.heads = p.heads;
+    args.capacity = plan.capacity;
+    args.seqs = plan.seqs;
+    detail::launch_scan_v1(args, stream);
+    return;
+  }
   ScanArgs args;
   args.records = static_cast<const RecordT*>(p.workspace);
   args.out = static_cast<__nv_bfloat16*>(p.out);

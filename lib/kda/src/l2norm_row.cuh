@@ -1,5 +1,5 @@
 // The row normalization y = x / sqrt(sum x^2 + 1e-6), rounded to bf16, for one 128-element row
-// held by one warp (lane l owns elements 4l .. 4l+3).
+// held by a group of threads (below).
 //
 // Used by the l2norm kernel AND by the forward's PREP kernel when fuse_q_l2norm is set, so both
 // paths produce bitwise-identical normalized q. Every operation is an explicit round-to-nearest
@@ -22,63 +22,116 @@
 
 namespace kda::detail {
 
-__device__ __forceinline__ float warp_sum_butterfly(float v) {
-  // Every lane ends with the same bits: at each level the two partners add the same two values.
+// A row is held by a group of kLanes consecutive threads of a warp (kLanes = 4: 32 elements per
+// thread; kLanes = 32: 4 elements per lane). Reductions are xor butterflies inside the group: at
+// each level the two partners add the same two values, so every thread of the group ends with
+// the same bits, and the order is fixed. Groups never talk to each other, so one warp can
+// normalize 32 / kLanes rows at once (the memory-level parallelism the l2norm pass needs).
+template <int kLanes>
+__device__ __forceinline__ float group_sum(float v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1)
+  for (int offset = kLanes / 2; offset > 0; offset >>= 1)
     v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
-__device__ __forceinline__ float warp_max(float v) {
+template <int kLanes>
+__device__ __forceinline__ float group_max(float v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1)
+  for (int offset = kLanes / 2; offset > 0; offset >>= 1)
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
-// Sum of squares of the warp's 128 values, fixed order.
-__device__ __forceinline__ float warp_sum_squares(const float (&x)[4]) {
-  float s = __fmul_rn(x[0], x[0]);
-  s = __fmaf_rn(x[1], x[1], s);
-  s = __fmaf_rn(x[2], x[2], s);
-  s = __fmaf_rn(x[3], x[3], s);
-  return warp_sum_butterfly(s);
+template <int kLanes>
+__device__ __forceinline__ bool group_all(bool b) {
+  int v = b ? 1 : 0;
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset >>= 1)
+    v &= __shfl_xor_sync(0xffffffffu, v, offset);
+  return v != 0;
 }
 
-// All 32 lanes of the warp must call this (it shuffles); every branch below is warp-uniform.
-__device__ __forceinline__ void l2norm_row_bf16(const float (&x)[4], __nv_bfloat16 (&y)[4]) {
+// All 32 lanes of the warp must call this (it shuffles); branches are uniform within a group,
+// and the shuffles sit outside them. kN = 128 / kLanes elements per thread, consecutive channels.
+template <int kLanes, int kN>
+__device__ __forceinline__ void l2norm_row_bf16(const float (&x)[kN], __nv_bfloat16 (&y)[kN]) {
+  static_assert(kLanes * kN == kHeadDim, "a group holds one 128-element row");
   bool finite = true;
   float largest = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kN; ++i) {
     finite = finite && isfinite(x[i]);
     largest = fmaxf(largest, fabsf(x[i]));
   }
-  finite = __all_sync(0xffffffffu, finite);
+  finite = group_all<kLanes>(finite);
+  largest = group_max<kLanes>(largest);  // exact, identical in every thread of the group
 
-  float scaled[4] = {x[0], x[1], x[2], x[3]};
+  float scaled[kN];
   float eps = kL2NormEps;
-  if (finite) {
-    largest = warp_max(largest);  // exact, identical in every lane
-    if (largest == 0.0f) {
+  int e = 0;
+  frexpf(largest, &e);
+  const float eps_scaled = ldexpf(kL2NormEps, -2 * e);
+  const bool rescale = finite && largest != 0.0f && isfinite(eps_scaled);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) y[i] = __float2bfloat16_rn(0.0f);
-      return;
-    }
-    int e = 0;
-    frexpf(largest, &e);
-    const float eps_scaled = ldexpf(kL2NormEps, -2 * e);
-    if (isfinite(eps_scaled)) {
+  for (int i = 0; i < kN; ++i) scaled[i] = rescale ? ldexpf(x[i], -e) : x[i];
+  if (rescale) eps = eps_scaled;
+
+  // Sum of squares: sequential inside the thread, then the group butterfly; fixed order.
+  float s = __fmul_rn(scaled[0], scaled[0]);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) scaled[i] = ldexpf(x[i], -e);
-      eps = eps_scaled;
+  for (int i = 1; i < kN; ++i) s = __fmaf_rn(scaled[i], scaled[i], s);
+  const float ssq = group_sum<kLanes>(s);
+  const float rstd = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ssq, eps)));
+  const bool zero_row = finite && largest == 0.0f;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    y[i] = __float2bfloat16_rn(zero_row ? 0.0f : __fmul_rn(scaled[i], rstd));
+  }
+}
+
+// The quad layout used by the l2norm kernel and by PREP: 4 threads per row, each holding a run of
+// 32 consecutive elements (64 B of bf16 or 128 B of fp32: 16-byte loads and stores).
+inline constexpr int kRowRun = 32;
+
+__device__ __forceinline__ void load_run(const __nv_bfloat16* p, float (&x)[kRowRun]) {
+#pragma unroll
+  for (int v = 0; v < kRowRun / 8; ++v) {
+    const uint4 raw = reinterpret_cast<const uint4*>(p)[v];
+    const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[8 * v + 2 * i] = __low2float(pairs[i]);
+      x[8 * v + 2 * i + 1] = __high2float(pairs[i]);
     }
   }
-  const float ssq = warp_sum_squares(scaled);
-  const float rstd = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ssq, eps)));
+}
+
+__device__ __forceinline__ void load_run(const float* p, float (&x)[kRowRun]) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) y[i] = __float2bfloat16_rn(__fmul_rn(scaled[i], rstd));
+  for (int v = 0; v < kRowRun / 4; ++v) {
+    const float4 f = reinterpret_cast<const float4*>(p)[v];
+    x[4 * v] = f.x;
+    x[4 * v + 1] = f.y;
+    x[4 * v + 2] = f.z;
+    x[4 * v + 3] = f.w;
+  }
+}
+
+__device__ __forceinline__ void store_run(__nv_bfloat16* p, const __nv_bfloat16 (&y)[kRowRun]) {
+#pragma unroll
+  for (int v = 0; v < kRowRun / 8; ++v) {
+    uint4 raw;
+    __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pairs[i] = __halves2bfloat162(y[8 * v + 2 * i], y[8 * v + 2 * i + 1]);
+    reinterpret_cast<uint4*>(p)[v] = raw;
+  }
+}
+
+// One warp per row, lane l owns elements 4l .. 4l+3.
+__device__ __forceinline__ void l2norm_row_bf16(const float (&x)[4], __nv_bfloat16 (&y)[4]) {
+  l2norm_row_bf16<32, 4>(x, y);
 }
 
 }  // namespace kda::detail

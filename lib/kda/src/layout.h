@@ -31,6 +31,29 @@ inline constexpr int64_t kRecElems = kRecA + kHeadDim;
 inline constexpr int64_t kRecordBytes = kRecElems * static_cast<int64_t>(sizeof(RecordT));
 static_assert(kRecordBytes % 256 == 0, "records keep the workspace's 256-byte alignment");
 
+// ---- v1 (ForwardVariant::v1_mma) record: bf16 factors, already in the byte image the tensor-core
+// SCAN wants in shared memory (XOR-swizzled 16-byte groups, mma_layout.h), so SCAN copies it with
+// plain 16-byte cp.async and no re-layout. Byte offsets; rows >= n are zero.
+//   W   [64][128] bf16 swz128     QP [64][128] bf16 swz128     KG [64][128] bf16 swz128
+//   AQK [64][64]  bf16 swz64      U  [4 slices][64][32] bf16 swz32 (slice j = columns 32j..32j+31)
+//   A   [128] fp32
+// W, QP, KG, AQK are contiguous so SCAN moves W+QP and KG+AQK as two contiguous blocks.
+inline constexpr int64_t kRec1W = 0;
+inline constexpr int64_t kRec1QP = kRec1W + int64_t{kChunk} * kHeadDim * 2;
+inline constexpr int64_t kRec1KG = kRec1QP + int64_t{kChunk} * kHeadDim * 2;
+inline constexpr int64_t kRec1AQK = kRec1KG + int64_t{kChunk} * kHeadDim * 2;
+inline constexpr int64_t kRec1U = kRec1AQK + int64_t{kChunk} * kChunk * 2;
+inline constexpr int64_t kRec1USlice = int64_t{kChunk} * kScanSliceColumns * 2;  // bytes per slice
+inline constexpr int64_t kRec1A = kRec1U + int64_t{kChunk} * kHeadDim * 2;
+inline constexpr int64_t kRecord1Bytes = kRec1A + int64_t{kHeadDim} * 4;
+static_assert(kRecord1Bytes == 74240, "v1 record: 4 x 16 KB + 8 KB + 512 B");
+static_assert(kRecord1Bytes % 256 == 0, "records keep the workspace's 256-byte alignment");
+
+// Bytes of one record of `variant` (validated elsewhere: unknown values give the v0 size).
+inline int64_t record_bytes(ForwardVariant variant) {
+  return variant == ForwardVariant::v1_mma ? kRecord1Bytes : kRecordBytes;
+}
+
 // Virtual chunks (kernel-design.md §7.4): sequence s owns the record slots
 // [floor(cu[s]/64) + s, floor(cu[s]/64) + s + ceil(len_s/64)). The ranges are disjoint and all
 // lie below floor(cu[N]/64) + N <= floor(total_tokens/64) + N, the per-head capacity.

@@ -22,6 +22,16 @@ const char* to_string(DType dtype) {
   return "unknown";
 }
 
+const char* to_string(ForwardVariant variant) {
+  switch (variant) {
+    case ForwardVariant::v0_fp32:
+      return "v0_fp32";
+    case ForwardVariant::v1_mma:
+      return "v1_mma";
+  }
+  return "unknown";
+}
+
 namespace {
 
 // Largest element count (and element offset) any tensor may have: the kernels index with int64
@@ -213,11 +223,17 @@ size_t forward_bytes(const ForwardParams& p, int64_t num_states) {
   }
   const int64_t records =
       checked_mul(op, "workspace records (heads * chunk slots)", p.heads, capacity);
-  return static_cast<size_t>(checked_mul(op, "workspace bytes", records, detail::kRecordBytes));
+  return static_cast<size_t>(
+      checked_mul(op, "workspace bytes", records, detail::record_bytes(p.variant)));
 }
 
 void check_forward_dims(const ForwardParams& p) {
   const std::string op = "chunk_forward";
+  if (p.variant != ForwardVariant::v0_fp32 && p.variant != ForwardVariant::v1_mma) {
+    fail(ErrorCode::invalid_argument,
+         op + ": variant = " + std::to_string(static_cast<int>(p.variant)) +
+             " is not a ForwardVariant: use ForwardVariant::v0_fp32 or ForwardVariant::v1_mma");
+  }
   check_head_dim(op, "key_dim", p.key_dim);
   check_head_dim(op, "value_dim", p.value_dim);
   check_heads(op, p.heads);

@@ -84,6 +84,15 @@ void gate_cumsum(const GateCumsumParams& params, cudaStream_t stream);
 //   out bf16 [B, T, H, 128]; optional final state fp32 [N, H, 128, 128].
 // scale = 1/sqrt(128). k must already be normalized (the caller's job). With fuse_q_l2norm the
 // kernel normalizes raw q exactly as l2norm() would and never writes it to memory.
+// Kernel variants (docs/design.md, docs/perf-notes.md). Every variant computes the same function
+// within the error budget; each is bitwise deterministic on its own.
+enum class ForwardVariant {
+  v0_fp32,  // fp32 records, CUDA-core scan: the correct-first baseline
+  v1_mma,   // bf16 records, tensor-core (mma.sync) scan with the fp32 state in registers
+};
+const char* to_string(ForwardVariant variant);
+inline constexpr ForwardVariant kDefaultForwardVariant = ForwardVariant::v0_fp32;
+
 // Dense batches: N = B sequences of T tokens. Packed: B == 1, N = num_seqs, sequence s owns tokens
 // [cu[s], cu[s+1]); rows at or after cu[N] are written as zeros; empty sequences pass their state
 // through. Results are bitwise identical run to run.
@@ -116,6 +125,7 @@ struct ForwardParams {
   int num_seqs = 0;
 
   bool fuse_q_l2norm = false;
+  ForwardVariant variant = kDefaultForwardVariant;
 
   void* workspace = nullptr;  // device, at least forward_workspace_bytes(params), 256-B aligned
   size_t workspace_bytes = 0;

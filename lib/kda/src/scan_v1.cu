@@ -1,0 +1,271 @@
+// SCAN, variant v1_mma: the chunk recurrence on tensor cores (mma.sync m16n8k16, bf16 operands,
+// fp32 accumulators), one CTA per (sequence, head, 32-column value slice) like v0.
+//
+// Per 64-token chunk (kda-forward.md §2.2, kernel-design.md §4.1), with the fp32 state slice
+// S[128 keys][32 cols] held in registers as mma accumulators for the whole sequence (warp w owns
+// keys 16w..16w+15) and a bf16 copy of it in shared memory as the B operand of phase A:
+//   A   V_new = U - W S,  P = q' S          (64x128 . 128x32; bf16 S copy; V_new -> smem bf16)
+//   B2  S <- diag(a) S + kg^T V_new          (128x64 . 64x32, accumulating into the registers)
+//   B1  O = P + A_qk V_new                   (64x64 . 64x32, causal k-blocks only) -> out bf16
+// Every address comes from mma_layout.h (shared with the CPU emulation test). The record is
+// loaded with 16-byte cp.async in two groups so each overlaps the phase that does not need it:
+//   barrier X | issue KGA(c) (kg, A_qk, a) | phase A(c) | wait | barrier Y |
+//   issue WQU(c+1) (W, q', U slice) | phases B2, B1 (c) | wait | barrier X ...
+// Single buffer (74 KB of shared memory) so three CTAs share an SM and hide each other's
+// latencies. Fixed k order, no atomics: bitwise reproducible.
+#include <cuda_bf16.h>
+
+#include "mma_layout.h"
+#include "scan_v1.cuh"
+
+namespace kda::detail {
+namespace {
+
+using namespace v1;  // NOLINT: the layout helpers are this file's vocabulary
+
+constexpr int kThreads = kWarps * 32;
+constexpr int kBV = kScanSliceColumns;
+static_assert(kBV == 32 && kThreads == 256, "the v1 work split assumes 32 columns, 8 warps");
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_dst), "l"(gmem_src)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// ldmatrix .x4 (register i <- matrix i, rows addressed by lanes 8i..8i+7), optionally .trans.
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// d += A . B (16x8x16), bf16 operands, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two fp32 -> one bf16 pair (round to nearest even), `lo` in the low half (lower column).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ float2 unpack_bf16(uint32_t bits) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+}
+
+__global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanV1Args args) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  auto word = [&](int byte) -> uint32_t& { return *reinterpret_cast<uint32_t*>(smem + byte); };
+
+  // The value slices of one (sequence, head) are adjacent CTAs: they run together and share the
+  // W / q' / kg / A_qk reads through L2.
+  const int s = static_cast<int>(blockIdx.x / kScanSlices);
+  const int slice = static_cast<int>(blockIdx.x % kScanSlices);
+  const int col0 = slice * kBV;
+  const int h = blockIdx.y;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int64_t begin = args.seqs.begin(s);
+  const int64_t length = args.seqs.begin(s + 1) - begin;
+  const int64_t chunks = (length + kChunk - 1) / kChunk;
+  const char* first_record =
+      static_cast<const char*>(args.records) +
+      (static_cast<int64_t>(h) * args.capacity + args.seqs.chunk_base(s)) * kRecord1Bytes;
+  const int64_t state_offset = (static_cast<int64_t>(s) * args.heads + h) * kHeadDim * kHeadDim +
+                               col0;
+
+  // ---- State: st[j][2 half + e] = S[state_row(warp, lane, half)][state_col(lane, j) + e] (the C
+  // fragments of the warp's 16 keys x 4 n tiles), fp32 for the whole sequence; bf16 copy in smem.
+  float st[4][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float2 v = make_float2(0.0f, 0.0f);
+      if (args.initial_state != nullptr) {
+        v = *reinterpret_cast<const float2*>(args.initial_state + state_offset +
+                                             state_row(warp, lane, half) * kHeadDim +
+                                             state_col(lane, j));
+      }
+      st[j][2 * half] = v.x;
+      st[j][2 * half + 1] = v.y;
+      word(sb_pair(warp, lane, j, half)) = pack_bf16(v.x, v.y);
+    }
+  }
+
+  // ---- Record copies (mma_layout.h copy plan).
+  static_assert(kCopyWQ % kThreads == 0 && kCopyU == kThreads && kCopyKA % kThreads == 0 &&
+                kCopyA <= kThreads, "copy loops assume whole rounds of 256 16-byte copies");
+  auto issue_wqu = [&](const char* rec) {  // W, q' (contiguous), this CTA's U slice
+#pragma unroll
+    for (int k = 0; k < kCopyWQ / kThreads; ++k) {
+      const int e = tid + k * kThreads;
+      cp_async16(sbase + kS1W + 16 * e, rec + kRec1W + 16 * e);
+    }
+    cp_async16(sbase + kS1U + 16 * tid, rec + kRec1U + slice * kRec1USlice + 16 * tid);
+    cp_async_commit();
+  };
+  auto issue_kga = [&](const char* rec) {  // kg, A_qk (contiguous), a
+#pragma unroll
+    for (int k = 0; k < kCopyKA / kThreads; ++k) {
+      const int e = tid + k * kThreads;
+      cp_async16(sbase + kS1KG + 16 * e, rec + kRec1KG + 16 * e);
+    }
+    if (tid < kCopyA) cp_async16(sbase + kS1A + 16 * tid, rec + kRec1A + 16 * tid);
+    cp_async_commit();
+  };
+
+  if (chunks > 0) issue_wqu(first_record);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const char* rec = first_record + c * kRecord1Bytes;
+    const int64_t left = length - c * kChunk;
+    const int n = left < kChunk ? static_cast<int>(left) : kChunk;
+
+    cp_async_wait_all();  // WQU(c)
+    __syncthreads();      // X: WQU(c) and the bf16 state visible; phase B(c-1) done with kg, A_qk
+    issue_kga(rec);
+
+    // ---- Phase A: warp tile = token rows out_m0 .. +15 x columns out_n0 .. +15 (2 n tiles);
+    // k-loop over the 128 keys in order.
+    float vw[2][4] = {};  // W S
+    float pq[2][4] = {};  // q' S, continued by phase B1
+#pragma unroll
+    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+      uint32_t aw[4], aq[4], b[4];
+      ldsm_x4(sbase + pa_w(warp, lane, ks), aw);
+      ldsm_x4(sbase + pa_qp(warp, lane, ks), aq);
+      ldsm_x4_trans(sbase + pa_s(warp, lane, ks), b);
+      mma_bf16(vw[0], aw, b[0], b[1]);
+      mma_bf16(vw[1], aw, b[2], b[3]);
+      mma_bf16(pq[0], aq, b[0], b[1]);
+      mma_bf16(pq[1], aq, b[2], b[3]);
+    }
+    // V_new = U - W S (fp32), rounded once to bf16: the B operand of phases B1 and B2.
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float2 u = unpack_bf16(word(u_pair(warp, lane, j, half)));
+        word(vn_pair(warp, lane, j, half)) =
+            pack_bf16(u.x - vw[j][2 * half], u.y - vw[j][2 * half + 1]);
+      }
+    }
+
+    cp_async_wait_all();  // KGA(c)
+    __syncthreads();      // Y: V_new, kg, A_qk, a visible; phase A done with W, q', U, S copy
+    if (c + 1 < chunks) issue_wqu(rec + kRecord1Bytes);
+
+    // ---- Phase B2 (the chain): S <- diag(a) S + kg^T V_new on the register state; then the
+    // bf16 copy for the next chunk's phase A (each warp rewrites its own 16 keys; every read of
+    // the copy by phase A happened before barrier Y).
+    {
+      const float a_lo = *reinterpret_cast<const float*>(smem + kS1A +
+                                                          4 * state_row(warp, lane, 0));
+      const float a_hi = *reinterpret_cast<const float*>(smem + kS1A +
+                                                          4 * state_row(warp, lane, 1));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        st[j][0] *= a_lo;
+        st[j][1] *= a_lo;
+        st[j][2] *= a_hi;
+        st[j][3] *= a_hi;
+      }
+#pragma unroll
+      for (int ks = 0; ks < kChunk / 16; ++ks) {
+        uint32_t ak[4], b01[4], b23[4];
+        ldsm_x4_trans(sbase + b2_kg(warp, lane, ks), ak);
+        ldsm_x4_trans(sbase + b2_vn(lane, ks, 0), b01);
+        ldsm_x4_trans(sbase + b2_vn(lane, ks, 1), b23);
+        mma_bf16(st[0], ak, b01[0], b01[1]);
+        mma_bf16(st[1], ak, b01[2], b01[3]);
+        mma_bf16(st[2], ak, b23[0], b23[1]);
+        mma_bf16(st[3], ak, b23[2], b23[3]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          word(sb_pair(warp, lane, j, half)) = pack_bf16(st[j][2 * half], st[j][2 * half + 1]);
+        }
+      }
+    }
+
+    // ---- Phase B1: O = P + A_qk V_new over the k blocks at or below the diagonal of the warp's
+    // row block (A_qk is zero above the diagonal inside the record); rows < n stored as bf16.
+    {
+      const int mt = warp & 3;
+#pragma unroll
+      for (int ks = 0; ks < kChunk / 16; ++ks) {
+        if (ks <= mt) {  // warp-uniform
+          uint32_t a[4], b[4];
+          ldsm_x4(sbase + b1_aqk(warp, lane, ks), a);
+          ldsm_x4_trans(sbase + b1_vn(warp, lane, ks), b);
+          mma_bf16(pq[0], a, b[0], b[1]);
+          mma_bf16(pq[1], a, b[2], b[3]);
+        }
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = out_row(warp, lane, half);
+        if (row < n) {
+          __nv_bfloat16* dst = args.out + (begin + c * kChunk + row) * args.out_stride +
+                               static_cast<int64_t>(h) * kHeadDim + col0;
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            *reinterpret_cast<uint32_t*>(dst + out_col(warp, lane, j)) =
+                pack_bf16(pq[j][2 * half], pq[j][2 * half + 1]);
+          }
+        }
+      }
+    }
+  }
+
+  // ---- Final state straight from the fp32 registers (initial state or zeros when empty).
+  if (args.final_state != nullptr) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        *reinterpret_cast<float2*>(args.final_state + state_offset +
+                                   state_row(warp, lane, half) * kHeadDim + state_col(lane, j)) =
+            make_float2(st[j][2 * half], st[j][2 * half + 1]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void launch_scan_v1(const ScanV1Args& args, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(int64_t{args.seqs.num_seqs} * kScanSlices),
+                  static_cast<unsigned>(args.heads));
+  set_dynamic_smem(reinterpret_cast<const void*>(&scan_v1_kernel), kS1Bytes,
+                   "chunk_forward: scan (v1)", /*max_carveout=*/true);
+  scan_v1_kernel<<<grid, kThreads, kS1Bytes, stream>>>(args);
+  check_launch("chunk_forward: scan (v1)");
+}
+
+}  // namespace kda::detail
