@@ -260,6 +260,7 @@ int run_benchmarks(const Options& o) {
         row.cpu_s = m.cpu_s;
         row.clock_hz = m.clock_hz;
         row.warmup_runs = m.warmup_runs;
+        row.calls_per_sample = m.calls_per_sample;
         row.stop = m.stop;
         row.throttle_discards = m.throttle_discards;
         row.rejected_samples = m.rejected_samples;

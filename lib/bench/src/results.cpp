@@ -107,6 +107,7 @@ const std::vector<Column>& result_columns() {
       {"seed", Unit::count, [=](C, R r) { return i64(r.seed); }, ""},
       {"wall_s", Unit::seconds, [](C, R r) { return Value(r.wall_s); }, ""},
       {"variant", Unit::text, [](C c, R) { return Value(c.variant); }, ""},
+      {"calls_per_sample", Unit::count, [=](C, R r) { return i64(r.calls_per_sample); }, ""},
   };
   return columns;
 }

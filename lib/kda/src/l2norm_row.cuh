@@ -52,6 +52,11 @@ __device__ __forceinline__ bool group_all(bool b) {
   return v != 0;
 }
 
+// 2^k as a float, exactly, for k in [-149, 127] (subnormal below -126).
+__device__ __forceinline__ float exact_pow2(int k) {
+  return k >= -126 ? __int_as_float((k + 127) << 23) : __int_as_float(1 << (k + 149));
+}
+
 // All 32 lanes of the warp must call this (it shuffles); branches are uniform within a group,
 // and the shuffles sit outside them. kN = 128 / kLanes elements per thread, consecutive channels.
 template <int kLanes, int kN>
@@ -73,8 +78,12 @@ __device__ __forceinline__ void l2norm_row_bf16(const float (&x)[kN], __nv_bfloa
   frexpf(largest, &e);
   const float eps_scaled = ldexpf(kL2NormEps, -2 * e);
   const bool rescale = finite && largest != 0.0f && isfinite(eps_scaled);
+  // Multiplying by the exact power of two rounds exactly like ldexpf (only an underflowing
+  // result rounds, to nearest even, in both), at one instruction instead of a library routine
+  // per element. With rescale, -e lies in [-128, 74), inside exact_pow2's range.
+  const float down = rescale ? exact_pow2(-e) : 1.0f;
 #pragma unroll
-  for (int i = 0; i < kN; ++i) scaled[i] = rescale ? ldexpf(x[i], -e) : x[i];
+  for (int i = 0; i < kN; ++i) scaled[i] = __fmul_rn(x[i], down);
   if (rescale) eps = eps_scaled;
 
   // Sum of squares: sequential inside the thread, then the group butterfly; fixed order.

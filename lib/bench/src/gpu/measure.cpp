@@ -285,7 +285,7 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
 
   // warm / graph: `n` back-to-back launches, each between its own event pair, queued behind the
   // blocking kernel so the first start event does not run before the host has caught up.
-  auto warm_batch = [&](const Launcher& fn, int64_t n) {
+  auto warm_batch = [&](const Launcher& fn, int64_t n, int64_t calls) {
     im.event(static_cast<size_t>(2 * n - 1));
     const uint32_t s0 = ++im.seq, s1 = ++im.seq;
     const auto t0 = Clock::now();
@@ -293,17 +293,18 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
     im.stamp(0, s0, blocks, stream);
     for (int64_t i = 0; i < n; ++i) {
       check(cudaEventRecord(im.events[2 * i], stream), "cudaEventRecord");
-      fn(stream);
+      for (int64_t c = 0; c < calls; ++c) fn(stream);
       check(cudaEventRecord(im.events[2 * i + 1], stream), "cudaEventRecord");
       if (i + 1 == kQueuedBehindBlock) block.release();
     }
     im.stamp(1, s1, blocks, stream);
     block.release_and_sync();
-    const double cpu = seconds_since(t0) / static_cast<double>(n);
+    const double per_call = 1.0 / static_cast<double>(calls);
+    const double cpu = seconds_since(t0) / static_cast<double>(n) * per_call;
     const double clock = im.read_clock(s0, s1);
     std::vector<Sample> out(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
-      out[i] = {im.elapsed_s(2 * i, 2 * i + 1), cpu, clock};
+      out[i] = {im.elapsed_s(2 * i, 2 * i + 1) * per_call, cpu, clock};
     return out;
   };
 
@@ -312,13 +313,19 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
     const int64_t runs = std::max<int64_t>(1, config.warmup_runs);
     for (int64_t i = 0; i < runs; ++i) estimate = timed_once(fn);
     m.warmup_runs = runs;
+    // Calls per sample: enough to span min_sample_s (at most 64), one for longer calls.
+    const int64_t calls = std::clamp<int64_t>(
+        estimate > 0.0 ? static_cast<int64_t>(std::ceil(config.min_sample_s / estimate)) : 1, 1,
+        64);
+    m.calls_per_sample = calls;
     const double target = std::max(config.batch_target_s, 0.0);
+    const double sample_s = estimate * static_cast<double>(calls);
     const int64_t n = std::clamp<int64_t>(
-        estimate > 0.0 ? static_cast<int64_t>(std::llround(target / estimate)) : 1, 1,
+        sample_s > 0.0 ? static_cast<int64_t>(std::llround(target / sample_s)) : 1, 1,
         std::max<int64_t>(config.max_batch, 1));
     const auto start = Clock::now();
     while (m.stop == StopReason::none) {
-      take(warm_batch(fn, n));
+      take(warm_batch(fn, n, calls));
       m.stop = criterion.check(seconds_since(start));
     }
     m.wall_s = seconds_since(start);
