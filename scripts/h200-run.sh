@@ -59,8 +59,11 @@ fi
 if [[ $mode == full ]] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     for s in ${SANITIZE_SHAPES:-smoke edge}; do
-      step 150 "sanitizer-$tool-$s" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        "$bin/kda-check" --shapes shapes/$s.yaml
+      # Every variant on smoke; the default variant on the (larger) edge file.
+      sargs=("${vargs[@]}")
+      [[ $s == smoke ]] || sargs=()
+      step 200 "sanitizer-$tool-$s" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$bin/kda-check" "${sargs[@]}" --shapes shapes/$s.yaml
     done
   done
 fi

@@ -36,7 +36,8 @@ bool parse_path(const std::string& name, Path* path) {
 
 namespace {
 constexpr kda::ForwardVariant kAllVariants[] = {kda::ForwardVariant::v0_fp32,
-                                                kda::ForwardVariant::v1_mma};
+                                                kda::ForwardVariant::v1_mma,
+                                                kda::ForwardVariant::v2_mma};
 }  // namespace
 
 bool parse_variant(const std::string& name, kda::ForwardVariant* variant) {

@@ -789,19 +789,22 @@ TEST_P(KdaForward, LongChainWithStates) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, KdaForward,
                          ::testing::Values(kda::ForwardVariant::v0_fp32,
-                                           kda::ForwardVariant::v1_mma),
+                                           kda::ForwardVariant::v1_mma,
+                                           kda::ForwardVariant::v2_mma),
                          [](const ::testing::TestParamInfo<kda::ForwardVariant>& param_info) {
                            return std::string(kda::to_string(param_info.param));
                          });
 
-// v1 against v0 on the same inputs: within the judge's budget of each other (the limit the fp64
-// reference sets, applied to the difference), and v1 is bitwise reproducible across paths and
-// runs on its own.
-void check_variants_agree(const ForwardCase& c, uint64_t seed) {
+// A tensor-core variant (v1 or v2) against v0 on the same inputs: within the judge's budget of
+// each other (the limit the fp64 reference sets, applied to the difference), and the variant is
+// bitwise reproducible across paths and runs on its own.
+void check_variants_agree(const ForwardCase& c, uint64_t seed,
+                          kda::ForwardVariant variant = kda::ForwardVariant::v1_mma) {
   const Inputs in = make_inputs(c, seed);
   const References refs = run_references(in);
   const DeviceProblem d0(in, kda::ForwardVariant::v0_fp32);
-  const DeviceProblem d1(in, kda::ForwardVariant::v1_mma);
+  const DeviceProblem d1(in, variant);
+  const std::string name = kda::to_string(variant);
   const Outputs o0 = d0.run(Path::fused);
   const Outputs o1 = d1.run(Path::fused);
   auto agree = [](const std::vector<float>& x0, const std::vector<float>& x1,
@@ -817,22 +820,23 @@ void check_variants_agree(const ForwardCase& c, uint64_t seed) {
       sq_diff += diff * diff;
     }
     const double rms = std::sqrt(sq_diff / static_cast<double>(x0.size()));
-    EXPECT_LE(max_diff, b.limit()) << what << ": max|v1 - v0|";
-    EXPECT_LT(b.rms_golden > 0 ? rms / b.rms_golden : rms, 5e-3) << what << ": RMS(v1 - v0)";
+    EXPECT_LE(max_diff, b.limit()) << what << ": max|variant - v0|";
+    EXPECT_LT(b.rms_golden > 0 ? rms / b.rms_golden : rms, 5e-3) << what << ": RMS(variant - v0)";
   };
-  agree(widen(o0.out), widen(o1.out), refs.golden.out, refs.low.out, "output");
+  agree(widen(o0.out), widen(o1.out), refs.golden.out, refs.low.out, name + " output");
   if (c.final_state) {
     agree(o0.final_state, o1.final_state, refs.golden.final_state, refs.low.final_state,
-          "final state");
+          name + " final state");
   }
   const Outputs explicit1 = d1.run(Path::explicit_norm);
-  EXPECT_TRUE(bitwise_equal(o1.out, explicit1.out)) << "v1 fused vs explicit output";
-  EXPECT_TRUE(bitwise_equal(o1.final_state, explicit1.final_state)) << "v1 fused vs explicit state";
+  EXPECT_TRUE(bitwise_equal(o1.out, explicit1.out)) << name << " fused vs explicit output";
+  EXPECT_TRUE(bitwise_equal(o1.final_state, explicit1.final_state))
+      << name << " fused vs explicit state";
   for (int repeat = 0; repeat < 3; ++repeat) {
     const Outputs again = d1.run(Path::fused);
-    EXPECT_TRUE(bitwise_equal(o1.out, again.out)) << "v1 repeat " << repeat << " output";
+    EXPECT_TRUE(bitwise_equal(o1.out, again.out)) << name << " repeat " << repeat << " output";
     EXPECT_TRUE(bitwise_equal(o1.final_state, again.final_state))
-        << "v1 repeat " << repeat << " state";
+        << name << " repeat " << repeat << " state";
   }
 }
 
@@ -856,6 +860,29 @@ TEST_F(KdaGpu, ForwardVariantsAgreePacked) {
   c.packed_qkv = true;
   c.out_stride = 2 * kD + 64;
   check_variants_agree(c, 42);
+}
+
+// v2 (tensor-core PREP, v1 record and SCAN) against v0: the same checks as v1.
+TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2) {
+  ForwardCase c;
+  c.batch = 2;
+  c.tokens = 300;
+  c.heads = 3;
+  c.initial_state = true;
+  c.final_state = true;
+  check_variants_agree(c, 41, kda::ForwardVariant::v2_mma);
+}
+
+TEST_F(KdaGpu, ForwardVariantsAgreePackedV2) {
+  ForwardCase c;
+  c.tokens = 400;
+  c.cu = {0, 1, 1, 129, 200, 390};
+  c.heads = 2;
+  c.initial_state = true;
+  c.final_state = true;
+  c.packed_qkv = true;
+  c.out_stride = 2 * kD + 64;
+  check_variants_agree(c, 42, kda::ForwardVariant::v2_mma);
 }
 
 }  // namespace

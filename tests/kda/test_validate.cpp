@@ -347,6 +347,7 @@ TEST(ValidateForward, WorkspaceSizeIsExact) {
 TEST(ValidateForward, Variant) {
   EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v0_fp32), "v0_fp32");
   EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v1_mma), "v1_mma");
+  EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v2_mma), "v2_mma");
   EXPECT_STREQ(kda::to_string(static_cast<kda::ForwardVariant>(7)), "unknown");
   EXPECT_EQ(kda::ForwardParams{}.variant, kda::kDefaultForwardVariant);
 
@@ -357,6 +358,11 @@ TEST(ValidateForward, Variant) {
   const size_t v1_bytes = kda::forward_workspace_bytes(p);
   EXPECT_EQ(v0_bytes * kRecord1Bytes, v1_bytes * kRecordBytes);
   EXPECT_LT(2 * v1_bytes, v0_bytes + v0_bytes / 50);
+  p.variant = kda::ForwardVariant::v2_mma;  // the v1 record
+  EXPECT_EQ(kda::forward_workspace_bytes(p), v1_bytes);
+  p.workspace_bytes = v1_bytes;
+  EXPECT_NO_THROW(kda::validate(p));
+  p.variant = kda::ForwardVariant::v1_mma;
   p.workspace_bytes = v1_bytes;
   EXPECT_NO_THROW(kda::validate(p));
   p.fuse_q_l2norm = true;
@@ -372,11 +378,11 @@ TEST(ValidateForward, Variant) {
 
   // Values outside the enum are rejected by validation, sizing and the entry points, before any
   // CUDA call.
-  for (const int bad : {2, -1, 7}) {
+  for (const int bad : {3, -1, 7}) {
     p.variant = static_cast<kda::ForwardVariant>(bad);
     const std::string fragment = "chunk_forward: variant = " + std::to_string(bad) +
-                                 " is not a ForwardVariant: use ForwardVariant::v0_fp32 or "
-                                 "ForwardVariant::v1_mma";
+                                 " is not a ForwardVariant: use ForwardVariant::v0_fp32, "
+                                 "ForwardVariant::v1_mma or ForwardVariant::v2_mma";
     expect_invalid(p, ErrorCode::invalid_argument, fragment);
     expect_error([&] { (void)kda::forward_workspace_bytes(p); }, ErrorCode::invalid_argument,
                  fragment);

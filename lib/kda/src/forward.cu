@@ -4,6 +4,7 @@
 //   v1_mma   the same PREP arithmetic writing bf16 records in the tensor-core SCAN's shared-memory
 //            image (mma_layout.h), and an mma.sync SCAN with the fp32 state in registers
 //            (scan_v1.cu).
+//   v2_mma   v1's record and SCAN; PREP on tensor cores with a blocked fp32 inverse (prep_v2.cu).
 //
 //   PREP      grid (chunk slots, H), 256 threads: one 64-token chunk of one head. Loads q (and
 //             normalizes it when fused), k, v, G, beta; builds the anchored grams A_kk and A_qk,
@@ -22,6 +23,7 @@
 #include "common.cuh"
 #include "l2norm_row.cuh"
 #include "mma_layout.h"
+#include "prep_v2.cuh"
 #include "scan_v1.cuh"
 
 namespace kda {
@@ -557,7 +559,29 @@ int64_t resolved(int64_t stride, int heads) {
   return stride == 0 ? static_cast<int64_t>(heads) * kHeadDim : stride;
 }
 
+void run_prep_v2(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  detail::PrepV2Args args;
+  args.q = static_cast<const __nv_bfloat16*>(p.q);
+  args.k = static_cast<const __nv_bfloat16*>(p.k);
+  args.v = static_cast<const __nv_bfloat16*>(p.v);
+  args.gate = p.gate;
+  args.beta = p.beta;
+  args.q_stride = resolved(p.q_token_stride, p.heads);
+  args.k_stride = resolved(p.k_token_stride, p.heads);
+  args.v_stride = resolved(p.v_token_stride, p.heads);
+  args.heads = p.heads;
+  args.capacity = plan.capacity;
+  args.seqs = plan.seqs;
+  args.records = p.workspace;
+  args.fuse_q_l2norm = p.fuse_q_l2norm;
+  detail::launch_prep_v2(args, stream);
+}
+
 void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  if (p.variant == ForwardVariant::v2_mma) {
+    run_prep_v2(p, plan, stream);
+    return;
+  }
   PrepArgs args;
   args.q = static_cast<const __nv_bfloat16*>(p.q);
   args.k = static_cast<const __nv_bfloat16*>(p.k);
@@ -586,7 +610,7 @@ void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
 }
 
 void run_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  if (p.variant == ForwardVariant::v1_mma) {
+  if (p.variant == ForwardVariant::v1_mma || p.variant == ForwardVariant::v2_mma) {
     detail::ScanV1Args args;
     args.records = p.workspace;
     args.out = static_cast<__nv_bfloat16*>(p.out);

@@ -89,9 +89,11 @@ void gate_cumsum(const GateCumsumParams& params, cudaStream_t stream);
 enum class ForwardVariant {
   v0_fp32,  // fp32 records, CUDA-core scan: the correct-first baseline
   v1_mma,   // bf16 records, tensor-core (mma.sync) scan with the fp32 state in registers
+  v2_mma,   // v1's record and scan; tensor-core grams / W / U and a blocked fp32 inverse in PREP
 };
 const char* to_string(ForwardVariant variant);
-inline constexpr ForwardVariant kDefaultForwardVariant = ForwardVariant::v0_fp32;
+// The default is the fastest variant that passed kda-check on the H200 (results/h200/).
+inline constexpr ForwardVariant kDefaultForwardVariant = ForwardVariant::v1_mma;
 
 // Dense batches: N = B sequences of T tokens. Packed: B == 1, N = num_seqs, sequence s owns tokens
 // [cu[s], cu[s+1]); rows at or after cu[N] are written as zeros; empty sequences pass their state

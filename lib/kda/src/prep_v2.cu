@@ -1,0 +1,476 @@
+// PREP, variant v2_mma: the same per-chunk factors as the v0/v1 PREP (kda-forward.md §2.2), written
+// as the v1 record (layout.h kRec1*) for the unchanged v1 SCAN, but with the two expensive parts
+// moved off long dependent fp32 chains:
+//   grams A_kk, A_qk   mma.sync m16n8k16 (bf16 operands, fp32 accumulation), 16x16 block pairs
+//                      with per-column-block anchors (kernel-design §7.1);
+//   T = (I + A_kk)^-1  fp32 on CUDA cores, blocked: 4 diagonal 16x16 forward substitutions, then
+//                      the 6 off-diagonal blocks by Schur formulas, level by level (§7.2);
+//   W = T (beta k Gamma), U = T (beta v)
+//                      mma.sync: fp16 operands for W (both factors bounded by ~1), bf16 for U
+//                      (beta v is unbounded user data), fp32 accumulation, rounded once to bf16.
+// One CTA per (64-token chunk, head), 256 threads (8 warps), prep_v2.h kSBytes (106 KB) of shared
+// memory and at most 128 registers: two CTAs per SM. Every address / fragment map comes from
+// prep_v2.h and mma_layout.h (shared with the CPU emulation test). Fixed orders, no atomics:
+// bitwise reproducible.
+//
+// Phases (barriers between them):
+//   1  load q (l2-normalized when fused, exactly like the l2norm kernel), k, v (bf16), G (fp32),
+//      beta; rows >= n: zeros by selection, G = G_{n-1}
+//   2  q' = scale q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}) (same fp32 expressions as v1,
+//      so these parts of the record are bitwise v1's), zero upper blocks of A_qk
+//   3  grams: warp w runs block pairs w and w + 8 (prep_v2.h); A_qk -> record, A_kk -> smem fp32
+//   4  inverse: diagonal blocks (warps 0..3, lane = column), Schur levels 1..3
+//   5  W, U: warp w owns columns 16w..16w+15, T fragments read from the fp32 inverse
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "l2norm_row.cuh"
+#include "mma_layout.h"
+#include "prep_v2.cuh"
+#include "prep_v2.h"
+
+namespace kda::detail {
+namespace {
+
+using namespace v2;  // NOLINT: the layout helpers are this file's vocabulary
+using v1::c_col;
+using v1::c_row;
+
+constexpr int kThreads = 256;
+constexpr int kC = kChunk;
+constexpr int kD = kHeadDim;
+constexpr float kScale = 0.08838834764831845f;  // 1 / sqrt(128), as in forward.cu
+
+// ------------------------------------------------------------------------------------------------
+// Shared-memory accessors (byte offsets from prep_v2.h).
+
+__device__ __forceinline__ float ldf(const unsigned char* s, int byte) {
+  return *reinterpret_cast<const float*>(s + byte);
+}
+__device__ __forceinline__ float2 ldf2(const unsigned char* s, int byte) {
+  return *reinterpret_cast<const float2*>(s + byte);
+}
+__device__ __forceinline__ float ldh(const unsigned char* s, int byte) {  // one bf16
+  return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(s + byte));
+}
+__device__ __forceinline__ float2 ldh2(const unsigned char* s, int byte) {  // a bf16 pair
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(s + byte));
+}
+__device__ __forceinline__ void stf(unsigned char* s, int byte, float x) {
+  *reinterpret_cast<float*>(s + byte) = x;
+}
+
+// Two fp32 -> one 16-bit pair (round to nearest even), `lo` in the low half.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// d += A . B (16x8x16), fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(uint32_t smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_dst), "l"(gmem_src)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void put_pair(char* rec, int64_t byte, uint32_t bits) {
+  *reinterpret_cast<uint32_t*>(rec + byte) = bits;
+}
+
+// 32 consecutive values of one row -> bf16 at smem byte `byte` (16-byte aligned).
+__device__ __forceinline__ void store_run_bf16(unsigned char* s, int byte,
+                                               const float (&x)[kRowRun]) {
+#pragma unroll
+  for (int c = 0; c < kRowRun; c += 8) {
+    uint4 v;
+    v.x = pack_bf16(x[c], x[c + 1]);
+    v.y = pack_bf16(x[c + 2], x[c + 3]);
+    v.z = pack_bf16(x[c + 4], x[c + 5]);
+    v.w = pack_bf16(x[c + 6], x[c + 7]);
+    *reinterpret_cast<uint4*>(s + byte + 2 * c) = v;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepV2Args args) {
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  ChunkRef chunk;
+  if (!find_chunk(args.seqs, blockIdx.x, chunk)) return;  // unused slot
+  const int h = blockIdx.y;
+  const int n = chunk.rows;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  char* const rec = static_cast<char*>(args.records) +
+                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * kRecord1Bytes;
+
+  // ---- 1. Load. k, v (bf16, kept as bf16: exact) and G (fp32) go straight to shared memory
+  // with 16-byte cp.async (the validated strides keep every row 16-byte aligned); rows >= n: k, v
+  // zero by selection (never read), G = G_{n-1}. q as in the v0/v1 PREP: one quad of threads per
+  // row, a run of 32 channels each, the fused norm by the l2norm kernel's own function.
+  {
+    const int64_t head_offset = static_cast<int64_t>(h) * kD;
+    for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
+      const int i = e >> 4;
+      const int c = (e & 15) * 8;
+      const int64_t token = chunk.first_token + i;
+      if (i < n) {
+        cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
+        cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
+      } else {
+        *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+        *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+    for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
+      const int i = e >> 5;
+      const int c = (e & 31) * 4;
+      const int64_t g_token = chunk.first_token + min(i, n - 1);
+      cp_async16(smem_u32(smem + sg(i, c)), args.gate + (g_token * args.heads + h) * kD + c);
+    }
+    cp_async_commit();
+  }
+  {
+    const int i = tid >> 2;
+    const int c0 = (tid & 3) * kRowRun;
+    float x[kRowRun];
+    if (i < n) {
+      load_run(args.q + (chunk.first_token + i) * args.q_stride + static_cast<int64_t>(h) * kD +
+                   c0,
+               x);
+    } else {
+#pragma unroll
+      for (int c = 0; c < kRowRun; ++c) x[c] = 0.0f;
+    }
+    if (args.fuse_q_l2norm) {  // uniform: every thread of the quad shuffles
+      __nv_bfloat16 normalized[kRowRun];
+      l2norm_row_bf16<4, kRowRun>(x, normalized);
+#pragma unroll
+      for (int c = 0; c < kRowRun; ++c) x[c] = __bfloat162float(normalized[c]);
+    }
+    store_run_bf16(smem, sq(i, c0), x);  // bf16 values: exact
+  }
+  if (tid < kC) {
+    stf(smem, kSBeta + 4 * tid,
+        tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
+  }
+  cp_async_wait_all();
+  __syncthreads();
+
+  // ---- 2. q', kg, a (the v0/v1 expressions), and the zero upper blocks of A_qk.
+  for (int e = tid; e < kC * kD / 2; e += kThreads) {
+    const int i = e >> 6;
+    const int d = 2 * (e & 63);
+    const bool valid = i < n;
+    const float2 g = ldf2(smem, sg(i, d));
+    const float2 gl = ldf2(smem, sg(n - 1, d));
+    const float2 qv = ldh2(smem, sq(i, d));
+    const float2 kv = ldh2(smem, sk(i, d));
+    const float qp0 = kScale * qv.x * exp2f(g.x);
+    const float qp1 = kScale * qv.y * exp2f(g.y);
+    const float kg0 = kv.x * exp2f(gl.x - g.x);
+    const float kg1 = kv.y * exp2f(gl.y - g.y);
+    put_pair(rec, v1::rec1_qp(i, d), pack_bf16(valid ? qp0 : 0.0f, valid ? qp1 : 0.0f));
+    put_pair(rec, v1::rec1_kg(i, d), pack_bf16(valid ? kg0 : 0.0f, valid ? kg1 : 0.0f));
+  }
+  if (tid < kD) *reinterpret_cast<float*>(rec + v1::rec1_a(tid)) = exp2f(ldf(smem, sg(n - 1, tid)));
+  for (int e = tid; e < kC * kC / 2; e += kThreads) {
+    const int i = e >> 5;
+    const int j = 2 * (e & 31);
+    if ((i >> 4) < (j >> 4)) put_pair(rec, v1::rec1_aqk(i, j), 0u);
+  }
+
+  // Column operands of the grams, once per column block (into the X region, unused until the
+  // inverse): k_j 2^(G_{m_c} - G_j), factor in fp32, product rounded once; zero for j >= n.
+  for (int e = tid; e < kC * kD / 2; e += kThreads) {
+    const int j = e >> 6;
+    const int d = 2 * (e & 63);
+    const int m = anchor(j >> 4, n);
+    const float2 gj = ldf2(smem, sg(j, d));
+    const float2 gm = ldf2(smem, sg(m, d));
+    const float2 kj = ldh2(smem, sk(j, d));
+    const float c0 = kj.x * exp2f(gm.x - gj.x);
+    const float c1 = kj.y * exp2f(gm.y - gj.y);
+    *reinterpret_cast<uint32_t*>(smem + scol(j, d)) =
+        pack_bf16(j < n ? c0 : 0.0f, j < n ? c1 : 0.0f);
+  }
+  __syncthreads();
+
+  // ---- 3. Grams on tensor cores. Block pair (p, c), anchor m = m_c:
+  //   A[i][j] = sum_d bf16(x_i[d] 2^(G_i[d] - G_m[d])) bf16(k_j[d] 2^(G_m[d] - G_j[d])),
+  // each operand's factor in fp32 and the product rounded once. Then A_kk = beta_i A (j < i),
+  // A_qk = scale A (j <= i); rows >= n zero.
+  float akk[2][2][4];  // [task slot][n tile][C register]
+#pragma unroll
+  for (int slot = 0; slot < 2; ++slot) {
+    const int task = warp + 8 * slot;
+    if (task >= kGramTasks) break;  // warp-uniform
+    const int p = gram_p(task);
+    const int c = gram_c(task);
+    float acck[2][4] = {};
+    float accq[2][4] = {};
+    if (16 * c < n && 16 * p < n) {  // uniform; otherwise the block is zero
+      const int m = anchor(c, n);
+#pragma unroll 2
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        const int d0 = 16 * ks;
+        uint32_t ak[4], aq[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int row = 16 * p + a_row(lane, r);
+          const int col = d0 + a_col(lane, r, 0);
+          const float2 gi = ldf2(smem, sg(row, col));
+          const float2 gm = ldf2(smem, sg(m, col));
+          const float2 kk = ldh2(smem, sk(row, col));
+          const float2 qq = ldh2(smem, sq(row, col));
+          const float f0 = exp2f(gi.x - gm.x);
+          const float f1 = exp2f(gi.y - gm.y);
+          ak[r] = pack_bf16(kk.x * f0, kk.y * f1);
+          aq[r] = pack_bf16(qq.x * f0, qq.y * f1);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int j = 16 * c + 8 * nt + b_n(lane);
+          uint32_t b[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            b[r] = *reinterpret_cast<const uint32_t*>(smem + scol(j, d0 + b_k(lane, r, 0)));
+          }
+          mma_bf16(acck[nt], ak, b[0], b[1]);
+          mma_bf16(accq[nt], aq, b[0], b[1]);
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = 16 * p + c_row(lane, 2 * half);
+        const float b = ldf(smem, kSBeta + 4 * i);
+        float out_q[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = 16 * c + 8 * nt + c_col(lane, e);
+          const int reg = 2 * half + e;
+          akk[slot][nt][reg] = (j < i && i < n) ? b * acck[nt][reg] : 0.0f;
+          out_q[e] = (j <= i && i < n) ? kScale * accq[nt][reg] : 0.0f;
+        }
+        put_pair(rec, v1::rec1_aqk(i, 16 * c + 8 * nt + c_col(lane, 0)),
+                 pack_bf16(out_q[0], out_q[1]));
+      }
+    }
+  }
+  __syncthreads();  // q is dead: its region becomes A_kk
+#pragma unroll
+  for (int slot = 0; slot < 2; ++slot) {
+    const int task = warp + 8 * slot;
+    if (task >= kGramTasks) break;
+    const int p = gram_p(task);
+    const int c = gram_c(task);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int reg = 0; reg < 4; ++reg) {
+        stf(smem, sa(16 * p + c_row(lane, reg), 16 * c + 8 * nt + c_col(lane, reg)),
+            akk[slot][nt][reg]);
+      }
+    }
+  }
+  __syncthreads();
+
+  // ---- 4a. Diagonal blocks of X = (I + A_kk)^-1: lane jj solves column jj of block p by
+  // forward substitution, x_i = delta_ij - sum_{r<i} A[i][r] x_r (fixed order).
+  if (warp < 4 && lane < 16) {
+    const int base = 16 * warp;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float s = 0.0f;
+#pragma unroll
+      for (int r = 0; r < i; ++r) s = fmaf(ldf(smem, sa(base + i, base + r)), x[r], s);
+      x[i] = (i == lane ? 1.0f : 0.0f) - s;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) stf(smem, sx(base + i, base + lane), x[i]);
+  }
+  __syncthreads();
+
+  // ---- 4b. Off-diagonal blocks, level l = p - c: Y = sum_{c<=r<p} A_pr X_rc, X_pc = -X_pp Y.
+  // Thread (i, j) of each block of the level; the level's blocks accumulate side by side (ILP).
+  {
+    const int i = (tid >> 4) & 15;
+    const int j = tid & 15;
+#pragma unroll
+    for (int level = 1; level <= 3; ++level) {
+      constexpr int kMax = 3;
+      const int nb = schur_blocks(level);
+      // A_pr and X_pp rows are read 4 at a time (16-byte broadcast loads: two rows per warp),
+      // the X_rc / Y columns one per lane; the sums still run over s in ascending order.
+      float y[kMax] = {0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int rr = 0; rr < level; ++rr) {
+#pragma unroll 2
+        for (int s4 = 0; s4 < 16; s4 += 4) {
+          float4 a[kMax];
+#pragma unroll
+          for (int e = 0; e < kMax; ++e) {
+            if (e < nb) {
+              const int p = schur_p(level, e);
+              const int r = schur_c(level, e) + rr;
+              a[e] = *reinterpret_cast<const float4*>(smem + sa(16 * p + i, 16 * r + s4));
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+#pragma unroll
+            for (int e = 0; e < kMax; ++e) {
+              if (e < nb) {
+                const int c = schur_c(level, e);
+                const int r = c + rr;
+                const float au = u == 0 ? a[e].x : u == 1 ? a[e].y : u == 2 ? a[e].z : a[e].w;
+                y[e] = fmaf(au, ldf(smem, sx(16 * r + s4 + u, 16 * c + j)), y[e]);
+              }
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kMax; ++e) {
+        if (e < nb) stf(smem, sy(e, i, j), y[e]);
+      }
+      __syncthreads();
+      float x[kMax] = {0.0f, 0.0f, 0.0f};
+#pragma unroll 2
+      for (int s4 = 0; s4 < 16; s4 += 4) {
+        float4 t[kMax];
+#pragma unroll
+        for (int e = 0; e < kMax; ++e) {
+          if (e < nb) {
+            const int p = schur_p(level, e);
+            t[e] = *reinterpret_cast<const float4*>(smem + sx(16 * p + i, 16 * p + s4));
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+#pragma unroll
+          for (int e = 0; e < kMax; ++e) {
+            if (e < nb) {
+              const float tu = u == 0 ? t[e].x : u == 1 ? t[e].y : u == 2 ? t[e].z : t[e].w;
+              x[e] = fmaf(tu, ldf(smem, sy(e, s4 + u, j)), x[e]);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kMax; ++e) {
+        if (e < nb) {
+          stf(smem, sx(16 * schur_p(level, e) + i, 16 * schur_c(level, e) + j), -x[e]);
+        }
+      }
+      __syncthreads();
+    }
+  }
+
+  // ---- 5. W = T (beta k Gamma) (fp16 operands), then U = T (beta v) (bf16 operands). Warp w:
+  // columns n0 .. n0 + 15, all 64 rows (accumulators of the 4 m tiles in registers); k-steps in
+  // ascending order, each building its right-hand-side fragments once in fp32 (the v0
+  // expressions) and rounding them once; T fragments converted from the fp32 inverse (only
+  // blocks ks <= mt: T is lower triangular).
+#pragma unroll 1
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool is_w = pass == 0;  // warp-uniform
+    const int n0 = wu_n0(warp);
+    float acc[4][2][4] = {};  // [m tile][n tile][C register]
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+      uint32_t bop[2][2];  // [n tile][register]
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int d = n0 + 8 * nt + b_n(lane);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float x[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int t = 16 * ks + b_k(lane, r, e);
+            const float b = ldf(smem, kSBeta + 4 * t);
+            x[e] = is_w ? b * ldh(smem, sk(t, d)) * exp2f(ldf(smem, sg(t, d)))
+                        : b * ldh(smem, sv(t, d));
+          }
+          bop[nt][r] = is_w ? pack_f16(x[0], x[1]) : pack_bf16(x[0], x[1]);
+        }
+      }
+#pragma unroll
+      for (int mt = ks; mt < kC / 16; ++mt) {
+        uint32_t ta[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float2 t = ldf2(smem, sx(16 * mt + a_row(lane, r), 16 * ks + a_col(lane, r, 0)));
+          ta[r] = is_w ? pack_f16(t.x, t.y) : pack_bf16(t.x, t.y);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          if (is_w) {
+            mma_f16(acc[mt][nt], ta, bop[nt][0], bop[nt][1]);
+          } else {
+            mma_bf16(acc[mt][nt], ta, bop[nt][0], bop[nt][1]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < kC / 16; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = 16 * mt + c_row(lane, 2 * half);
+          const int d = n0 + 8 * nt + c_col(lane, 0);
+          const bool valid = i < n;
+          put_pair(rec, is_w ? v1::rec1_w(i, d) : v1::rec1_u(i, d),
+                   pack_bf16(valid ? acc[mt][nt][2 * half] : 0.0f,
+                             valid ? acc[mt][nt][2 * half + 1] : 0.0f));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void launch_prep_v2(const PrepV2Args& args, cudaStream_t stream) {
+  set_dynamic_smem(reinterpret_cast<const void*>(&prep_v2_kernel), kSBytes,
+                   "chunk_forward: prep (v2)", /*max_carveout=*/true);
+  const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
+  prep_v2_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
+  check_launch("chunk_forward: prep (v2)");
+}
+
+}  // namespace kda::detail

@@ -1,0 +1,31 @@
+// The v2 PREP (ForwardVariant::v2_mma): arguments and launcher (prep_v2.cu). It writes the v1
+// record (layout.h kRec1*), read by the unchanged v1 SCAN (scan_v1.cu).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace kda::detail {
+
+struct PrepV2Args {
+  const __nv_bfloat16* q;
+  const __nv_bfloat16* k;
+  const __nv_bfloat16* v;
+  const float* gate;
+  const float* beta;
+  int64_t q_stride, k_stride, v_stride;  // elements between tokens
+  int heads;
+  int64_t capacity;  // record slots per head
+  Sequences seqs;
+  void* records;  // v1 records, head-major: [heads][capacity]
+  bool fuse_q_l2norm;
+};
+
+// Grid (capacity, H), 256 threads, prep_v2.h kSBytes of dynamic shared memory, 2 CTAs per SM.
+void launch_prep_v2(const PrepV2Args& args, cudaStream_t stream);
+
+}  // namespace kda::detail

@@ -1,0 +1,100 @@
+// Index maps of the v2 PREP (ForwardVariant::v2_mma, prep_v2.cu): shared-memory layout, mma.sync
+// fragment element maps, the work split of the grams and of the W / U products, and the schedule
+// of the blocked inverse. Host and device, no CUDA includes: the CPU test
+// tests/kda/test_prep_v2_layout.cpp emulates the kernel's fragment traffic on top of exactly these
+// functions (and the PTX definition of mma.sync m16n8k16) and checks it against plain matrix
+// products.
+//
+// The v2 PREP writes the v1 record (layout.h kRec1*, mma_layout.h rec1_*) byte for byte in the
+// same format; only how it computes the factors differs from the v0/v1 PREP.
+#pragma once
+
+#include <cstdint>
+
+#include "layout.h"
+#include "mma_layout.h"
+
+namespace kda::detail::v2 {
+
+// ------------------------------------------------------------------------------------------------
+// Fragment element maps of mma.sync.m16n8k16 (g = lane >> 2, t = lane & 3; PTX ISA):
+//   A (16x16 row-major), register r (0..3), half e (0 = low 16 bits):
+//     row g + 8 (r & 1), column 2t + 8 (r >> 1) + e
+//   B (16x8, k x n), register r (0..1), half e: k = 2t + 8 r + e, n = g
+//   C/D: mma_layout.h c_row / c_col.
+KDA_HD constexpr int a_row(int lane, int reg) { return (lane >> 2) + 8 * (reg & 1); }
+KDA_HD constexpr int a_col(int lane, int reg, int e) {
+  return 2 * (lane & 3) + 8 * (reg >> 1) + e;
+}
+KDA_HD constexpr int b_k(int lane, int reg, int e) { return 2 * (lane & 3) + 8 * reg + e; }
+KDA_HD constexpr int b_n(int lane) { return lane >> 2; }
+
+// ------------------------------------------------------------------------------------------------
+// Shared memory (bytes). q, k, v are kept as bf16 (they are bf16 values: widening is exact) with
+// 136-element rows (272 bytes = 68 words): the fragment builders read one 4-byte pair per lane at
+// (row g, column 2t) or one 2-byte element at (row 2t [+1], column g); both patterns hit distinct
+// banks over a warp. G is fp32 with 136-float rows (8-byte pair reads of rows g, columns 2t:
+// conflict-free per half warp). After the grams the q region holds A_kk (fp32, 68-float rows);
+// X = T (fp32, 72-float rows: float2 A-fragment reads conflict-free per half warp); Y is the
+// Schur scratch (three 16x16 fp32 blocks).
+inline constexpr int kLdH = 136;  // bf16 elements per row of q, k, v
+inline constexpr int kLdG = 136;  // floats per row of G
+inline constexpr int kLdA = 68;   // floats per row of A_kk
+inline constexpr int kLdX = 72;   // floats per row of X
+inline constexpr int kSQ = 0;                          // [64][136] bf16 q (normalized if fused)
+inline constexpr int kSA = kSQ;                        // [64][68] fp32 A_kk (after the grams)
+inline constexpr int kSK = kSQ + kChunk * kLdH * 2;    // [64][136] bf16 k
+inline constexpr int kSV = kSK + kChunk * kLdH * 2;    // [64][136] bf16 v
+inline constexpr int kSG = kSV + kChunk * kLdH * 2;    // [64][136] fp32 G (rows >= n: G_{n-1})
+inline constexpr int kSX = kSG + kChunk * kLdG * 4;    // [64][72] fp32 X = T
+inline constexpr int kSY = kSX + kChunk * kLdX * 4;    // [3][16][16] fp32 Schur scratch
+inline constexpr int kSBeta = kSY + 3 * 16 * 16 * 4;   // [64] fp32 beta (rows >= n zero)
+inline constexpr int kSBytes = kSBeta + kChunk * 4;    // 108,800
+static_assert(kChunk * kLdA * 4 <= kSK - kSA, "A_kk fits in the q region");
+static_assert(kChunk * kLdH * 2 <= kSY - kSX, "the column operands fit in the X region");
+static_assert(kSBytes + 1024 <= 228 * 1024 / 2, "two CTAs per SM");
+
+KDA_HD constexpr int sq(int row, int col) { return kSQ + 2 * (row * kLdH + col); }
+KDA_HD constexpr int sk(int row, int col) { return kSK + 2 * (row * kLdH + col); }
+KDA_HD constexpr int sv(int row, int col) { return kSV + 2 * (row * kLdH + col); }
+KDA_HD constexpr int sg(int row, int col) { return kSG + 4 * (row * kLdG + col); }
+KDA_HD constexpr int sa(int row, int col) { return kSA + 4 * (row * kLdA + col); }
+KDA_HD constexpr int sx(int row, int col) { return kSX + 4 * (row * kLdX + col); }
+// Before the inverse the X region holds the grams' column operands (bf16, q/k/v row pitch):
+// row j = k_j 2^(G_{m_c} - G_j) of column block c = j / 16, rounded once (zero for j >= n).
+KDA_HD constexpr int scol(int row, int col) { return kSX + 2 * (row * kLdH + col); }
+KDA_HD constexpr int sy(int block, int row, int col) {
+  return kSY + 4 * (block * 256 + row * 16 + col);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Grams: 10 tasks = 16x16 block pairs (row block p >= column block c), in the order
+// (0,0) (1,0) (1,1) (2,0) (2,1) (2,2) (3,0) (3,1) (3,2) (3,3); warp w runs tasks w and w + 8.
+// Each task computes both grams of its block pair (the row factor 2^(G_i - G_{m_c}) is shared).
+inline constexpr int kGramTasks = 10;
+KDA_HD constexpr int gram_p(int task) {
+  int p = 0;
+  while (task > p) {
+    task -= p + 1;
+    ++p;
+  }
+  return p;
+}
+KDA_HD constexpr int gram_c(int task) { return task - gram_p(task) * (gram_p(task) + 1) / 2; }
+// Anchor of column block c for a chunk of n valid rows (kernel-design §7.1): its middle row.
+KDA_HD constexpr int anchor(int c, int n) { return 16 * c + 8 < n - 1 ? 16 * c + 8 : n - 1; }
+
+// ------------------------------------------------------------------------------------------------
+// Blocked inverse X = (I + A)^-1 (A strictly lower, 4 x 4 blocks of 16): diagonal blocks by
+// forward substitution, then X_pc = -X_pp (sum_{c <= r < p} A_pr X_rc) level by level.
+// Level l (1..3) holds the blocks p - c = l; element e of a level is block e's (p, c).
+KDA_HD constexpr int schur_blocks(int level) { return 4 - level; }
+KDA_HD constexpr int schur_c(int /*level*/, int e) { return e; }
+KDA_HD constexpr int schur_p(int level, int e) { return e + level; }
+
+// ------------------------------------------------------------------------------------------------
+// W = T (beta k Gamma) and U = T (beta v): warp w owns the 16 value/key columns 16 w .. 16 w + 15
+// (two n8 tiles) and all 64 rows (4 m tiles, k-steps ks <= m tile: T is lower triangular).
+KDA_HD constexpr int wu_n0(int warp) { return 16 * warp; }
+
+}  // namespace kda::detail::v2

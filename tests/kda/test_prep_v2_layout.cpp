@@ -1,0 +1,482 @@
+// CPU emulation of the v2 PREP's data movement (ForwardVariant::v2_mma, lib/kda/src/prep_v2.cu):
+// every shared-memory address, fragment element map, task split, anchor, Schur schedule and
+// record offset comes from lib/kda/src/prep_v2.h and mma_layout.h -- the same functions the kernel
+// uses -- and mma.sync is the PTX model of mma_emulation.h. Phases 2, 3 (grams), 4 (blocked
+// inverse) and 5 (W, U) of the kernel are replayed warp by warp, lane by lane, and compared with
+// plain matrix products. Data are small integers and powers of two, the emulation computes in
+// double, so the gram and W / U comparisons are exact. Unwritten shared memory is NaN, so a read
+// of something the kernel never wrote shows up.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mma_emulation.h"
+#include "prep_v2.h"  // lib/kda/src
+
+namespace {
+
+namespace v1 = kda::detail::v1;
+namespace v2 = kda::detail::v2;
+using namespace kda_test;  // NOLINT: the PTX models
+
+constexpr int kC = kda::kChunk;    // 64
+constexpr int kD = kda::kHeadDim;  // 128
+
+// A fragment of a 16x16 tile: element (row, col) -> value, through the kernel's element maps.
+template <class F>
+Frag4 a_frag(F value) {
+  Frag4 out{};
+  for (int l = 0; l < 32; ++l) {
+    for (int r = 0; r < 4; ++r) {
+      for (int e = 0; e < 2; ++e) out[l][r][e] = value(v2::a_row(l, r), v2::a_col(l, r, e));
+    }
+  }
+  return out;
+}
+// B fragments of two n8 tiles (registers 0, 1: tile 0; 2, 3: tile 1): element (k, n) -> value.
+template <class F>
+Frag4 b_frag2(F value) {
+  Frag4 out{};
+  for (int l = 0; l < 32; ++l) {
+    for (int nt = 0; nt < 2; ++nt) {
+      for (int r = 0; r < 2; ++r) {
+        for (int e = 0; e < 2; ++e) {
+          out[l][2 * nt + r][e] = value(v2::b_k(l, r, e), 8 * nt + v2::b_n(l));
+        }
+      }
+    }
+  }
+  return out;
+}
+void run_mma(Acc& acc, const Frag4& a, const Frag4& b, int b_reg0) {
+  std::array<double, 4>* d[32];
+  for (int l = 0; l < 32; ++l) d[l] = &acc[l];
+  mma(d, a, b, b_reg0);
+}
+
+// The record, with a write counter per 2-byte unit.
+struct Record {
+  Memory mem{kda::detail::kRecord1Bytes};
+  std::vector<int> hits = std::vector<int>(static_cast<size_t>(kda::detail::kRecord1Bytes / 2), 0);
+  void put(int64_t byte, double x) {
+    mem.at(byte) = x;
+    ++hits.at(static_cast<size_t>(byte / 2));
+  }
+  double get(int64_t byte) { return mem.at(byte); }
+};
+
+struct Chunk {
+  int n = kC;
+  std::vector<double> q, k, v, g;  // [64][128]; rows >= n: q = k = v = 0, G = G_{n-1}
+  std::vector<double> beta;        // [64], rows >= n zero
+  double at(const std::vector<double>& m, int i, int d) const {
+    return m[static_cast<size_t>(i * kD + d)];
+  }
+};
+
+Chunk random_chunk(std::mt19937_64& rng, int n) {
+  Chunk c;
+  c.n = n;
+  std::uniform_int_distribution<int> small(-2, 2), step(0, 1), start(-3, 0), b(1, 3);
+  const size_t size = static_cast<size_t>(kC * kD);
+  c.q.assign(size, 0.0);
+  c.k.assign(size, 0.0);
+  c.v.assign(size, 0.0);
+  c.g.assign(size, 0.0);
+  c.beta.assign(kC, 0.0);
+  for (int d = 0; d < kD; ++d) {
+    double g = start(rng);
+    for (int i = 0; i < kC; ++i) {
+      if (i > 0 && i < n) g -= step(rng);  // non-increasing; rows >= n repeat G_{n-1}
+      c.g[static_cast<size_t>(i * kD + d)] = g;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    for (int d = 0; d < kD; ++d) {
+      const size_t e = static_cast<size_t>(i * kD + d);
+      c.q[e] = small(rng);
+      c.k[e] = small(rng);
+      c.v[e] = small(rng);
+    }
+    c.beta[static_cast<size_t>(i)] = b(rng);
+  }
+  return c;
+}
+
+// Shared memory after phase 1 (prep_v2.h addresses).
+Memory load_smem(const Chunk& c) {
+  Memory s(v2::kSBytes);
+  for (int i = 0; i < kC; ++i) {
+    for (int d = 0; d < kD; ++d) {
+      s.at(v2::sq(i, d)) = c.at(c.q, i, d);
+      s.at(v2::sk(i, d)) = c.at(c.k, i, d);
+      s.at(v2::sv(i, d)) = c.at(c.v, i, d);
+      s.at(v2::sg(i, d)) = c.at(c.g, i, d);
+    }
+    s.at(v2::kSBeta + 4 * i) = c.beta[static_cast<size_t>(i)];
+  }
+  return s;
+}
+
+// Phase 3 of prep_v2_kernel (scale = 1 here: the kernel multiplies A_qk by 1/sqrt(128)).
+void emulate_grams(Memory& s, Record& rec, int n) {
+  for (int j = 0; j < kC; ++j) {  // the column operands, once per column block
+    const int m = v2::anchor(j >> 4, n);
+    for (int d = 0; d < kD; ++d) {
+      const double x = s.at(v2::sk(j, d)) * std::exp2(s.at(v2::sg(m, d)) - s.at(v2::sg(j, d)));
+      s.at(v2::scol(j, d)) = j < n ? x : 0.0;
+    }
+  }
+  double akk[8][2][2][32][4];  // [warp][slot][n tile][lane][reg]
+  for (int warp = 0; warp < 8; ++warp) {
+    for (int slot = 0; slot < 2; ++slot) {
+      const int task = warp + 8 * slot;
+      if (task >= v2::kGramTasks) break;
+      const int p = v2::gram_p(task);
+      const int c = v2::gram_c(task);
+      Acc acck[2]{}, accq[2]{};
+      if (16 * c < n && 16 * p < n) {
+        const int m = v2::anchor(c, n);
+        EXPECT_GE(m, 16 * c);
+        EXPECT_LT(m, 16 * c + 16);
+        EXPECT_LT(m, n);
+        for (int ks = 0; ks < kD / 16; ++ks) {
+          const int d0 = 16 * ks;
+          auto row_op = [&](int base, int row, int col) {
+            const int i = 16 * p + row, d = d0 + col;
+            return s.at(base == 0 ? v2::sk(i, d) : v2::sq(i, d)) *
+                   std::exp2(s.at(v2::sg(i, d)) - s.at(v2::sg(m, d)));
+          };
+          const Frag4 ak = a_frag([&](int row, int col) { return row_op(0, row, col); });
+          const Frag4 aq = a_frag([&](int row, int col) { return row_op(1, row, col); });
+          const Frag4 b =
+              b_frag2([&](int kk, int nn) { return s.at(v2::scol(16 * c + nn, d0 + kk)); });
+          for (int nt = 0; nt < 2; ++nt) {
+            run_mma(acck[nt], ak, b, 2 * nt);
+            run_mma(accq[nt], aq, b, 2 * nt);
+          }
+        }
+      }
+      for (int nt = 0; nt < 2; ++nt) {
+        for (int l = 0; l < 32; ++l) {
+          for (int half = 0; half < 2; ++half) {
+            const int i = 16 * p + v1::c_row(l, 2 * half);
+            const double beta = s.at(v2::kSBeta + 4 * i);
+            for (int e = 0; e < 2; ++e) {
+              const int j = 16 * c + 8 * nt + v1::c_col(l, e);
+              const int reg = 2 * half + e;
+              akk[warp][slot][nt][l][reg] = (j < i && i < n) ? beta * acck[nt][l][reg] : 0.0;
+              rec.put(v1::rec1_aqk(i, j), (j <= i && i < n) ? accq[nt][l][reg] : 0.0);
+            }
+          }
+        }
+      }
+    }
+  }
+  // Barrier; the q region becomes A_kk.
+  for (int warp = 0; warp < 8; ++warp) {
+    for (int slot = 0; slot < 2; ++slot) {
+      const int task = warp + 8 * slot;
+      if (task >= v2::kGramTasks) break;
+      const int p = v2::gram_p(task);
+      const int c = v2::gram_c(task);
+      for (int nt = 0; nt < 2; ++nt) {
+        for (int l = 0; l < 32; ++l) {
+          for (int reg = 0; reg < 4; ++reg) {
+            s.at(v2::sa(16 * p + v1::c_row(l, reg), 16 * c + 8 * nt + v1::c_col(l, reg))) =
+                akk[warp][slot][nt][l][reg];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Phase 2's A_qk part: zero upper blocks.
+void emulate_aqk_zero(Record& rec) {
+  for (int e = 0; e < kC * kC / 2; ++e) {
+    const int i = e >> 5, j = 2 * (e & 31);
+    if ((i >> 4) < (j >> 4)) {
+      rec.put(v1::rec1_aqk(i, j), 0.0);
+      rec.put(v1::rec1_aqk(i, j + 1), 0.0);
+    }
+  }
+}
+
+TEST(PrepV2Layout, FragmentMapsCoverTilesOnce) {
+  int a_hits[16][16] = {}, b_hits[16][8] = {};
+  for (int l = 0; l < 32; ++l) {
+    for (int r = 0; r < 4; ++r) {
+      for (int e = 0; e < 2; ++e) ++a_hits[v2::a_row(l, r)][v2::a_col(l, r, e)];
+    }
+    for (int r = 0; r < 2; ++r) {
+      for (int e = 0; e < 2; ++e) ++b_hits[v2::b_k(l, r, e)][v2::b_n(l)];
+    }
+  }
+  for (auto& row : a_hits) {
+    for (int h : row) EXPECT_EQ(h, 1);
+  }
+  for (auto& row : b_hits) {
+    for (int h : row) EXPECT_EQ(h, 1);
+  }
+  // Gram tasks: the 10 lower block pairs, each once.
+  int pairs[4][4] = {};
+  for (int t = 0; t < v2::kGramTasks; ++t) {
+    ASSERT_GE(v2::gram_p(t), v2::gram_c(t));
+    ++pairs[v2::gram_p(t)][v2::gram_c(t)];
+  }
+  for (int p = 0; p < 4; ++p) {
+    for (int c = 0; c <= p; ++c) EXPECT_EQ(pairs[p][c], 1);
+  }
+}
+
+TEST(PrepV2Layout, SharedMemoryRegions) {
+  // Regions in order, disjoint, 16-byte aligned rows (cp.async, uint4 / float4 stores).
+  EXPECT_EQ(v2::kSQ, 0);
+  EXPECT_LE(v2::sq(kC - 1, kD - 1) + 2, v2::kSK);
+  EXPECT_LE(v2::sa(kC - 1, kC - 1) + 4, v2::kSK);
+  EXPECT_LE(v2::sk(kC - 1, kD - 1) + 2, v2::kSV);
+  EXPECT_LE(v2::sv(kC - 1, kD - 1) + 2, v2::kSG);
+  EXPECT_LE(v2::sg(kC - 1, kD - 1) + 4, v2::kSX);
+  EXPECT_LE(v2::sx(kC - 1, kC - 1) + 4, v2::kSY);
+  EXPECT_LE(v2::scol(kC - 1, kD - 1) + 2, v2::kSY);
+  EXPECT_LE(v2::sy(2, 15, 15) + 4, v2::kSBeta);
+  EXPECT_LE(v2::kSBeta + 4 * kC, v2::kSBytes);
+  for (int i = 0; i < kC; ++i) {
+    EXPECT_EQ(v2::sq(i, 0) % 16, 0);
+    EXPECT_EQ(v2::sk(i, 0) % 16, 0);
+    EXPECT_EQ(v2::sv(i, 0) % 16, 0);
+    EXPECT_EQ(v2::sg(i, 0) % 16, 0);
+    EXPECT_EQ(v2::sx(i, 0) % 16, 0);  // float2 fragment reads, float4 Schur row reads
+    EXPECT_EQ(v2::sa(i, 0) % 16, 0);  // float4 Schur row reads
+  }
+  EXPECT_LE(2 * (v2::kSBytes + 1024), 228 * 1024) << "two CTAs per SM";
+}
+
+TEST(PrepV2Layout, GramsMatchDirectSums) {
+  std::mt19937_64 rng(77);
+  for (const int n : {64, 57, 37, 17, 16, 9, 1}) {
+    const Chunk c = random_chunk(rng, n);
+    Memory s = load_smem(c);
+    Record rec;
+    emulate_aqk_zero(rec);
+    emulate_grams(s, rec, n);
+    for (int i = 0; i < kC; ++i) {
+      for (int j = 0; j < kC; ++j) {
+        double kk = 0, qk = 0;
+        for (int d = 0; d < kD; ++d) {
+          const double decay = std::exp2(c.at(c.g, i, d) - c.at(c.g, j, d));
+          kk += c.at(c.k, i, d) * c.at(c.k, j, d) * decay;
+          qk += c.at(c.q, i, d) * c.at(c.k, j, d) * decay;
+        }
+        const std::string what = "n " + std::to_string(n) + " (" + std::to_string(i) + ", " +
+                                 std::to_string(j) + ")";
+        ASSERT_EQ(rec.get(v1::rec1_aqk(i, j)), (j <= i && i < n) ? qk : 0.0) << what << " A_qk";
+        ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec1_aqk(i, j) / 2)], 1) << what;
+        if (i / 16 >= j / 16) {  // the blocks the inverse reads
+          ASSERT_EQ(s.at(v2::sa(i, j)), (j < i && i < n) ? c.beta[static_cast<size_t>(i)] * kk : 0.0)
+              << what << " A_kk";
+        }
+      }
+    }
+  }
+}
+
+// Phases 4a / 4b on the shared-memory model.
+void emulate_inverse(Memory& s) {
+  for (int p = 0; p < 4; ++p) {  // warps 0..3, lanes 0..15
+    const int base = 16 * p;
+    for (int lane = 0; lane < 16; ++lane) {
+      double x[16];
+      for (int i = 0; i < 16; ++i) {
+        double acc = 0;
+        for (int r = 0; r < i; ++r) acc += s.at(v2::sa(base + i, base + r)) * x[r];
+        x[i] = (i == lane ? 1.0 : 0.0) - acc;
+      }
+      for (int i = 0; i < 16; ++i) s.at(v2::sx(base + i, base + lane)) = x[i];
+    }
+  }
+  for (int level = 1; level <= 3; ++level) {
+    const int nb = v2::schur_blocks(level);
+    for (int e = 0; e < nb; ++e) {
+      const int p = v2::schur_p(level, e), c = v2::schur_c(level, e);
+      EXPECT_EQ(p - c, level);
+      for (int i = 0; i < 16; ++i) {
+        for (int j = 0; j < 16; ++j) {
+          double y = 0;
+          for (int rr = 0; rr < level; ++rr) {
+            for (int t = 0; t < 16; ++t) {
+              const int r = c + rr;
+              y += s.at(v2::sa(16 * p + i, 16 * r + t)) * s.at(v2::sx(16 * r + t, 16 * c + j));
+            }
+          }
+          s.at(v2::sy(e, i, j)) = y;
+        }
+      }
+    }
+    for (int e = 0; e < nb; ++e) {
+      const int p = v2::schur_p(level, e), c = v2::schur_c(level, e);
+      for (int i = 0; i < 16; ++i) {
+        for (int j = 0; j < 16; ++j) {
+          double x = 0;
+          for (int t = 0; t < 16; ++t) {
+            x += s.at(v2::sx(16 * p + i, 16 * p + t)) * s.at(v2::sy(e, t, j));
+          }
+          s.at(v2::sx(16 * p + i, 16 * c + j)) = -x;
+        }
+      }
+    }
+  }
+}
+
+TEST(PrepV2Layout, BlockedInverseSolves) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-0.25, 0.25);
+  for (int trial = 0; trial < 3; ++trial) {
+    Memory s(v2::kSBytes);
+    std::vector<double> a(static_cast<size_t>(kC * kC), 0.0);
+    for (int i = 0; i < kC; ++i) {
+      for (int j = 0; j < kC; ++j) {
+        if (j < i) a[static_cast<size_t>(i * kC + j)] = u(rng);
+        if (i / 16 >= j / 16) s.at(v2::sa(i, j)) = a[static_cast<size_t>(i * kC + j)];
+      }
+    }
+    emulate_inverse(s);
+    for (int i = 0; i < kC; ++i) {
+      for (int j = 0; j <= i; ++j) {  // (I + A) X = I on the lower triangle (X is lower)
+        double acc = s.at(v2::sx(i, j));
+        for (int r = j; r < i; ++r) acc += a[static_cast<size_t>(i * kC + r)] * s.at(v2::sx(r, j));
+        ASSERT_NEAR(acc, i == j ? 1.0 : 0.0, 1e-12) << "(" << i << ", " << j << ")";
+      }
+      for (int j = i + 1; j < kC; ++j) {
+        if (i / 16 == j / 16) {
+          ASSERT_EQ(s.at(v2::sx(i, j)), 0.0) << "diagonal block upper part";
+        }
+      }
+    }
+  }
+}
+
+// Phase 5: W = T (beta k Gamma), U = T (beta v), record rows >= n zero.
+TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> small(-2, 2);
+  for (const int n : {64, 37, 1}) {
+    const Chunk c = random_chunk(rng, n);
+    Memory s = load_smem(c);
+    std::vector<double> t(static_cast<size_t>(kC * kC), 0.0);  // lower triangular, unit-ish
+    for (int i = 0; i < kC; ++i) {
+      for (int j = 0; j < kC; ++j) {
+        if (j <= i) t[static_cast<size_t>(i * kC + j)] = small(rng);
+        if (i / 16 >= j / 16) s.at(v2::sx(i, j)) = t[static_cast<size_t>(i * kC + j)];
+      }
+    }
+    Record rec;
+    for (int warp = 0; warp < 8; ++warp) {
+      const int n0 = v2::wu_n0(warp);
+      for (int pass = 0; pass < 2; ++pass) {
+        const bool is_w = pass == 0;
+        Acc acc[4][2]{};
+        for (int ks = 0; ks < kC / 16; ++ks) {
+          const Frag4 b = b_frag2([&](int kk, int nn) {
+            const int tok = 16 * ks + kk, d = n0 + nn;
+            const double beta = s.at(v2::kSBeta + 4 * tok);
+            return is_w ? beta * s.at(v2::sk(tok, d)) * std::exp2(s.at(v2::sg(tok, d)))
+                        : beta * s.at(v2::sv(tok, d));
+          });
+          for (int mt = ks; mt < kC / 16; ++mt) {
+            const Frag4 a =
+                a_frag([&](int row, int col) { return s.at(v2::sx(16 * mt + row, 16 * ks + col)); });
+            for (int nt = 0; nt < 2; ++nt) run_mma(acc[mt][nt], a, b, 2 * nt);
+          }
+        }
+        for (int mt = 0; mt < 4; ++mt) {
+          for (int nt = 0; nt < 2; ++nt) {
+            for (int l = 0; l < 32; ++l) {
+              for (int half = 0; half < 2; ++half) {
+                const int i = 16 * mt + v1::c_row(l, 2 * half);
+                const int d = n0 + 8 * nt + v1::c_col(l, 0);
+                for (int e = 0; e < 2; ++e) {
+                  const int64_t byte = (is_w ? v1::rec1_w(i, d) : v1::rec1_u(i, d)) + 2 * e;
+                  rec.put(byte, i < n ? acc[mt][nt][l][2 * half + e] : 0.0);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    for (int i = 0; i < kC; ++i) {
+      for (int d = 0; d < kD; ++d) {
+        double w = 0, u = 0;
+        for (int j = 0; j <= i; ++j) {
+          const double tij = t[static_cast<size_t>(i * kC + j)];
+          const double beta = c.beta[static_cast<size_t>(j)];
+          w += tij * beta * c.at(c.k, j, d) * std::exp2(c.at(c.g, j, d));
+          u += tij * beta * c.at(c.v, j, d);
+        }
+        const std::string what = "n " + std::to_string(n) + " (" + std::to_string(i) + ", " +
+                                 std::to_string(d) + ")";
+        ASSERT_EQ(rec.get(v1::rec1_w(i, d)), i < n ? w : 0.0) << what << " W";
+        ASSERT_EQ(rec.get(v1::rec1_u(i, d)), i < n ? u : 0.0) << what << " U";
+        ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec1_w(i, d) / 2)], 1) << what;
+        ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec1_u(i, d) / 2)], 1) << what;
+      }
+    }
+  }
+}
+
+// Phases 2, 3 and 5 together write every bf16 of the record exactly once (phase 2's q', kg pairs
+// and a included), so no stale bytes of an earlier chunk survive in a reused workspace.
+TEST(PrepV2Layout, RecordIsExactlyCovered) {
+  std::vector<int> hits(static_cast<size_t>(kda::detail::kRecord1Bytes), 0);
+  auto mark = [&](int64_t byte, int size) {
+    for (int b = 0; b < size; ++b) ++hits.at(static_cast<size_t>(byte + b));
+  };
+  for (int e = 0; e < kC * kD / 2; ++e) {  // phase 2
+    const int i = e >> 6, d = 2 * (e & 63);
+    mark(v1::rec1_qp(i, d), 4);
+    mark(v1::rec1_kg(i, d), 4);
+  }
+  for (int d = 0; d < kD; ++d) mark(v1::rec1_a(d), 4);
+  for (int e = 0; e < kC * kC / 2; ++e) {
+    const int i = e >> 5, j = 2 * (e & 31);
+    if ((i >> 4) < (j >> 4)) mark(v1::rec1_aqk(i, j), 4);
+  }
+  for (int task = 0; task < v2::kGramTasks; ++task) {  // phase 3
+    for (int l = 0; l < 32; ++l) {
+      for (int nt = 0; nt < 2; ++nt) {
+        for (int half = 0; half < 2; ++half) {
+          const int i = 16 * v2::gram_p(task) + v1::c_row(l, 2 * half);
+          const int j = 16 * v2::gram_c(task) + 8 * nt + v1::c_col(l, 0);
+          mark(v1::rec1_aqk(i, j), 4);
+        }
+      }
+    }
+  }
+  for (int warp = 0; warp < 8; ++warp) {  // phase 5
+    for (int l = 0; l < 32; ++l) {
+      for (int mt = 0; mt < 4; ++mt) {
+        for (int nt = 0; nt < 2; ++nt) {
+          for (int half = 0; half < 2; ++half) {
+            const int i = 16 * mt + v1::c_row(l, 2 * half);
+            const int d = v2::wu_n0(warp) + 8 * nt + v1::c_col(l, 0);
+            EXPECT_EQ(v1::rec1_w(i, d) % 4, 0);
+            EXPECT_EQ(v1::rec1_u(i, d) % 4, 0);
+            EXPECT_EQ(v1::rec1_w(i, d + 1), v1::rec1_w(i, d) + 2) << "pair stays contiguous";
+            EXPECT_EQ(v1::rec1_u(i, d + 1), v1::rec1_u(i, d) + 2) << "pair stays contiguous";
+            mark(v1::rec1_w(i, d), 4);
+            mark(v1::rec1_u(i, d), 4);
+          }
+        }
+      }
+    }
+  }
+  for (size_t b = 0; b < hits.size(); ++b) ASSERT_EQ(hits[b], 1) << "record byte " << b;
+}
+
+}  // namespace
