@@ -18,6 +18,11 @@ summary=$OUT/summary.txt
 : > "$summary"
 step() {  # step SECONDS NAME CMD...: runs with a time limit, logs to $r/NAME.log, records the exit code
   local limit=$1 name=$2; shift 2
+  # Keep the whole run inside the device call's limit: later steps are skipped, not killed.
+  if (( SECONDS + limit > ${DEADLINE:-570} )); then
+    limit=$(( ${DEADLINE:-570} - SECONDS ))
+    if (( limit < 20 )); then echo "$name skipped (deadline)" | tee -a "$summary"; return; fi
+  fi
   local t0=$(date +%s)
   timeout "$limit" "$@" > "$r/$name.log" 2>&1
   local rc=$?
@@ -26,7 +31,7 @@ step() {  # step SECONDS NAME CMD...: runs with a time limit, logs to $r/NAME.lo
 for t in "$bin"/test_kda_gpu "$bin"/test_bench_gpu "$bin"/test_kda_validate; do
   [[ -x $t ]] && step 120 "$(basename "$t")" "$t" --gtest_brief=1
 done
-variants=(${VARIANTS:-v0_fp32 v1_mma})
+variants=(${VARIANTS:-v0_fp32 v1_mma v2_mma})
 vargs=()
 for v in "${variants[@]}"; do vargs+=(--variant "$v"); done
 for s in smoke edge; do
@@ -53,6 +58,10 @@ if [[ -x $bin/kda-bench ]]; then
     step 150 bench-contract-repeat "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml \
       --no-verify --csv "$r/bench-contract-repeat.csv" --force
     step 30 bench-compare-repeat "$bin/kda-bench" compare "$r/bench-contract.csv" "$r/bench-contract-repeat.csv"
+  fi
+  if [[ ${ALLMODES:-1} == 1 ]]; then  # every timing mode once, on one shape
+    step 90 bench-modes "$bin/kda-bench" --variant "$main" --only h64-fixed --no-verify \
+      --mode warm,cold,graph,triton --md "$r/bench-modes.md" --csv "$r/bench-modes.csv" --force
   fi
   cp "$r/bench-contract.md" "$OUT"/ 2>/dev/null
 fi
