@@ -309,6 +309,7 @@ TEST(ValidateForward, Workspace) {
 
 TEST(ValidateForward, WorkspaceSizeIsExact) {
   kda::ForwardParams p;
+  p.variant = kda::ForwardVariant::v0_fp32;  // fp32 records (v1/v2 below)
   p.batch = 1;
   p.tokens = 64;
   p.heads = 1;
@@ -353,6 +354,7 @@ TEST(ValidateForward, Variant) {
 
   // Both variants validate; each needs its own workspace size, v1's about half of v0's.
   kda::ForwardParams p = dense_forward();
+  p.variant = kda::ForwardVariant::v0_fp32;  // explicit: the default variant may change
   const size_t v0_bytes = kda::forward_workspace_bytes(p);
   p.variant = kda::ForwardVariant::v1_mma;
   const size_t v1_bytes = kda::forward_workspace_bytes(p);

@@ -93,7 +93,7 @@ enum class ForwardVariant {
 };
 const char* to_string(ForwardVariant variant);
 // The default is the fastest variant that passed kda-check on the H200 (results/h200/).
-inline constexpr ForwardVariant kDefaultForwardVariant = ForwardVariant::v1_mma;
+inline constexpr ForwardVariant kDefaultForwardVariant = ForwardVariant::v2_mma;
 
 // Dense batches: N = B sequences of T tokens. Packed: B == 1, N = num_seqs, sequence s owns tokens
 // [cu[s], cu[s+1]); rows at or after cu[N] are written as zeros; empty sequences pass their state
