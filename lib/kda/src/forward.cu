@@ -113,20 +113,7 @@ struct RecordV1 {  // bf16 (round to nearest even) in SCAN v1's swizzled image, 
   }
 };
 
-struct PrepArgs {
-  const __nv_bfloat16* q;
-  const __nv_bfloat16* k;
-  const __nv_bfloat16* v;
-  const float* gate;
-  const float* beta;
-  int64_t q_stride, k_stride, v_stride;  // elements between tokens
-  int heads;
-  int64_t capacity;  // record slots per head
-  detail::Sequences seqs;
-  void* records;
-  bool fuse_q_l2norm;  // a runtime flag: it only changes the (cheap) load phase, and one
-                       // instantiation halves the build time of this file
-};
+using detail::PrepArgs;
 
 // Shared memory of PREP, in floats.
 constexpr int kPrepQ = 0;                        // [64][kLdD] q (normalized when fused), fp32
@@ -559,29 +546,7 @@ int64_t resolved(int64_t stride, int heads) {
   return stride == 0 ? static_cast<int64_t>(heads) * kHeadDim : stride;
 }
 
-void run_prep_v2(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  detail::PrepV2Args args;
-  args.q = static_cast<const __nv_bfloat16*>(p.q);
-  args.k = static_cast<const __nv_bfloat16*>(p.k);
-  args.v = static_cast<const __nv_bfloat16*>(p.v);
-  args.gate = p.gate;
-  args.beta = p.beta;
-  args.q_stride = resolved(p.q_token_stride, p.heads);
-  args.k_stride = resolved(p.k_token_stride, p.heads);
-  args.v_stride = resolved(p.v_token_stride, p.heads);
-  args.heads = p.heads;
-  args.capacity = plan.capacity;
-  args.seqs = plan.seqs;
-  args.records = p.workspace;
-  args.fuse_q_l2norm = p.fuse_q_l2norm;
-  detail::launch_prep_v2(args, stream);
-}
-
 void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  if (p.variant == ForwardVariant::v2_mma) {
-    run_prep_v2(p, plan, stream);
-    return;
-  }
   PrepArgs args;
   args.q = static_cast<const __nv_bfloat16*>(p.q);
   args.k = static_cast<const __nv_bfloat16*>(p.k);
@@ -596,6 +561,10 @@ void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.seqs = plan.seqs;
   args.records = p.workspace;
   args.fuse_q_l2norm = p.fuse_q_l2norm;
+  if (p.variant == ForwardVariant::v2_mma) {
+    detail::launch_prep_v2(args, stream);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(plan.capacity), static_cast<unsigned>(p.heads));
   if (p.variant == ForwardVariant::v1_mma) {
     detail::set_dynamic_smem(reinterpret_cast<const void*>(&prep_kernel<RecordV1>),

@@ -26,13 +26,15 @@
 
 #include "l2norm_row.cuh"
 #include "mma_layout.h"
+#include "ptx.cuh"
 #include "prep_v2.cuh"
 #include "prep_v2.h"
 
 namespace kda::detail {
 namespace {
 
-using namespace v2;  // NOLINT: the layout helpers are this file's vocabulary
+using namespace v2;   // NOLINT: the layout helpers are this file's vocabulary
+using namespace ptx;  // NOLINT: and so are the PTX wrappers
 using v1::c_col;
 using v1::c_row;
 
@@ -60,46 +62,6 @@ __device__ __forceinline__ void stf(unsigned char* s, int byte, float x) {
   *reinterpret_cast<float*>(s + byte) = x;
 }
 
-// Two fp32 -> one 16-bit pair (round to nearest even), `lo` in the low half.
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// d += A . B (16x8x16), fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                        uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(uint32_t smem_dst, const void* gmem_src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_dst), "l"(gmem_src)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-
 __device__ __forceinline__ void put_pair(char* rec, int64_t byte, uint32_t bits) {
   *reinterpret_cast<uint32_t*>(rec + byte) = bits;
 }
@@ -118,7 +80,7 @@ __device__ __forceinline__ void store_run_bf16(unsigned char* s, int byte,
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepV2Args args) {
+__global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs args) {
   extern __shared__ __align__(128) unsigned char smem[];
 
   ChunkRef chunk;
@@ -465,7 +427,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepV2Args a
 
 }  // namespace
 
-void launch_prep_v2(const PrepV2Args& args, cudaStream_t stream) {
+void launch_prep_v2(const PrepArgs& args, cudaStream_t stream) {
   set_dynamic_smem(reinterpret_cast<const void*>(&prep_v2_kernel), kSBytes,
                    "chunk_forward: prep (v2)", /*max_carveout=*/true);
   const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));

@@ -11,7 +11,8 @@
 
 namespace kda::detail {
 
-struct PrepV2Args {
+// Arguments of every PREP kernel: v0/v1 (forward.cu) and v2 (prep_v2.cu).
+struct PrepArgs {
   const __nv_bfloat16* q;
   const __nv_bfloat16* k;
   const __nv_bfloat16* v;
@@ -21,11 +22,11 @@ struct PrepV2Args {
   int heads;
   int64_t capacity;  // record slots per head
   Sequences seqs;
-  void* records;  // v1 records, head-major: [heads][capacity]
-  bool fuse_q_l2norm;
+  void* records;  // head-major: [heads][capacity]
+  bool fuse_q_l2norm;  // a runtime flag: it only changes the load phase
 };
 
 // Grid (capacity, H), 256 threads, prep_v2.h kSBytes of dynamic shared memory, 2 CTAs per SM.
-void launch_prep_v2(const PrepV2Args& args, cudaStream_t stream);
+void launch_prep_v2(const PrepArgs& args, cudaStream_t stream);
 
 }  // namespace kda::detail
