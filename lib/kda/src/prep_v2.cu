@@ -80,6 +80,69 @@ __device__ __forceinline__ void store_run_bf16(unsigned char* s, int byte,
   }
 }
 
+// 8 consecutive fp32 / bf16 values at a 16-byte aligned smem byte offset.
+__device__ __forceinline__ void load8_f32(const unsigned char* s, int byte, float (&x)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(s + byte);
+  const float4 b = *reinterpret_cast<const float4*>(s + byte + 16);
+  x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
+  x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+__device__ __forceinline__ void load8_bf16(const unsigned char* s, int byte, float (&x)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(s + byte);
+  const float2 p0 = unpack_bf16(raw.x), p1 = unpack_bf16(raw.y);
+  const float2 p2 = unpack_bf16(raw.z), p3 = unpack_bf16(raw.w);
+  x[0] = p0.x; x[1] = p0.y; x[2] = p1.x; x[3] = p1.y;
+  x[4] = p2.x; x[5] = p2.y; x[6] = p3.x; x[7] = p3.y;
+}
+__device__ __forceinline__ uint4 pack8_bf16(const float (&x)[8]) {
+  return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]),
+                    pack_bf16(x[6], x[7]));
+}
+
+// The fused q norm, deferred (kda-forward.md §4.4): returns r = 1 / sqrt(sum x^2 + 1e-6) for the
+// row held by kLanes consecutive threads, and leaves x as it is, or, when the plain fp32 sum of
+// squares overflows on a finite row (max|x| >~ 2^63), scaled by the exact power of two 2^-e
+// (max|x| = f 2^e, f in [0.5, 1)) with r computed for the scaled row, so that r x is the
+// normalized row either way and r stays a normal float. A NaN anywhere gives r = NaN (the whole
+// row NaN, as the reference); an inf gives r = 0 (inf 0 = NaN there, 0 elsewhere, as the
+// reference). Tiny rows need no scaling: their sum of squares is negligible against 1e-6.
+// All 32 lanes of the warp must call it (the shuffles sit outside the row-dependent branches).
+template <int kLanes, int kN>
+__device__ __forceinline__ float deferred_row_norm(float (&x)[kN]) {
+  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int c = 0; c < kN; ++c) part[c & 3] = fmaf(x[c], x[c], part[c & 3]);
+  float ssq = group_sum<kLanes>((part[0] + part[1]) + (part[2] + part[3]));
+  float eps = kL2NormEps;
+  if (__any_sync(0xffffffffu, isinf(ssq))) {  // rare: huge or non-finite rows in this warp
+    bool finite = true;
+    float largest = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kN; ++c) {
+      finite = finite && isfinite(x[c]);
+      largest = fmaxf(largest, fabsf(x[c]));
+    }
+    finite = group_all<kLanes>(finite);
+    largest = group_max<kLanes>(largest);
+    const bool rescale = finite && isinf(ssq);  // uniform in the group
+    int e = 0;
+    frexpf(largest, &e);
+    const float down = rescale ? exact_pow2(-e) : 1.0f;  // e in [64, 128] when rescaling
+#pragma unroll
+    for (int c = 0; c < kN; ++c) x[c] *= down;  // exact (bf16 values times a power of two)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) part[c] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kN; ++c) part[c & 3] = fmaf(x[c], x[c], part[c & 3]);
+    const float rescaled = group_sum<kLanes>((part[0] + part[1]) + (part[2] + part[3]));
+    if (rescale) {
+      ssq = rescaled;
+      eps = 0.0f;  // 1e-6 * 2^-2e < 2^-147: nothing against ssq >= 0.25
+    }
+  }
+  return __frsqrt_rn(ssq + eps);
+}
+
 __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs args) {
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -131,13 +194,12 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 #pragma unroll
       for (int c = 0; c < kRowRun; ++c) x[c] = 0.0f;
     }
-    if (args.fuse_q_l2norm) {  // uniform: every thread of the quad shuffles
-      __nv_bfloat16 normalized[kRowRun];
-      l2norm_row_bf16<4, kRowRun>(x, normalized);
-#pragma unroll
-      for (int c = 0; c < kRowRun; ++c) x[c] = __bfloat162float(normalized[c]);
-    }
-    store_run_bf16(smem, sq(i, c0), x);  // bf16 values: exact
+    // The fused norm is deferred: q stays as loaded (or scaled by an exact power of two) and
+    // its row factor scale * r_i multiplies q' and the A_qk row in fp32 before their bf16
+    // rounding. The explicit path's factor is scale (r_i = 1: q arrives normalized).
+    const float r = args.fuse_q_l2norm ? deferred_row_norm<4>(x) : 1.0f;  // uniform branch
+    store_run_bf16(smem, sq(i, c0), x);  // bf16 values (times 2^-e): exact
+    if ((tid & 3) == 0) stf(smem, kSQScale + 4 * i, kScale * r);
   }
   if (tid < kC) {
     stf(smem, kSBeta + 4 * tid,
@@ -146,42 +208,47 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   cp_async_wait_all();
   __syncthreads();
 
-  // ---- 2. q', kg, a (the v0/v1 expressions), and the zero upper blocks of A_qk.
-  for (int e = tid; e < kC * kD / 2; e += kThreads) {
-    const int i = e >> 6;
-    const int d = 2 * (e & 63);
-    const bool valid = i < n;
-    const float2 g = ldf2(smem, sg(i, d));
-    const float2 gl = ldf2(smem, sg(n - 1, d));
-    const float2 qv = ldh2(smem, sq(i, d));
-    const float2 kv = ldh2(smem, sk(i, d));
-    const float qp0 = kScale * qv.x * exp2f(g.x);
-    const float qp1 = kScale * qv.y * exp2f(g.y);
-    const float kg0 = kv.x * exp2f(gl.x - g.x);
-    const float kg1 = kv.y * exp2f(gl.y - g.y);
-    put_pair(rec, v1::rec1_qp(i, d), pack_bf16(valid ? qp0 : 0.0f, valid ? qp1 : 0.0f));
-    put_pair(rec, v1::rec1_kg(i, d), pack_bf16(valid ? kg0 : 0.0f, valid ? kg1 : 0.0f));
+  // ---- 2. q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); the column
+  // operands of the grams; the zero upper blocks of A_qk. One unit = one row and 8 consecutive
+  // channels (16-byte loads, 16-byte record stores: a swizzle group is 8 channels).
+#pragma unroll 1
+  for (int u = tid; u < kC * kD / 8; u += kThreads) {
+    const int i = u >> 4;
+    const int d0 = 8 * (u & 15);
+    uint4 qp_bits = make_uint4(0u, 0u, 0u, 0u);
+    uint4 kg_bits = qp_bits;
+    uint4 col_bits = qp_bits;
+    if (i < n) {  // rows >= n: zeros (their G is G_{n-1}: 2^(G_m - G) could overflow there)
+      const float rq = ldf(smem, kSQScale + 4 * i);
+      const int m = anchor(i >> 4, n);
+      float g[8], gl[8], gm[8], qv[8], kv[8];
+      load8_f32(smem, sg(i, d0), g);
+      load8_f32(smem, sg(n - 1, d0), gl);
+      load8_f32(smem, sg(m, d0), gm);
+      load8_bf16(smem, sq(i, d0), qv);
+      load8_bf16(smem, sk(i, d0), kv);
+      float qp[8], kg[8], col[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        qp[e] = rq * qv[e] * ex2_approx(g[e]);
+        kg[e] = kv[e] * ex2_approx(gl[e] - g[e]);
+        col[e] = kv[e] * ex2_approx(gm[e] - g[e]);
+      }
+      qp_bits = pack8_bf16(qp);
+      kg_bits = pack8_bf16(kg);
+      col_bits = pack8_bf16(col);
+    }
+    *reinterpret_cast<uint4*>(rec + v1::rec1_qp(i, d0)) = qp_bits;
+    *reinterpret_cast<uint4*>(rec + v1::rec1_kg(i, d0)) = kg_bits;
+    *reinterpret_cast<uint4*>(smem + scol(i, d0)) = col_bits;
   }
   if (tid < kD) *reinterpret_cast<float*>(rec + v1::rec1_a(tid)) = exp2f(ldf(smem, sg(n - 1, tid)));
-  for (int e = tid; e < kC * kC / 2; e += kThreads) {
-    const int i = e >> 5;
-    const int j = 2 * (e & 31);
-    if ((i >> 4) < (j >> 4)) put_pair(rec, v1::rec1_aqk(i, j), 0u);
-  }
-
-  // Column operands of the grams, once per column block (into the X region, unused until the
-  // inverse): k_j 2^(G_{m_c} - G_j), factor in fp32, product rounded once; zero for j >= n.
-  for (int e = tid; e < kC * kD / 2; e += kThreads) {
-    const int j = e >> 6;
-    const int d = 2 * (e & 63);
-    const int m = anchor(j >> 4, n);
-    const float2 gj = ldf2(smem, sg(j, d));
-    const float2 gm = ldf2(smem, sg(m, d));
-    const float2 kj = ldh2(smem, sk(j, d));
-    const float c0 = kj.x * exp2f(gm.x - gj.x);
-    const float c1 = kj.y * exp2f(gm.y - gj.y);
-    *reinterpret_cast<uint32_t*>(smem + scol(j, d)) =
-        pack_bf16(j < n ? c0 : 0.0f, j < n ? c1 : 0.0f);
+  for (int u = tid; u < kC * kC / 8; u += kThreads) {  // 8 groups of 8 columns per row
+    const int i = u >> 3;
+    const int j0 = 8 * (u & 7);
+    if ((i >> 4) < (j0 >> 4)) {
+      *reinterpret_cast<uint4*>(rec + v1::rec1_aqk(i, j0)) = make_uint4(0u, 0u, 0u, 0u);
+    }
   }
   __syncthreads();
 
@@ -212,8 +279,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           const float2 gm = ldf2(smem, sg(m, col));
           const float2 kk = ldh2(smem, sk(row, col));
           const float2 qq = ldh2(smem, sq(row, col));
-          const float f0 = exp2f(gi.x - gm.x);
-          const float f1 = exp2f(gi.y - gm.y);
+          const float f0 = ex2_approx(gi.x - gm.x);
+          const float f1 = ex2_approx(gi.y - gm.y);
           ak[r] = pack_bf16(kk.x * f0, kk.y * f1);
           aq[r] = pack_bf16(qq.x * f0, qq.y * f1);
         }
@@ -236,13 +303,14 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
       for (int half = 0; half < 2; ++half) {
         const int i = 16 * p + c_row(lane, 2 * half);
         const float b = ldf(smem, kSBeta + 4 * i);
+        const float rq = ldf(smem, kSQScale + 4 * i);  // scale * r_i
         float out_q[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = 16 * c + 8 * nt + c_col(lane, e);
           const int reg = 2 * half + e;
           akk[slot][nt][reg] = (j < i && i < n) ? b * acck[nt][reg] : 0.0f;
-          out_q[e] = (j <= i && i < n) ? kScale * accq[nt][reg] : 0.0f;
+          out_q[e] = (j <= i && i < n) ? rq * accq[nt][reg] : 0.0f;
         }
         put_pair(rec, v1::rec1_aqk(i, 16 * c + 8 * nt + c_col(lane, 0)),
                  pack_bf16(out_q[0], out_q[1]));
@@ -383,7 +451,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           for (int e = 0; e < 2; ++e) {
             const int t = 16 * ks + b_k(lane, r, e);
             const float b = ldf(smem, kSBeta + 4 * t);
-            x[e] = is_w ? b * ldh(smem, sk(t, d)) * exp2f(ldf(smem, sg(t, d)))
+            x[e] = is_w ? b * ldh(smem, sk(t, d)) * ex2_approx(ldf(smem, sg(t, d)))
                         : b * ldh(smem, sv(t, d));
           }
           bop[nt][r] = is_w ? pack_f16(x[0], x[1]) : pack_bf16(x[0], x[1]);

@@ -49,7 +49,8 @@ inline constexpr int kSG = kSV + kChunk * kLdH * 2;    // [64][136] fp32 G (rows
 inline constexpr int kSX = kSG + kChunk * kLdG * 4;    // [64][72] fp32 X = T
 inline constexpr int kSY = kSX + kChunk * kLdX * 4;    // [3][16][16] fp32 Schur scratch
 inline constexpr int kSBeta = kSY + 3 * 16 * 16 * 4;   // [64] fp32 beta (rows >= n zero)
-inline constexpr int kSBytes = kSBeta + kChunk * 4;    // 108,800
+inline constexpr int kSQScale = kSBeta + kChunk * 4;   // [64] fp32 scale * r_i (q row factor)
+inline constexpr int kSBytes = kSQScale + kChunk * 4;  // 109,056
 static_assert(kChunk * kLdA * 4 <= kSK - kSA, "A_kk fits in the q region");
 static_assert(kChunk * kLdH * 2 <= kSY - kSX, "the column operands fit in the X region");
 static_assert(kSBytes + 1024 <= 228 * 1024 / 2, "two CTAs per SM");

@@ -68,4 +68,15 @@ __device__ __forceinline__ float2 unpack_bf16(uint32_t bits) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
 }
 
+// 2^x by the MUFU unit alone (ex2.approx.ftz.f32: relative error below 2^-22, subnormal results
+// flushed to zero). exp2f adds a range check and two multiplies around the same instruction to
+// keep subnormal results, which PREP never needs: every 2^x it takes is either multiplied into a
+// value rounded to bf16/fp16 afterwards (2^-22 is far below their 2^-9 / 2^-12 steps) or, when
+// below 2^-126, negligible against the other terms of its sum.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace kda::detail::ptx

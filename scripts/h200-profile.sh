@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Nsight Compute profile of the forward's kernels on the H200 (device tool), clocks left alone.
+#   BIN=build/snapbin scripts/h200-profile.sh [SHAPE...]    (default: h96-fixed h64-uniform8)
+# Writes $OUT/prof.tar.gz: per shape and kernel the ncu report, the details page (text) and the
+# source page per CUDA line (kda-check drives the kernels: kda-bench's blocking kernel deadlocks
+# under ncu's serialized replay)
+# and and per SASS instruction (CSV), for reading on the development machine.
+set -uo pipefail
+OUT=${OUT:?OUT must be set}
+bin=${BIN:-build/release/bin}
+kernels=${KERNELS:-prep_v2_kernel scan_v1_kernel}
+shapes=("$@"); (( ${#shapes[@]} )) || shapes=(h96-fixed h64-uniform8)
+p=$OUT/prof; mkdir -p "$p"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$p/machine.txt" 2>&1
+for s in "${shapes[@]}"; do
+  for k in $kernels; do
+    name=$s-$k
+    timeout 150 ncu --clock-control none -k "regex:$k" -c 1 --set full \
+      --import-source yes -o "$p/$name" -f \
+      "$bin/kda-check" --only "$s" --backend fused --variant "${VARIANT:-v2_mma}" > "$p/$name.log" 2>&1
+    echo "$name rc=$?"
+    ncu -i "$p/$name.ncu-rep" --page details > "$p/$name-details.txt" 2>&1
+    ncu -i "$p/$name.ncu-rep" --page source --csv --print-source cuda > "$p/$name-src-cuda.csv" 2>&1
+    ncu -i "$p/$name.ncu-rep" --page source --csv --print-source sass > "$p/$name-src-sass.csv" 2>&1
+  done
+done
+tar -C "$OUT" -czf "$OUT/prof.tar.gz" prof && rm -rf "$p"
