@@ -255,6 +255,16 @@ TEST(PrepV2Layout, SharedMemoryRegions) {
     EXPECT_EQ(v2::sa(i, 0) % 16, 0);  // float4 Schur row reads
   }
   EXPECT_LE(2 * (v2::kSBytes + 1024), 228 * 1024) << "two CTAs per SM";
+  // Reuse: beta k Gamma over the G region, T's copies over the A_kk region; phase 4a's batch b
+  // (rows 8b .. 8b+7) writes only bytes of G rows < 8 (b + 1), read by no later batch.
+  EXPECT_LE(v2::skt(kC - 1, kD - 1) + 2, v2::kSX);
+  for (int t = 0; t < kC; ++t) {
+    EXPECT_EQ(v2::skt(t, 0) % 16, 0);
+    if (t / 8 + 1 < kC / 8) EXPECT_LE(v2::skt(t, kD - 1) + 2, v2::sg(8 * (t / 8 + 1), 0)) << t;
+    EXPECT_GE(v2::skt(t, 0), v2::kSG);
+  }
+  EXPECT_LE(v2::stb(kC - 1, kC - 1) + 2, v2::kSK);
+  EXPECT_EQ(v2::st16(0, 0), v2::kSA);
 }
 
 TEST(PrepV2Layout, GramsMatchDirectSums) {
@@ -375,22 +385,47 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
         if (i / 16 >= j / 16) s.at(v2::sx(i, j)) = t[static_cast<size_t>(i * kC + j)];
       }
     }
+    // Phase 4a (warps 4..7): the right-hand sides, computed from shared memory before the G
+    // region is overwritten; phase 5a: T's fp16 / bf16 copies (lower blocks).
+    std::vector<double> kt(static_cast<size_t>(kC * kD)), bv(kt.size());
+    for (int tok = 0; tok < kC; ++tok) {
+      for (int d = 0; d < kD; ++d) {
+        const double beta = s.at(v2::kSBeta + 4 * tok);
+        kt[static_cast<size_t>(tok * kD + d)] =
+            beta * s.at(v2::sk(tok, d)) * std::exp2(s.at(v2::sg(tok, d)));
+        bv[static_cast<size_t>(tok * kD + d)] = beta * s.at(v2::sv(tok, d));
+      }
+    }
+    for (int tok = 0; tok < kC; ++tok) {
+      for (int d = 0; d < kD; ++d) {
+        s.at(v2::skt(tok, d)) = kt[static_cast<size_t>(tok * kD + d)];
+        s.at(v2::sv(tok, d)) = bv[static_cast<size_t>(tok * kD + d)];
+      }
+    }
+    for (int i = 0; i < kC; ++i) {
+      for (int j = 0; j < kC; ++j) {
+        if (i / 16 < j / 16) continue;
+        s.at(v2::st16(i, j)) = s.at(v2::sx(i, j));
+        s.at(v2::stb(i, j)) = s.at(v2::sx(i, j));
+      }
+    }
+    bank_conflicts = 0;
     Record rec;
     for (int warp = 0; warp < 8; ++warp) {
       const int n0 = v2::wu_n0(warp);
       for (int pass = 0; pass < 2; ++pass) {
         const bool is_w = pass == 0;
+        const int rhs = is_w ? v2::kSKT : v2::kSV;
         Acc acc[4][2]{};
         for (int ks = 0; ks < kC / 16; ++ks) {
-          const Frag4 b = b_frag2([&](int kk, int nn) {
-            const int tok = 16 * ks + kk, d = n0 + nn;
-            const double beta = s.at(v2::kSBeta + 4 * tok);
-            return is_w ? beta * s.at(v2::sk(tok, d)) * std::exp2(s.at(v2::sg(tok, d)))
-                        : beta * s.at(v2::sv(tok, d));
-          });
+          const Frag4 b = ldmatrix_x4(s, per_lane([&](int l) {
+            return rhs + 2 * ((16 * ks + v2::ldsm_bt_row(l)) * v2::kLdH + n0 + v2::ldsm_bt_col(l));
+          }), /*trans=*/true);
           for (int mt = ks; mt < kC / 16; ++mt) {
-            const Frag4 a =
-                a_frag([&](int row, int col) { return s.at(v2::sx(16 * mt + row, 16 * ks + col)); });
+            const Frag4 a = ldmatrix_x4(s, per_lane([&](int l) {
+              const int row = 16 * mt + v2::ldsm_a_row(l), col = 16 * ks + v2::ldsm_a_col(l);
+              return is_w ? v2::st16(row, col) : v2::stb(row, col);
+            }), /*trans=*/false);
             for (int nt = 0; nt < 2; ++nt) run_mma(acc[mt][nt], a, b, 2 * nt);
           }
         }
@@ -410,6 +445,7 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
         }
       }
     }
+    EXPECT_EQ(bank_conflicts, 0) << "phase 5 ldmatrix phases must be conflict-free";
     for (int i = 0; i < kC; ++i) {
       for (int d = 0; d < kD; ++d) {
         double w = 0, u = 0;

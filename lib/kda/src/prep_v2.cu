@@ -52,9 +52,6 @@ __device__ __forceinline__ float ldf(const unsigned char* s, int byte) {
 __device__ __forceinline__ float2 ldf2(const unsigned char* s, int byte) {
   return *reinterpret_cast<const float2*>(s + byte);
 }
-__device__ __forceinline__ float ldh(const unsigned char* s, int byte) {  // one bf16
-  return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(s + byte));
-}
 __device__ __forceinline__ float2 ldh2(const unsigned char* s, int byte) {  // a bf16 pair
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(s + byte));
 }
@@ -97,6 +94,10 @@ __device__ __forceinline__ void load8_bf16(const unsigned char* s, int byte, flo
 __device__ __forceinline__ uint4 pack8_bf16(const float (&x)[8]) {
   return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]),
                     pack_bf16(x[6], x[7]));
+}
+__device__ __forceinline__ uint4 pack8_f16(const float (&x)[8]) {
+  return make_uint4(pack_f16(x[0], x[1]), pack_f16(x[2], x[3]), pack_f16(x[4], x[5]),
+                    pack_f16(x[6], x[7]));
 }
 
 // The fused q norm, deferred (kda-forward.md §4.4): returns r = 1 / sqrt(sum x^2 + 1e-6) for the
@@ -335,20 +336,48 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   }
   __syncthreads();
 
-  // ---- 4a. Diagonal blocks of X = (I + A_kk)^-1: lane jj solves column jj of block p by
-  // forward substitution, x_i = delta_ij - sum_{r<i} A[i][r] x_r (fixed order).
-  if (warp < 4 && lane < 16) {
-    const int base = 16 * warp;
-    float x[16];
+  // ---- 4a. Diagonal blocks of X = (I + A_kk)^-1: lane jj of warps 0..3 solves column jj of
+  // block p by forward substitution, x_i = delta_ij - sum_{r<i} A[i][r] x_r (fixed order).
+  // Meanwhile warps 4..7 (idle otherwise) build phase 5's right-hand sides (prep_v2.h): beta k
+  // Gamma (fp16, the v0 expression) over the dead G region, beta v (bf16) in place of v.
+  if (warp < 4) {
+    if (lane < 16) {
+      const int base = 16 * warp;
+      float x[16];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float s = 0.0f;
+      for (int i = 0; i < 16; ++i) {
+        float s = 0.0f;
 #pragma unroll
-      for (int r = 0; r < i; ++r) s = fmaf(ldf(smem, sa(base + i, base + r)), x[r], s);
-      x[i] = (i == lane ? 1.0f : 0.0f) - s;
+        for (int r = 0; r < i; ++r) s = fmaf(ldf(smem, sa(base + i, base + r)), x[r], s);
+        x[i] = (i == lane ? 1.0f : 0.0f) - s;
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i) stf(smem, sx(base + i, base + lane), x[i]);
     }
+  } else {
+    // Batches of 8 rows: row t's fp16 output lands in the bytes of G row t / 2, so each batch
+    // reads all of its G values before any thread overwrites (named barrier 1, these 4 warps);
+    // later batches read rows >= 8 (b + 1), past everything batch b wrote.
+    const int t4 = tid - 4 * 32;
+#pragma unroll 1
+    for (int batch = 0; batch < kC / 8; ++batch) {
+      const int t = 8 * batch + (t4 >> 4);
+      const int d0 = 8 * (t4 & 15);
+      float g[8], kv[8], vv[8];
+      load8_f32(smem, sg(t, d0), g);
+      load8_bf16(smem, sk(t, d0), kv);
+      load8_bf16(smem, sv(t, d0), vv);
+      const float b = ldf(smem, kSBeta + 4 * t);  // 0 for rows >= n (k = v = 0 there too)
+      float kt[8], bv[8];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) stf(smem, sx(base + i, base + lane), x[i]);
+      for (int e = 0; e < 8; ++e) {
+        kt[e] = b * kv[e] * ex2_approx(g[e]);
+        bv[e] = b * vv[e];
+      }
+      asm volatile("bar.sync 1, 128;\n" ::: "memory");
+      *reinterpret_cast<uint4*>(smem + skt(t, d0)) = pack8_f16(kt);
+      *reinterpret_cast<uint4*>(smem + sv(t, d0)) = pack8_bf16(bv);
+    }
   }
   __syncthreads();
 
@@ -428,50 +457,46 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     }
   }
 
+  // ---- 5a. T -> fp16 and bf16 copies for ldmatrix (lower blocks only: phase 5 reads no other).
+  for (int u = tid; u < kC * kC / 8; u += kThreads) {  // row i, 8 columns
+    const int i = u >> 3;
+    const int j0 = 8 * (u & 7);
+    if ((j0 >> 4) <= (i >> 4)) {
+      float t[8];
+      load8_f32(smem, sx(i, j0), t);
+      *reinterpret_cast<uint4*>(smem + st16(i, j0)) = pack8_f16(t);
+      *reinterpret_cast<uint4*>(smem + stb(i, j0)) = pack8_bf16(t);
+    }
+  }
+  __syncthreads();
+
   // ---- 5. W = T (beta k Gamma) (fp16 operands), then U = T (beta v) (bf16 operands). Warp w:
   // columns n0 .. n0 + 15, all 64 rows (accumulators of the 4 m tiles in registers); k-steps in
-  // ascending order, each building its right-hand-side fragments once in fp32 (the v0
-  // expressions) and rounding them once; T fragments converted from the fp32 inverse (only
-  // blocks ks <= mt: T is lower triangular).
+  // ascending order, only blocks ks <= mt (T is lower triangular). Every operand by ldmatrix:
+  // the right-hand side tile (.trans) once per k-step, the T tile once per (m tile, k-step).
 #pragma unroll 1
   for (int pass = 0; pass < 2; ++pass) {
     const bool is_w = pass == 0;  // warp-uniform
     const int n0 = wu_n0(warp);
+    const uint32_t rhs = smem_u32(smem + (is_w ? kSKT : kSV));  // both [64][kLdH] 16-bit
+    const uint32_t tmat = smem_u32(smem + (is_w ? kST16 : kSTB));
     float acc[4][2][4] = {};  // [m tile][n tile][C register]
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
-      uint32_t bop[2][2];  // [n tile][register]
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int d = n0 + 8 * nt + b_n(lane);
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float x[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int t = 16 * ks + b_k(lane, r, e);
-            const float b = ldf(smem, kSBeta + 4 * t);
-            x[e] = is_w ? b * ldh(smem, sk(t, d)) * ex2_approx(ldf(smem, sg(t, d)))
-                        : b * ldh(smem, sv(t, d));
-          }
-          bop[nt][r] = is_w ? pack_f16(x[0], x[1]) : pack_bf16(x[0], x[1]);
-        }
-      }
+      uint32_t b[4];  // b0, b1 of n tile 0, then of n tile 1
+      ldsm_x4_trans(rhs + 2 * ((16 * ks + ldsm_bt_row(lane)) * kLdH + n0 + ldsm_bt_col(lane)), b);
+      const uint32_t b0[2] = {b[0], b[1]};
+      const uint32_t b1[2] = {b[2], b[3]};
 #pragma unroll
       for (int mt = ks; mt < kC / 16; ++mt) {
         uint32_t ta[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const float2 t = ldf2(smem, sx(16 * mt + a_row(lane, r), 16 * ks + a_col(lane, r, 0)));
-          ta[r] = is_w ? pack_f16(t.x, t.y) : pack_bf16(t.x, t.y);
-        }
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          if (is_w) {
-            mma_f16(acc[mt][nt], ta, bop[nt][0], bop[nt][1]);
-          } else {
-            mma_bf16(acc[mt][nt], ta, bop[nt][0], bop[nt][1]);
-          }
+        ldsm_x4(tmat + 2 * v1::swz64(16 * mt + ldsm_a_row(lane), 16 * ks + ldsm_a_col(lane)), ta);
+        if (is_w) {
+          mma_f16(acc[mt][0], ta, b0[0], b0[1]);
+          mma_f16(acc[mt][1], ta, b1[0], b1[1]);
+        } else {
+          mma_bf16(acc[mt][0], ta, b0[0], b0[1]);
+          mma_bf16(acc[mt][1], ta, b1[0], b1[1]);
         }
       }
     }

@@ -55,6 +55,17 @@ static_assert(kChunk * kLdA * 4 <= kSK - kSA, "A_kk fits in the q region");
 static_assert(kChunk * kLdH * 2 <= kSY - kSX, "the column operands fit in the X region");
 static_assert(kSBytes + 1024 <= 228 * 1024 / 2, "two CTAs per SM");
 
+// Reuse after the grams (G, the A_kk copy and k are dead by then):
+//   during the diagonal inverse, warps 4..7 write phase 5's right-hand sides: beta k Gamma as
+//   fp16 over the first half of the G region (q/k/v row pitch) and beta v as bf16 in place of v;
+//   after the inverse, T goes to the A_kk region as fp16 and as bf16 ([64][64] each, swz64), so
+//   phase 5 reads every operand with ldmatrix.
+inline constexpr int kSKT = kSG;                         // [64][136] fp16 beta k Gamma
+inline constexpr int kST16 = kSA;                        // [64][64] fp16 T, swz64
+inline constexpr int kSTB = kSA + kChunk * kChunk * 2;   // [64][64] bf16 T, swz64
+static_assert(kChunk * kLdH * 2 <= kChunk * kLdG * 4, "beta k Gamma fits in the G region");
+static_assert(kSTB + kChunk * kChunk * 2 <= kSK, "both copies of T fit in the A_kk region");
+
 KDA_HD constexpr int sq(int row, int col) { return kSQ + 2 * (row * kLdH + col); }
 KDA_HD constexpr int sk(int row, int col) { return kSK + 2 * (row * kLdH + col); }
 KDA_HD constexpr int sv(int row, int col) { return kSV + 2 * (row * kLdH + col); }
@@ -64,6 +75,19 @@ KDA_HD constexpr int sx(int row, int col) { return kSX + 4 * (row * kLdX + col);
 // Before the inverse the X region holds the grams' column operands (bf16, q/k/v row pitch):
 // row j = k_j 2^(G_{m_c} - G_j) of column block c = j / 16, rounded once (zero for j >= n).
 KDA_HD constexpr int scol(int row, int col) { return kSX + 2 * (row * kLdH + col); }
+KDA_HD constexpr int skt(int row, int col) { return kSKT + 2 * (row * kLdH + col); }
+KDA_HD constexpr int st16(int row, int col) { return kST16 + 2 * v1::swz64(row, col); }
+KDA_HD constexpr int stb(int row, int col) { return kSTB + 2 * v1::swz64(row, col); }
+// ldmatrix.x4 lane -> (row, column) of a 16x16 tile at (r0, c0):
+//   A operand (T): matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) are
+//   a0..a3 of mma.m16n8k16; lane l addresses row r0 + (l & 15), column c0 + 8 (l >> 4).
+//   B operand (.trans, tile stored [k][n]): matrices (k 0-7, n 0-7), (k 8-15, n 0-7),
+//   (k 0-7, n 8-15), (k 8-15, n 8-15) are b0, b1 of n tile 0 and b0, b1 of n tile 1; lane l
+//   addresses row (k) r0 + (l & 7) + 8 ((l >> 3) & 1), column (n) c0 + 8 (l >> 4).
+KDA_HD constexpr int ldsm_a_row(int lane) { return lane & 15; }
+KDA_HD constexpr int ldsm_a_col(int lane) { return 8 * (lane >> 4); }
+KDA_HD constexpr int ldsm_bt_row(int lane) { return (lane & 7) + 8 * ((lane >> 3) & 1); }
+KDA_HD constexpr int ldsm_bt_col(int lane) { return 8 * (lane >> 4); }
 KDA_HD constexpr int sy(int block, int row, int col) {
   return kSY + 4 * (block * 256 + row * 16 + col);
 }
