@@ -134,11 +134,11 @@ TEST_F(GpuTiming, GraphReplayConverges) {
 }
 
 TEST_F(GpuTiming, ShortCallsAreTimedAsGraphBatches) {
-  // A 4 KiB memset takes a few microseconds, about what launching it costs the host: timed one
+  // A 4 MiB memset takes a few microseconds, about what launching it costs the host: timed one
   // launch per event pair it would measure the host's launch rate. As a graph batch each sample
   // spans >= min_sample_s of back-to-back calls and the noise drops below 1 %.
   const g::Launcher tiny = [this](cudaStream_t s) {
-    if (cudaMemsetAsync(buffer_, 2, 4096, s) != cudaSuccess)
+    if (cudaMemsetAsync(buffer_, 2, size_t{4} << 20, s) != cudaSuccess)
       throw kda::Error(kda::ErrorCode::cuda, "memset");
   };
   for (g::Mode mode : {g::Mode::warm, g::Mode::graph}) {
