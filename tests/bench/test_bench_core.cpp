@@ -335,7 +335,7 @@ TEST(Sampling, OnlyCallsShorterThanTheMinimumSampleAreBatched) {
     EXPECT_LT(static_cast<double>(n - 1) * e, cfg.min_sample_s) << e;  // no more than needed
   }
 
-  kb::SamplingConfig off = cfg;  // --min-sample-time 0: nothing is batched
+  kb::SamplingConfig off = cfg;  // --min-sample-us 0: nothing is batched
   off.min_sample_s = 0.0;
   EXPECT_EQ(kb::calls_per_sample(2.5e-6, off), 1);
   kb::SamplingConfig few = cfg;
