@@ -3,6 +3,11 @@
 # build/release/bin carried from the development machine. Writes everything under $OUT/r and
 # packs it as $OUT/h200.tar.gz (the device tool returns at most 8 files), plus a short summary.
 #   scripts/h200-run.sh [quick]    quick: skip the contract kda-check and the sanitizers
+# Environment: VARIANTS (kernel variants, the last one is benched with stages), REPEAT=1 (a
+# second kda-bench contract run, stages included, and `compare` against the first: SAME on every
+# row expected), ALLMODES=0 (skip the all-modes run), GBENCH=0 (skip the kda-gbench JSON run),
+# DEADLINE (seconds; later steps are skipped, not killed).
+#   e.g. VARIANTS=v2_mma REPEAT=1 ALLMODES=0 scripts/h200-run.sh quick
 set -uo pipefail
 mode=${1:-full}
 OUT=${OUT:?OUT must be set}
@@ -42,11 +47,11 @@ if [[ $mode == full ]]; then
   step 240 check-contract "$bin/kda-check" "${vargs[@]}" --shapes shapes/contract.yaml --md "$r/check-contract.md" \
     --csv "$r/check-contract.csv" --json "$r/check-contract.json" --force
 fi
+main=${variants[-1]}
 if [[ -x $bin/kda-bench ]]; then
   # The last variant (the newest) with per-stage rows and verification; then each other variant
   # without stages, and `compare` of every other variant against the newest one.
-  main=${variants[-1]}
-  step 200 bench-contract "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml --stages \
+  step 240 bench-contract "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml --stages \
     --md "$r/bench-contract.md" --csv "$r/bench-contract.csv" --json "$r/bench-contract.json" --force
   for v in "${variants[@]}"; do
     [[ $v == "$main" ]] && continue
@@ -56,7 +61,7 @@ if [[ -x $bin/kda-bench ]]; then
   done
   if [[ ${REPEAT:-0} == 1 ]]; then  # run B of the same binary: compare must say SAME everywhere
     step 150 bench-contract-repeat "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml \
-      --no-verify --csv "$r/bench-contract-repeat.csv" --force
+      --stages --no-verify --csv "$r/bench-contract-repeat.csv" --force
     step 30 bench-compare-repeat "$bin/kda-bench" compare "$r/bench-contract.csv" "$r/bench-contract-repeat.csv"
   fi
   if [[ ${ALLMODES:-1} == 1 ]]; then  # every timing mode once, on one shape
@@ -64,6 +69,10 @@ if [[ -x $bin/kda-bench ]]; then
       --mode warm,cold,graph,triton --md "$r/bench-modes.md" --csv "$r/bench-modes.csv" --force
   fi
   cp "$r/bench-contract.md" "$OUT"/ 2>/dev/null
+fi
+if [[ ${GBENCH:-1} == 1 && -x $bin/kda-gbench ]]; then  # Google Benchmark JSON, verified first
+  step 240 gbench-contract "$bin/kda-gbench" --variant "$main" --shapes shapes/contract.yaml \
+    --benchmark_out="$r/gbench-contract.json" --benchmark_out_format=json
 fi
 if [[ $mode == full ]] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do

@@ -12,7 +12,7 @@
 
 namespace kda::bench::app {
 
-inline constexpr const char* kJsonSchemaVersion = "1.0.0";
+inline constexpr const char* kJsonSchemaVersion = "1.1.0";
 
 // `device` and `settings` are passed through as built by the caller. compare may be null.
 std::string results_json(const RunContext& ctx, const nlohmann::json& device,

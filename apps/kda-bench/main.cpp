@@ -22,10 +22,12 @@ using kda::bench::app::Options;
 
 constexpr const char* kFooter = R"(Modes (--mode, comma list; every mode is a row of its own):
   warm    back-to-back launches, one CUDA-event pair each, no L2 flush (default; the peers'
-          "warm CUDA events" numbers)
+          "warm CUDA events" numbers). A call shorter than --min-sample-us (200 us) is
+          timed as one replay of a CUDA graph of N back-to-back calls per event pair, so the
+          host's launch rate cannot set its time (CSV: sample_method, calls_per_sample)
   cold    L2 flushed before every sample (max(2 x L2, 256 MiB) memset, synced, untimed); the
           work queued behind a blocking kernel so launch latency stays out of the events
-  graph   as warm, the path captured once in a CUDA graph and replayed
+  graph   as warm, the path captured once in a CUDA graph and replayed (short calls: as warm)
   triton  triton.testing.do_bench: 256 MiB memset before each sample, 25 ms warm-up and
           100 ms repetition budgets, per-iteration events; median/p20/p80
 
@@ -77,7 +79,7 @@ int main(int argc, char** argv) {
   app.add_option("--min-samples", stop.min_samples, "Minimum samples per row")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
       ->capture_default_str();
-  app.add_option("--min-time", stop.min_time_s, "Minimum accumulated GPU time per row (s)")
+  app.add_option("--min-time", stop.min_time_s, "Minimum GPU time the samples of a row span (s)")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   app.add_option("--max-noise", max_noise_pct,
@@ -87,6 +89,12 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", stop.timeout_s,
                  "Wall-time limit per row (s); a row that hits it is flagged 'did not converge'")
       ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  double min_sample_us = o.measure.sampling.min_sample_s * 1e6;
+  app.add_option("--min-sample-us", min_sample_us,
+                 "warm/graph: a call shorter than this (microseconds) is timed as one replay of a CUDA graph "
+                 "of N back-to-back calls per sample, N = ceil(this / call time); 0 = never")
+      ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   app.add_option("--warmup", o.measure.warmup_runs, "Untimed runs before each row")
       ->check(CLI::Range(int64_t{0}, int64_t{100000}))
@@ -147,6 +155,7 @@ int main(int argc, char** argv) {
   }
   o.verify = !no_verify;
   stop.max_noise = max_noise_pct / 100.0;
+  o.measure.sampling.min_sample_s = min_sample_us * 1e-6;
   o.measure.throttle.threshold = throttle_pct / 100.0;
   o.same_within = same_pct / 100.0;
 

@@ -105,8 +105,10 @@ nlohmann::json settings_json(const Options& o, int64_t flush_bytes) {
           {"max_noise", s.max_noise},
           {"timeout_s", s.timeout_s},
           {"warmup_runs", o.measure.warmup_runs},
-          {"batch_target_s", o.measure.batch_target_s},
-          {"max_batch", o.measure.max_batch},
+          {"batch_target_s", o.measure.sampling.batch_target_s},
+          {"max_batch", o.measure.sampling.max_batch},
+          {"min_sample_s", o.measure.sampling.min_sample_s},
+          {"max_calls_per_sample", o.measure.sampling.max_calls},
           {"throttle_threshold", t.threshold},
           {"throttle_recovery_s", t.recovery_delay_s},
           {"cooldown_s", o.cooldown_s},
@@ -261,6 +263,7 @@ int run_benchmarks(const Options& o) {
         row.clock_hz = m.clock_hz;
         row.warmup_runs = m.warmup_runs;
         row.calls_per_sample = m.calls_per_sample;
+        row.sample_method = kda::bench::to_string(m.sample_method);
         row.stop = m.stop;
         row.throttle_discards = m.throttle_discards;
         row.rejected_samples = m.rejected_samples;
@@ -273,12 +276,15 @@ int run_benchmarks(const Options& o) {
         row.workspace_bytes = path == Path::l2norm ? 0 : static_cast<int64_t>(problem.workspace_bytes());
         row.finalize();
         progress(fmt::format(
-            "[{}/{}] {} {}{} {}: median {} us (p20 {}, p80 {}), noise {}, {} samples in {:.2f} s"
-            "{}{}",
+            "[{}/{}] {} {}{} {}: median {} us (p20 {}, p80 {}), noise {}, {} samples{} in "
+            "{:.2f} s{}{}",
             rows.size() + 1, total_rows, row.shape_id, row.path,
             row.stage.empty() ? "" : ":" + row.stage, row.mode,
             human_number(row.gpu.median, Unit::seconds), human_number(row.gpu.p20, Unit::seconds),
             human_number(row.gpu.p80, Unit::seconds), percent_text(row.gpu.noise), row.gpu.n,
+            row.calls_per_sample > 1
+                ? fmt::format(" of {} calls ({})", row.calls_per_sample, row.sample_method)
+                : "",
             row.wall_s, row.converged() ? "" : fmt::format(" — did not converge ({})", to_string(row.stop)),
             row.throttle_discards ? fmt::format(", {} throttled samples discarded",
                                                 row.throttle_discards)

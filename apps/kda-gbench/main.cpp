@@ -1,22 +1,28 @@
 // kda-gbench: the KDA forward paths as Google Benchmark benchmarks (1.7.1 API), one per
-// (shape, path), timed with CUDA events through UseManualTime. For dashboards that already read
-// Google Benchmark output; kda-bench is the measurement of record (noise-based stopping, cold
-// and graph modes, throttle detection, verification). Outputs are not verified here.
+// (shape, path) named kda/<shape id>/<path>, timed with CUDA events through UseManualTime. For
+// dashboards that already read Google Benchmark output; kda-bench is the measurement of record
+// (noise-based stopping, cold/graph/triton modes, throttle detection, short-call batching).
+// Every path is verified against the CPU float64 reference (as kda-bench does) before its first
+// timed iteration; a path that fails is reported as a benchmark error and the exit code is 1.
 //
-//   kda-gbench [--shapes=FILE] [--only=ID,..] [--paths=fused,explicit,l2norm] [--device=N]
-//              [--seed=N] [--cold] [--benchmark_* flags]
+//   kda-gbench [--shapes FILE] [--only ID,..] [--paths fused,explicit,l2norm] [--variant NAME]
+//              [--device N] [--seed N] [--cold] [--no-verify] [--benchmark_* flags]
 //
-// Exit codes: 0 ok, 2 bad usage or input, 3 a CUDA error, 77 no GPU (skipped).
+// Our options take their value as `--opt=value` or `--opt value`; they are taken out of argv
+// before benchmark::Initialize sees it. Listing (--benchmark_list_tests) needs no GPU.
+// Exit codes (docs/errors.md): 0 ok; 1 a verification failed or a shape did not fit in device
+// memory; 2 bad usage or input (option, shape file, --only id); 3 no usable GPU or a CUDA error.
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
+#include <cctype>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "common/device_problem.h"
+#include "common/verify.h"
 #include "kda/bench/bytes_model.h"
 #include "kda/bench/gpu_timing.h"
 #include "kda/bench/results.h"
@@ -36,17 +43,20 @@ namespace {
 
 using kda::app::Path;
 
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitDevice = 3;
-constexpr int kExitSkip = 77;
 
 struct Flags {
   std::string shapes = "shapes/contract.yaml";
   std::vector<std::string> only;
   std::vector<std::string> paths = {"fused", "explicit", "l2norm"};
+  std::string variant;  // empty: the library default
   int device = 0;
   uint64_t seed = kda::harness::kDefaultSeed;
   bool cold = false;
+  bool verify = true;
 };
 
 std::vector<std::string> split(const std::string& text) {
@@ -58,49 +68,110 @@ std::vector<std::string> split(const std::string& text) {
 }
 
 void usage() {
-  std::cout << "kda-gbench [--shapes=FILE] [--only=ID,...] [--paths=fused,explicit,l2norm]\n"
-               "           [--device=N] [--seed=N] [--cold] [--benchmark_* flags]\n"
-               "  One Google Benchmark per (shape, path), CUDA-event time (UseManualTime).\n"
-               "  --cold memsets max(2 x L2, 256 MiB) before every iteration (untimed).\n"
-               "Exit codes: 0 ok, 2 bad usage or input, 3 CUDA error, 77 no GPU (skipped).\n"
-               "Google Benchmark's own flags follow (--help):\n";
+  std::cout
+      << "kda-gbench [--shapes FILE] [--only ID,...] [--paths fused,explicit,l2norm]\n"
+         "           [--variant NAME] [--device N] [--seed N] [--cold] [--no-verify]\n"
+         "           [--benchmark_* flags]\n"
+         "  One Google Benchmark per (shape, path), named kda/<shape>/<path>; CUDA-event time\n"
+         "  per iteration (UseManualTime). Each path is verified against the CPU float64\n"
+         "  reference before it is timed (--no-verify skips that).\n"
+         "  --cold memsets max(2 x L2, 256 MiB) before every iteration (untimed).\n"
+         "  --benchmark_list_tests lists the benchmarks without a GPU.\n"
+         "Exit codes: 0 ok, 1 a verification failed or a shape did not fit, 2 bad usage or\n"
+         "input, 3 no usable GPU or a CUDA error.\n"
+         "Google Benchmark's own flags follow:\n";
 }
 
-// Takes our flags out of argv (Google Benchmark gets the rest). Returns false on a bad value.
+// Google Benchmark's reading of a bool flag value (1.7.1 IsTruthyFlagValue).
+bool truthy(const std::string& value) {
+  if (value.empty()) return true;
+  if (value.size() == 1) return std::string("0fFnN").find(value[0]) == std::string::npos;
+  std::string lower = value;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower != "false" && lower != "no" && lower != "off";
+}
+
+// True when argv asks Google Benchmark only to list the benchmarks.
+bool list_only(int argc, char** argv) {
+  bool list = false;
+  const std::string flag = "--benchmark_list_tests";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == flag) list = true;
+    if (a.rfind(flag + "=", 0) == 0) list = truthy(a.substr(flag.size() + 1));
+  }
+  return list;
+}
+
+// Takes our flags out of argv (Google Benchmark gets the rest, in order). Returns false, with a
+// message, on a bad or missing value.
 bool take_flags(int* argc, char** argv, Flags* f) {
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&](const char* name, std::string* v) {
-      const std::string prefix = std::string(name) + "=";
-      if (a.rfind(prefix, 0) != 0) return false;
-      *v = a.substr(prefix.size());
+    std::string opt, v;  // the option being read and its value
+    // --name=value, or --name value (the value is the next argument).
+    auto value = [&](const char* name, std::string* out_value) {
+      const std::string n = name;
+      if (a.rfind(n + "=", 0) == 0) {
+        *out_value = a.substr(n.size() + 1);
+      } else if (a == n) {
+        if (i + 1 >= *argc) throw std::invalid_argument(n + " needs a value");
+        *out_value = argv[++i];
+      } else {
+        return false;
+      }
+      opt = n;
       return true;
     };
-    std::string v;
     try {
       if (value("--shapes", &v)) {
         f->shapes = v;
       } else if (value("--only", &v)) {
         f->only = split(v);
       } else if (value("--paths", &v)) {
-        f->paths = split(v);
+        f->paths.clear();
+        for (const auto& p : split(v))
+          if (std::find(f->paths.begin(), f->paths.end(), p) == f->paths.end())
+            f->paths.push_back(p);
+      } else if (value("--variant", &v)) {
+        f->variant = v;
       } else if (value("--device", &v)) {
-        f->device = std::stoi(v);
+        size_t used = 0;
+        f->device = std::stoi(v, &used);
+        if (used != v.size()) throw std::invalid_argument("not a number");
       } else if (value("--seed", &v)) {
-        f->seed = std::stoull(v);
+        size_t used = 0;
+        if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0])))
+          throw std::invalid_argument("not a number");
+        f->seed = std::stoull(v, &used);
+        if (used != v.size()) throw std::invalid_argument("not a number");
       } else if (a == "--cold") {
         f->cold = true;
+      } else if (a == "--no-verify") {
+        f->verify = false;
       } else {
         if (a == "--help" || a == "-h") usage();
         argv[out++] = argv[i];
       }
-    } catch (const std::exception&) {
-      std::cerr << "kda-gbench: " << a << ": not a number\n";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      if (what.rfind("--", 0) == 0)
+        std::cerr << "kda-gbench: " << what << "\n";
+      else
+        std::cerr << "kda-gbench: " << opt << ": '" << v << "' is not a number\n";
+      return false;
+    } catch (const std::out_of_range&) {
+      std::cerr << "kda-gbench: " << opt << ": '" << v << "' is out of range\n";
       return false;
     }
   }
   *argc = out;
+  argv[out] = nullptr;
+  if (f->paths.empty()) {
+    std::cerr << "kda-gbench: --paths: no path given (fused, explicit, l2norm)\n";
+    return false;
+  }
   for (const auto& p : f->paths) {
     Path path;
     if (!kda::app::parse_path(p, &path)) {
@@ -108,15 +179,32 @@ bool take_flags(int* argc, char** argv, Flags* f) {
       return false;
     }
   }
+  if (!f->variant.empty()) {
+    kda::ForwardVariant variant;
+    if (!kda::app::parse_variant(f->variant, &variant)) {
+      std::string names;
+      for (const auto& n : kda::app::variant_names()) names += (names.empty() ? "" : ", ") + n;
+      std::cerr << "kda-gbench: --variant: unknown variant '" << f->variant << "' (" << names
+                << ")\n";
+      return false;
+    }
+  }
   return true;
 }
 
+// A shape that does not fit in the free device memory: reported as a benchmark error (exit 1),
+// as kda-bench skips it.
+struct DoesNotFit : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // The GPU state shared by every benchmark: one stream, an event pair, the flush buffer, and the
-// problem of the shape being run (one at a time, so device memory holds a single problem).
-// Copy deleted: owns CUDA handles.
+// problem of the shape being run (one at a time, so device memory holds a single problem), with
+// the verdict of every (shape, path) verified so far. Copy deleted: owns CUDA handles.
 class Context {
  public:
-  Context() {
+  Context(const Flags& flags, int64_t l2_bytes) : flags_(flags), l2_bytes_(l2_bytes) {
+    if (!flags.variant.empty()) kda::app::parse_variant(flags.variant, &variant_);
     kda::app::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                          "cudaStreamCreate");
     kda::app::check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
@@ -132,19 +220,48 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  kda::app::DeviceProblem& problem(const kda::harness::ShapeSpec& shape, uint64_t seed) {
+  kda::app::DeviceProblem& problem(const kda::harness::ShapeSpec& shape) {
     if (!problem_ || shape_id_ != shape.id) {
       problem_.reset();
-      inputs_ = std::make_unique<kda::harness::HostInputs>(kda::harness::make_inputs(shape, seed));
+      golden_.reset();
+      shape_id_.clear();
+      inputs_ = std::make_unique<kda::harness::HostInputs>(
+          kda::harness::make_inputs(shape, shape.seed.value_or(flags_.seed)));
+      size_t free_bytes = 0, total_bytes = 0;
+      kda::app::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+      const size_t needed = kda::app::device_bytes_needed(*inputs_);
+      if (needed > free_bytes) {
+        throw DoesNotFit(fmt::format("{}: needs {:.2f} GiB of device memory, {:.2f} GiB free",
+                                     shape.id, static_cast<double>(needed) / 1073741824.0,
+                                     static_cast<double>(free_bytes) / 1073741824.0));
+      }
       problem_ = std::make_unique<kda::app::DeviceProblem>(*inputs_);
+      problem_->set_variant(variant_);
       shape_id_ = shape.id;
     }
     return *problem_;
   }
 
-  void flush(int64_t l2_bytes) {
-    if (!flush_) flush_ = std::make_unique<kda::app::DeviceBuffer>(
-        static_cast<size_t>(kda::bench::gpu::cold_flush_bytes(l2_bytes)));
+  // "" when `path` of `shape` passed verification (computed once per (shape, path)), else the
+  // checker's verdict ("failed: ...").
+  std::string verification_failure(const kda::harness::ShapeSpec& shape, Path path) {
+    const std::string key = shape.id + "/" + kda::app::path_name(path);
+    if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
+    kda::app::DeviceProblem& p = problem(shape);
+    if (!golden_) {
+      std::cerr << "kda-gbench: " << shape.id << ": computing the CPU reference\n" << std::flush;
+      golden_ = std::make_unique<kda::app::Golden>(kda::app::compute_golden(*inputs_));
+    }
+    const kda::app::PathCheck check = kda::app::check_path(p, path, *golden_, stream_, false);
+    const std::string verdict = check.verdict();
+    std::cerr << "kda-gbench: " << key << ": verification " << verdict << "\n" << std::flush;
+    return verdicts_[key] = check.passed() ? "" : verdict;
+  }
+
+  void flush() {
+    if (!flush_)
+      flush_ = std::make_unique<kda::app::DeviceBuffer>(
+          static_cast<size_t>(kda::bench::gpu::cold_flush_bytes(l2_bytes_)));
     kda::app::check_cuda(cudaMemsetAsync(flush_->get(), 0, flush_->bytes(), stream_),
                          "cudaMemsetAsync (L2 flush)");
   }
@@ -161,19 +278,75 @@ class Context {
   }
 
  private:
+  const Flags& flags_;
+  int64_t l2_bytes_ = 0;
+  kda::ForwardVariant variant_ = kda::kDefaultForwardVariant;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::unique_ptr<kda::app::DeviceBuffer> flush_;
   std::string shape_id_;
   std::unique_ptr<kda::harness::HostInputs> inputs_;
   std::unique_ptr<kda::app::DeviceProblem> problem_;
+  std::unique_ptr<kda::app::Golden> golden_;
+  std::map<std::string, std::string> verdicts_;
 };
+
+// What the benchmarks share: the context (made once a GPU was found) and what went wrong.
+struct Runner {
+  Flags flags;
+  std::unique_ptr<Context> context;
+  int failed = 0;       // verification failures and shapes that did not fit
+  int cuda_errors = 0;
+};
+
+void run_one(Runner* runner, const kda::harness::ShapeSpec& shape, Path path,
+             benchmark::State& state, double bytes, double floor_s) {
+  try {
+    Context& ctx = *runner->context;
+    kda::app::DeviceProblem& problem = ctx.problem(shape);
+    if (runner->flags.verify) {
+      const std::string failure = ctx.verification_failure(shape, path);
+      if (!failure.empty()) {
+        ++runner->failed;
+        state.SkipWithError(("verification " + failure).c_str());
+        return;
+      }
+    }
+    ctx.time_once(problem, path);  // warm-up of this run (not timed)
+    for (auto _ : state) {
+      if (runner->flags.cold) ctx.flush();
+      state.SetIterationTime(ctx.time_once(problem, path));
+    }
+  } catch (const DoesNotFit& e) {
+    ++runner->failed;
+    state.SkipWithError((std::string("skipped: ") + e.what()).c_str());
+    return;
+  } catch (const kda::Error& e) {
+    if (e.code() == kda::ErrorCode::cuda) ++runner->cuda_errors; else ++runner->failed;
+    state.SkipWithError(e.what());
+    return;
+  } catch (const std::exception& e) {
+    ++runner->failed;
+    state.SkipWithError(e.what());
+    return;
+  }
+  const auto iterations = static_cast<double>(state.iterations());
+  // Rates are divided by the manual (CUDA-event) time: bytes_per_second = bytes model / mean.
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * iterations));
+  // floor_s x iterations / manual time = byte-floor time / mean time (1 = at the floor).
+  state.counters["floor_share"] =
+      benchmark::Counter(floor_s, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["token_heads"] =
+      static_cast<double>(kda::bench::problem_size(shape).token_heads());
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Flags flags;
+  static Runner runner;  // outlives every registered benchmark
+  Flags& flags = runner.flags;
   if (!take_flags(&argc, argv, &flags)) return kExitUsage;
+  const bool list = list_only(argc, argv);  // before Initialize, which removes the flags it reads
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitUsage;
 
@@ -186,9 +359,52 @@ int main(int argc, char** argv) {
   }
   for (const auto& id : flags.only) {
     if (std::none_of(shapes.begin(), shapes.end(), [&](const auto& s) { return s.id == id; })) {
-      std::cerr << "kda-gbench: --only " << id << ": no such shape id in " << flags.shapes << "\n";
+      std::string ids;
+      for (const auto& s : shapes) ids += (ids.empty() ? "" : ", ") + s.id;
+      std::cerr << "kda-gbench: --only " << id << ": no such shape id in " << flags.shapes
+                << " (it has: " << ids << ")\n";
       return kExitUsage;
     }
+  }
+
+  // Register first (no GPU needed), so --benchmark_list_tests works anywhere.
+  int registered = 0;
+  for (const auto& shape : shapes) {
+    if (!flags.only.empty() &&
+        std::find(flags.only.begin(), flags.only.end(), shape.id) == flags.only.end())
+      continue;
+    if (!shape.gpu_supported()) {
+      std::cerr << "kda-gbench: " << shape.id << ": not registered: K = " << shape.key_dim
+                << ", V = " << shape.value_dim << "; the GPU kernels support K = V = 128\n";
+      continue;
+    }
+    const auto size = kda::bench::problem_size(shape);
+    for (const auto& name : flags.paths) {
+      Path path;
+      kda::app::parse_path(name, &path);
+      const auto kind = *kda::bench::parse_path_kind(name);
+      const double bytes = static_cast<double>(kda::bench::path_bytes(size, kind));
+      const double floor_s = static_cast<double>(kda::bench::floor_bytes(size, kind)) /
+                             kda::bench::kDefaultFloorBandwidth;
+      benchmark::RegisterBenchmark(
+          fmt::format("kda/{}/{}", shape.id, name).c_str(),
+          [shape, path, bytes, floor_s](benchmark::State& state) {
+            run_one(&runner, shape, path, state, bytes, floor_s);
+          })
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+      ++registered;
+    }
+  }
+  if (registered == 0) {
+    std::cerr << "kda-gbench: " << flags.shapes << ": no shape the GPU kernels support\n";
+    return kExitUsage;
+  }
+
+  if (list) {
+    const size_t matched = benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return matched > 0 ? kExitOk : kExitUsage;  // Google Benchmark said what did not match
   }
 
   int count = 0;
@@ -196,15 +412,13 @@ int main(int argc, char** argv) {
   if (status != cudaSuccess || count == 0) {
     cudaGetLastError();
     std::cerr << "kda-gbench needs an NVIDIA GPU (sm_90); none was found ("
-              << (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices")
-              << "): skipped\n";
-    return kExitSkip;
+              << (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") << ")\n";
+    return kExitDevice;
   }
   kda::app::DeviceInfo info;
-  std::unique_ptr<Context> context;
   try {
     info = kda::app::select_device(flags.device);
-    context = std::make_unique<Context>();
+    runner.context = std::make_unique<Context>(flags, info.l2_bytes);
   } catch (const kda::Error& e) {
     std::cerr << "kda-gbench: " << e.what() << "\n";
     return e.code() == kda::ErrorCode::invalid_argument ? kExitUsage : kExitDevice;
@@ -221,57 +435,28 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("cuda_runtime_version", std::to_string(info.runtime_version));
   benchmark::AddCustomContext("git_commit", kda::build::git_commit);
   benchmark::AddCustomContext("build_flags", kda::build::flags);
-  benchmark::AddCustomContext("timer", "CUDA events around each call (UseManualTime)");
-  benchmark::AddCustomContext("l2_flush", flags.cold ? "max(2 x L2, 256 MiB) memset per iteration"
-                                                     : "none (warm)");
+  benchmark::AddCustomContext("shapes_file", flags.shapes);
+  benchmark::AddCustomContext(
+      "variant", flags.variant.empty() ? kda::to_string(kda::kDefaultForwardVariant)
+                                       : flags.variant);
+  benchmark::AddCustomContext("timer", "CUDA events around each call, synchronized "
+                                       "(UseManualTime; includes the first kernel's launch "
+                                       "latency)");
+  benchmark::AddCustomContext("l2_flush", flags.cold
+                                              ? "max(2 x L2, 256 MiB) memset per iteration"
+                                              : "none (warm)");
   benchmark::AddCustomContext("seed", std::to_string(flags.seed));
-  benchmark::AddCustomContext("verified", "no (kda-bench and kda-check verify)");
+  benchmark::AddCustomContext("floor_bandwidth_Bps",
+                              fmt::format("{}", kda::bench::kDefaultFloorBandwidth));
+  benchmark::AddCustomContext(
+      "verified", flags.verify ? "yes: each path against the CPU float64 reference before timing "
+                                 "(a failure is a benchmark error)"
+                               : "no (--no-verify)");
 
-  Context* ctx = context.get();
-  const int64_t l2_bytes = info.l2_bytes;
-  const bool cold = flags.cold;
-  for (const auto& shape : shapes) {
-    if (!flags.only.empty() &&
-        std::find(flags.only.begin(), flags.only.end(), shape.id) == flags.only.end())
-      continue;
-    if (!shape.gpu_supported()) continue;
-    const uint64_t seed = shape.seed.value_or(flags.seed);
-    for (const auto& name : flags.paths) {
-      Path path;
-      kda::app::parse_path(name, &path);
-      const auto size = kda::bench::problem_size(shape);
-      const auto kind = *kda::bench::parse_path_kind(name);
-      const double bytes = static_cast<double>(kda::bench::path_bytes(size, kind));
-      const double floor_s =
-          static_cast<double>(kda::bench::floor_bytes(size, kind)) / kda::bench::kDefaultFloorBandwidth;
-      benchmark::RegisterBenchmark(
-          fmt::format("kda/{}/{}", shape.id, name).c_str(),
-          [ctx, shape, seed, path, bytes, floor_s, cold, l2_bytes](benchmark::State& state) {
-            try {
-              kda::app::DeviceProblem& problem = ctx->problem(shape, seed);
-              ctx->time_once(problem, path);  // warm-up: module load, first-touch
-              for (auto _ : state) {
-                if (cold) ctx->flush(l2_bytes);
-                state.SetIterationTime(ctx->time_once(problem, path));
-              }
-            } catch (const std::exception& e) {
-              state.SkipWithError(e.what());
-              return;
-            }
-            const auto iterations = static_cast<double>(state.iterations());
-            state.SetBytesProcessed(static_cast<int64_t>(bytes * iterations));
-            // floor_s x iterations / time = byte-floor time / mean time (1 = at the floor).
-            state.counters["floor_share"] =
-                benchmark::Counter(floor_s, benchmark::Counter::kIsIterationInvariantRate);
-            state.counters["token_heads"] = static_cast<double>(
-                kda::bench::problem_size(shape).token_heads());
-          })
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-    }
-  }
-  benchmark::RunSpecifiedBenchmarks();
+  const size_t matched = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  context.reset();
-  return 0;
+  runner.context.reset();
+  if (matched == 0) return kExitUsage;  // Google Benchmark said what did not match
+  if (runner.cuda_errors > 0) return kExitDevice;
+  return runner.failed > 0 ? kExitFailed : kExitOk;
 }

@@ -14,6 +14,7 @@
 #include "kda/bench/compare.h"
 #include "kda/bench/format.h"
 #include "kda/bench/results.h"
+#include "kda/bench/sampling.h"
 #include "kda/bench/statistics.h"
 #include "kda/bench/stopping.h"
 #include "kda/bench/throttle.h"
@@ -266,6 +267,112 @@ TEST(Stopping, AllZeroTimesStopAsNonFinite) {
   }
   EXPECT_EQ(r, kb::StopReason::non_finite);
   EXPECT_EQ(n, kb::kMinSamplesForNoise - 1 + kb::StdrelCriterion::kMaxNonFiniteStreak);
+}
+
+TEST(Stopping, MinTimeCountsTheGpuTimeASampleSpans) {
+  // A graph batch of 80 calls of 2.5 us: each sample is 200 us of GPU time, recorded per call.
+  // min_time (0.5 s) is reached after 2500 samples, not after 0.5 s of per-call times (200000
+  // samples, which is what made the batched zero_tail rows of the 47f6117 H200 run take 10-14 s
+  // per row and time out with --timeout 3).
+  kb::StdrelCriterion c;
+  int64_t n = 0;
+  kb::StopReason r = kb::StopReason::none;
+  while (r == kb::StopReason::none && n < 1000000) {
+    c.add_sample(2.5e-6 * (1.0 + 1e-3 * static_cast<double>(n % 3 - 1)), 80);
+    ++n;
+    r = c.check(c.total_time_s());
+  }
+  EXPECT_EQ(r, kb::StopReason::noise_target);
+  EXPECT_NEAR(static_cast<double>(n), 2500.0, 2.0);
+  EXPECT_NEAR(c.total_time_s(), 0.5, 1e-3);
+  EXPECT_NEAR(c.mean_s(), 2.5e-6, 1e-12);  // the statistics stay per call
+  EXPECT_LT(c.noise(), 0.005);
+
+  kb::StdrelCriterion one;  // calls = 1 (and calls < 1 counts as 1)
+  one.add_sample(1e-3);
+  one.add_sample(1e-3, 0);
+  EXPECT_DOUBLE_EQ(one.total_time_s(), 2e-3);
+  one.add_sample(kNaN, 80);  // unusable samples are never accumulated, whatever they span
+  EXPECT_DOUBLE_EQ(one.total_time_s(), 2e-3);
+  EXPECT_EQ(one.rejected_samples(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// sample plan (calls per sample)
+
+TEST(Sampling, MethodNames) {
+  EXPECT_STREQ(kb::to_string(kb::SampleMethod::call), "call");
+  EXPECT_STREQ(kb::to_string(kb::SampleMethod::graph), "graph");
+  EXPECT_STREQ(kb::to_string(kb::SampleMethod::graph_batch), "graph_batch");
+}
+
+TEST(Sampling, OnlyCallsShorterThanTheMinimumSampleAreBatched) {
+  const kb::SamplingConfig cfg;  // 200 us, <= 1024 calls
+  EXPECT_DOUBLE_EQ(cfg.min_sample_s, 200e-6);
+  EXPECT_FALSE(kb::is_short_call(1.5e-3, cfg));   // whole paths: one call per event pair
+  EXPECT_FALSE(kb::is_short_call(200e-6, cfg));   // the boundary is not short
+  EXPECT_TRUE(kb::is_short_call(199e-6, cfg));
+  EXPECT_TRUE(kb::is_short_call(4.2e-6, cfg));
+  EXPECT_TRUE(kb::is_short_call(0.0, cfg));       // no measurable time: as short as it gets
+  EXPECT_FALSE(kb::is_short_call(kNaN, cfg));     // unknown: one call per sample
+  EXPECT_FALSE(kb::is_short_call(kInf, cfg));
+
+  EXPECT_EQ(kb::calls_per_sample(1.5e-3, cfg), 1);
+  EXPECT_EQ(kb::calls_per_sample(200e-6, cfg), 1);
+  EXPECT_EQ(kb::calls_per_sample(150e-6, cfg), 2);  // ceil(1.33)
+  EXPECT_EQ(kb::calls_per_sample(100e-6, cfg), 2);
+  EXPECT_EQ(kb::calls_per_sample(99e-6, cfg), 3);   // ceil(2.02): a sample is >= 200 us
+  EXPECT_EQ(kb::calls_per_sample(88.5e-6, cfg), 3); // the h64 l2norm pass
+  EXPECT_EQ(kb::calls_per_sample(4.2e-6, cfg), 48);
+  EXPECT_EQ(kb::calls_per_sample(2.5e-6, cfg), 80);
+  EXPECT_EQ(kb::calls_per_sample(1e-9, cfg), 1024);  // capped
+  EXPECT_EQ(kb::calls_per_sample(0.0, cfg), 1024);
+  EXPECT_EQ(kb::calls_per_sample(-1.0, cfg), 1024);
+  EXPECT_EQ(kb::calls_per_sample(kNaN, cfg), 1);
+  for (double e : {1.1e-6, 3.3e-6, 7e-6, 33e-6, 120e-6, 199.9e-6}) {
+    const int64_t n = kb::calls_per_sample(e, cfg);
+    EXPECT_GE(static_cast<double>(n) * e, cfg.min_sample_s * (1 - 1e-12)) << e;
+    EXPECT_LT(static_cast<double>(n - 1) * e, cfg.min_sample_s) << e;  // no more than needed
+  }
+
+  kb::SamplingConfig off = cfg;  // --min-sample-us 0: nothing is batched
+  off.min_sample_s = 0.0;
+  EXPECT_EQ(kb::calls_per_sample(2.5e-6, off), 1);
+  kb::SamplingConfig few = cfg;
+  few.max_calls = 1;  // a batch has at least two calls
+  EXPECT_EQ(kb::calls_per_sample(2.5e-6, few), 2);
+}
+
+TEST(Sampling, RefinementFromTheGraphReplayOnlyGrows) {
+  const kb::SamplingConfig cfg;
+  // The zero_tail case: the warm-up's single call (launch latency included) says 8.2 us -> 25
+  // calls; a replay of those 25 calls takes 62.5 us (2.5 us each) -> 80; a replay of 80 takes
+  // 200 us -> stays 80.
+  int64_t n = kb::calls_per_sample(8.2e-6, cfg);
+  EXPECT_EQ(n, 25);
+  n = kb::refine_calls_per_sample(n, 25 * 2.5e-6, cfg);
+  EXPECT_EQ(n, 80);
+  EXPECT_EQ(kb::refine_calls_per_sample(n, 80 * 2.5e-6, cfg), 80);
+  // Never fewer calls (the loop ends), even when the replay was slower than expected.
+  EXPECT_EQ(kb::refine_calls_per_sample(80, 400e-6, cfg), 80);
+  EXPECT_EQ(kb::refine_calls_per_sample(1, 1e-3, cfg), 1);
+  EXPECT_EQ(kb::refine_calls_per_sample(10, kNaN, cfg), 10);
+  EXPECT_EQ(kb::refine_calls_per_sample(0, 1e-3, cfg), 1);
+  EXPECT_EQ(kb::refine_calls_per_sample(1000, 1000 * 1e-9, cfg), 1024);  // capped
+}
+
+TEST(Sampling, SamplesPerBatchAndPerCallTimes) {
+  const kb::SamplingConfig cfg;  // 25 ms per batch, <= 64 samples
+  EXPECT_EQ(kb::samples_per_batch(1.5e-3, cfg), 17);  // round(16.7): as before for whole paths
+  EXPECT_EQ(kb::samples_per_batch(200e-6, cfg), 64);  // 125, capped
+  EXPECT_EQ(kb::samples_per_batch(0.1, cfg), 1);      // round(0.25) = 0 -> 1
+  EXPECT_EQ(kb::samples_per_batch(0.0, cfg), 1);
+  EXPECT_EQ(kb::samples_per_batch(kNaN, cfg), 1);
+  EXPECT_EQ(kb::samples_per_batch(kInf, cfg), 1);
+  EXPECT_DOUBLE_EQ(kb::per_call_time(200e-6, 80), 2.5e-6);
+  EXPECT_DOUBLE_EQ(kb::per_call_time(1e-3, 1), 1e-3);
+  EXPECT_DOUBLE_EQ(kb::per_call_time(1e-3, 0), 1e-3);
+  EXPECT_TRUE(std::isnan(kb::per_call_time(kNaN, 4)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -595,6 +702,8 @@ TEST(Results, CsvHasStableColumnsAndRoundTripsThroughTheHarnessReader) {
                                   make_row("h96-fixed", "l2norm", 0.1e-3)};
   rows[1].verdict = "failed";
   rows[1].verdict_detail = "failed: output max error 3.5, budget 0.01, \"quoted\"";
+  rows[2].calls_per_sample = 3;
+  rows[2].sample_method = "graph_batch";
   const std::string path = scratch("results.csv");
   kh::write_text_file_atomic(path, kb::results_csv(ctx, rows), false);
 
@@ -623,6 +732,12 @@ TEST(Results, CsvHasStableColumnsAndRoundTripsThroughTheHarnessReader) {
   EXPECT_EQ(t.rows[0][col("stop_reason")], "noise");
   EXPECT_EQ(t.rows[0][col("stage")], "");
   EXPECT_EQ(t.rows[1][col("verdict_detail")], rows[1].verdict_detail);
+  EXPECT_EQ(t.rows[0][col("calls_per_sample")], "1");
+  EXPECT_EQ(t.rows[0][col("sample_method")], "call");
+  EXPECT_EQ(t.rows[2][col("calls_per_sample")], "3");
+  EXPECT_EQ(t.rows[2][col("sample_method")], "graph_batch");
+  EXPECT_EQ(t.columns.back(), "sample_method");  // appended after calls_per_sample
+  EXPECT_EQ(t.columns[t.columns.size() - 2], "calls_per_sample");
   EXPECT_EQ(std::stod(t.rows[2][col("noise")]), rows[2].gpu.noise);
 
   // The file is refused without overwrite, and a second run compares SAME on every row.
@@ -684,6 +799,8 @@ TEST(Results, MarkdownReportAndWarnings) {
   EXPECT_NE(md.find("0.909"), std::string::npos);   // 1.0 / 1.1
   EXPECT_NE(md.find("geomean (1 shapes)"), std::string::npos);
   EXPECT_EQ(md.find("| stage"), std::string::npos);  // no stage rows: column hidden
+  EXPECT_NE(md.find("| calls/sample | sampling |"), std::string::npos);  // how it was measured
+  EXPECT_NE(md.find("graph_batch = one replay of a graph"), std::string::npos);
   if (::testing::Test::HasFailure()) std::cout << md;
   const auto w = kb::run_warnings(rows);
   ASSERT_EQ(w.size(), 3u);

@@ -133,6 +133,50 @@ TEST_F(GpuTiming, GraphReplayConverges) {
   expect_sane(m, bench_->facts().default_sm_clock_hz, true);
 }
 
+TEST_F(GpuTiming, ShortCallsAreTimedAsGraphBatches) {
+  // A 4 MiB memset takes a few microseconds, about what launching it costs the host: timed one
+  // launch per event pair it would measure the host's launch rate. As a graph batch each sample
+  // spans >= min_sample_s of back-to-back calls and the noise drops below 1 %.
+  const g::Launcher tiny = [this](cudaStream_t s) {
+    if (cudaMemsetAsync(buffer_, 2, size_t{4} << 20, s) != cudaSuccess)
+      throw kda::Error(kda::ErrorCode::cuda, "memset");
+  };
+  for (g::Mode mode : {g::Mode::warm, g::Mode::graph}) {
+    SCOPED_TRACE(g::to_string(mode));
+    g::MeasureConfig c = quick(mode);
+    c.stopping.min_time_s = 0.2;
+    const g::Measurement m = bench_->measure(tiny, c);
+    EXPECT_TRUE(kda::bench::is_converged(m.stop)) << kda::bench::to_string(m.stop);
+    EXPECT_EQ(m.sample_method, kda::bench::SampleMethod::graph_batch);
+    EXPECT_GE(m.calls_per_sample, 2);
+    expect_sane(m, bench_->facts().default_sm_clock_hz, true);
+    const auto s = kda::bench::summarize(m.gpu_s);
+    EXPECT_LT(s.median, 50e-6);  // per call, not per sample
+    // A replay spans the minimum sample time (10 % slack for the refinement's estimate).
+    EXPECT_GE(s.median * static_cast<double>(m.calls_per_sample), 0.9 * c.sampling.min_sample_s);
+    EXPECT_LE(s.noise, 0.01);
+    // min_time counts the GPU time of the batches: ~0.2 s of samples, not 0.2 s of per-call
+    // times (which would take calls_per_sample times longer).
+    EXPECT_LT(m.wall_s, 5.0);
+  }
+}
+
+TEST_F(GpuTiming, LongCallsKeepOneCallPerEventPair) {
+  for (g::Mode mode : {g::Mode::warm, g::Mode::graph}) {
+    SCOPED_TRACE(g::to_string(mode));
+    g::MeasureConfig c = quick(mode);
+    c.sampling.min_sample_s = 10e-6;  // the 512 MiB memset (~0.1 ms) counts as long
+    const g::Measurement m = bench_->measure(memset_launcher(), c);
+    EXPECT_TRUE(kda::bench::is_converged(m.stop));
+    EXPECT_EQ(m.calls_per_sample, 1);
+    EXPECT_EQ(m.sample_method, mode == g::Mode::warm ? kda::bench::SampleMethod::call
+                                                     : kda::bench::SampleMethod::graph);
+  }
+  const g::Measurement cold = bench_->measure(memset_launcher(), quick(g::Mode::cold));
+  EXPECT_EQ(cold.calls_per_sample, 1);
+  EXPECT_EQ(cold.sample_method, kda::bench::SampleMethod::call);
+}
+
 TEST_F(GpuTiming, TritonUsesItsBudgets) {
   const g::Measurement m = bench_->measure(memset_launcher(), quick(g::Mode::triton));
   EXPECT_EQ(m.stop, kda::bench::StopReason::fixed_budget);

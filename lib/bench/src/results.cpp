@@ -107,7 +107,9 @@ const std::vector<Column>& result_columns() {
       {"seed", Unit::count, [=](C, R r) { return i64(r.seed); }, ""},
       {"wall_s", Unit::seconds, [](C, R r) { return Value(r.wall_s); }, ""},
       {"variant", Unit::text, [](C c, R) { return Value(c.variant); }, ""},
-      {"calls_per_sample", Unit::count, [=](C, R r) { return i64(r.calls_per_sample); }, ""},
+      {"calls_per_sample", Unit::count, [=](C, R r) { return i64(r.calls_per_sample); },
+       "calls/sample"},
+      {"sample_method", Unit::text, [](C, R r) { return Value(r.sample_method); }, "sampling"},
   };
   return columns;
 }
@@ -240,8 +242,11 @@ std::string results_markdown(const RunContext& ctx, const std::vector<RunRow>& r
       ctx.stopping.timeout_s, percent_text(ctx.throttle.threshold));
 
   out += "## Results\n\n" + kda::harness::to_markdown(results_table(ctx, rows, true));
-  out += "\nGPU time from CUDA events (host: the caller's view, steady clock); noise = relative "
-         "stdev of the samples; of floor = byte-floor time / median (100% = at the floor).\n";
+  out += "\nGPU time from CUDA events (host: the caller's view, steady clock), per call; noise = "
+         "relative stdev of the samples; of floor = byte-floor time / median (100% = at the "
+         "floor); sampling: call = one call per event pair, graph = one replay of the call's "
+         "CUDA graph, graph_batch = one replay of a graph of calls/sample back-to-back calls "
+         "(calls shorter than the minimum sample time; times are per call).\n";
 
   if (!summary.shapes.empty()) {
     kda::harness::Table t;

@@ -35,14 +35,14 @@ double StdrelCriterion::noise() const {
   return std::sqrt(std::max(var, 0.0)) / mean_;
 }
 
-void StdrelCriterion::add_sample(double seconds) {
+void StdrelCriterion::add_sample(double seconds, int64_t calls) {
   if (!std::isfinite(seconds) || seconds < 0.0) {
     ++rejected_;
     ++nonfinite_streak_;
     return;
   }
   ++count_;
-  total_ += seconds;
+  total_ += seconds * static_cast<double>(std::max<int64_t>(calls, 1));
   const double delta = seconds - mean_;
   mean_ += delta / static_cast<double>(count_);
   m2_ += delta * (seconds - mean_);

@@ -196,11 +196,18 @@ struct GraphExec {
   GraphExec() = default;
   GraphExec(const GraphExec&) = delete;
   GraphExec& operator=(const GraphExec&) = delete;
-  ~GraphExec() {
+  ~GraphExec() { reset(); }
+  void reset() {
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
+    exec = nullptr;
+    graph = nullptr;
   }
 };
+
+// Graph batches: how many times the calls per sample are re-derived from a replay of the
+// captured graph (each time at most one more capture).
+constexpr int kMaxCaptures = 3;
 
 }  // namespace
 
@@ -250,8 +257,9 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
   ThrottleMonitor throttle(config.throttle, facts_.default_sm_clock_hz);
 
   // Accepts a group of samples sharing one clock reading (one cold sample or one warm batch),
-  // or discards the group as throttled and cools down.
-  auto take = [&](const std::vector<Sample>& group) {
+  // or discards the group as throttled and cools down. Samples are per call; each spans `calls`
+  // calls of GPU time (the stopping rule's min time counts that).
+  auto take = [&](const std::vector<Sample>& group, int64_t calls) {
     if (group.empty()) return;
     if (config.detect_throttle) {
       const ThrottleDecision d = throttle.judge(group.front().clock_hz);
@@ -266,7 +274,7 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
       }
     }
     for (const Sample& s : group) {
-      criterion.add_sample(s.gpu_s);
+      criterion.add_sample(s.gpu_s, calls);
       if (!std::isfinite(s.gpu_s) || s.gpu_s < 0.0) continue;
       m.gpu_s.push_back(s.gpu_s);
       m.cpu_s.push_back(s.cpu_s);
@@ -283,8 +291,10 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
     return im.elapsed_s(0, 1);
   };
 
-  // warm / graph: `n` back-to-back launches, each between its own event pair, queued behind the
-  // blocking kernel so the first start event does not run before the host has caught up.
+  // warm / graph: `n` samples back to back, each one call of `fn` (an eager call, a replay of
+  // the call's graph, or a replay of a graph batch spanning `calls` calls) between its own event
+  // pair, queued behind the blocking kernel so the first start event does not run before the
+  // host has caught up. Samples are returned per call (sample / calls).
   auto warm_batch = [&](const Launcher& fn, int64_t n, int64_t calls) {
     im.event(static_cast<size_t>(2 * n - 1));
     const uint32_t s0 = ++im.seq, s1 = ++im.seq;
@@ -293,39 +303,87 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
     im.stamp(0, s0, blocks, stream);
     for (int64_t i = 0; i < n; ++i) {
       check(cudaEventRecord(im.events[2 * i], stream), "cudaEventRecord");
-      for (int64_t c = 0; c < calls; ++c) fn(stream);
+      fn(stream);
       check(cudaEventRecord(im.events[2 * i + 1], stream), "cudaEventRecord");
       if (i + 1 == kQueuedBehindBlock) block.release();
     }
     im.stamp(1, s1, blocks, stream);
     block.release_and_sync();
-    const double per_call = 1.0 / static_cast<double>(calls);
-    const double cpu = seconds_since(t0) / static_cast<double>(n) * per_call;
+    const double cpu = per_call_time(seconds_since(t0) / static_cast<double>(n), calls);
     const double clock = im.read_clock(s0, s1);
     std::vector<Sample> out(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
-      out[i] = {im.elapsed_s(2 * i, 2 * i + 1) * per_call, cpu, clock};
+      out[i] = {per_call_time(im.elapsed_s(2 * i, 2 * i + 1), calls), cpu, clock};
     return out;
   };
 
-  auto warm_loop = [&](const Launcher& fn) {
+  // `calls` back-to-back calls of `fn` captured in one CUDA graph (replacing what `g` held),
+  // instantiated and uploaded. A launcher that throws ends the capture first.
+  auto capture = [&](const Launcher& fn, int64_t calls, GraphExec& g) {
+    g.reset();
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture");
+    try {
+      for (int64_t c = 0; c < calls; ++c) fn(stream);
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream, &partial);
+      if (partial) cudaGraphDestroy(partial);
+      throw;
+    }
+    check(cudaStreamEndCapture(stream, &g.graph), "cudaStreamEndCapture");
+    check(cudaGraphInstantiate(&g.exec, g.graph, 0), "cudaGraphInstantiate");
+    check(cudaGraphUpload(g.exec, stream), "cudaGraphUpload");
+  };
+
+  // GPU time of one call of `fn` while the GPU is busy with the previous one: fn, start event,
+  // fn, stop event (the second call is queued before the first ends, so no launch latency).
+  auto timed_back_to_back = [&](const Launcher& fn) {
+    fn(stream);
+    check(cudaEventRecord(im.event(0), stream), "cudaEventRecord");
+    fn(stream);
+    check(cudaEventRecord(im.event(1), stream), "cudaEventRecord");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (graph batch estimate)");
+    return im.elapsed_s(0, 1);
+  };
+
+  // warm / graph: warm-up, the sample plan (sampling.h), then batches of samples until the
+  // stopping rule says stop. `fn` is one call in this mode (an eager call, or a replay of the
+  // call's graph); `call` is the eager call, captured N times in a graph batch when it is short.
+  auto warm_loop = [&](const Launcher& fn, const Launcher& call, SampleMethod single) {
+    const SamplingConfig& plan = config.sampling;
     double estimate = 0.0;
     const int64_t runs = std::max<int64_t>(1, config.warmup_runs);
     for (int64_t i = 0; i < runs; ++i) estimate = timed_once(fn);
     m.warmup_runs = runs;
-    // Calls per sample: enough to span min_sample_s (at most 64), one for longer calls.
-    const int64_t calls = std::clamp<int64_t>(
-        estimate > 0.0 ? static_cast<int64_t>(std::ceil(config.min_sample_s / estimate)) : 1, 1,
-        64);
+    GraphExec batch;
+    const Launcher replay_batch = [&batch](cudaStream_t s) {
+      check(cudaGraphLaunch(batch.exec, s), "cudaGraphLaunch (graph batch)");
+    };
+    Launcher sample = fn;
+    int64_t calls = 1;
+    double sample_s = estimate;
+    m.sample_method = single;
+    if (is_short_call(estimate, plan)) {
+      // The estimate includes the launch latency: capture, time a replay, and grow N until a
+      // replay spans min_sample_s (or max_calls).
+      calls = calls_per_sample(estimate, plan);
+      for (int captures = 1;; ++captures) {
+        capture(call, calls, batch);
+        sample_s = timed_back_to_back(replay_batch);
+        m.warmup_runs += 2 * calls;
+        const int64_t wanted = refine_calls_per_sample(calls, sample_s, plan);
+        if (wanted == calls || captures >= kMaxCaptures) break;
+        calls = wanted;
+      }
+      sample = replay_batch;
+      m.sample_method = SampleMethod::graph_batch;
+    }
     m.calls_per_sample = calls;
-    const double target = std::max(config.batch_target_s, 0.0);
-    const double sample_s = estimate * static_cast<double>(calls);
-    const int64_t n = std::clamp<int64_t>(
-        sample_s > 0.0 ? static_cast<int64_t>(std::llround(target / sample_s)) : 1, 1,
-        std::max<int64_t>(config.max_batch, 1));
+    const int64_t n = samples_per_batch(sample_s, plan);
     const auto start = Clock::now();
     while (m.stop == StopReason::none) {
-      take(warm_batch(fn, n, calls));
+      take(warm_batch(sample, n, calls), calls);
       m.stop = criterion.check(seconds_since(start));
     }
     m.wall_s = seconds_since(start);
@@ -333,7 +391,7 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
 
   switch (config.mode) {
     case Mode::warm: {
-      warm_loop(launch);
+      warm_loop(launch, launch, SampleMethod::call);
       break;
     }
     case Mode::graph: {
@@ -342,23 +400,11 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
       // happens outside the capture; the capture mode then refuses synchronizing calls.
       launch(stream);
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (before capture)");
-      check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-            "cudaStreamBeginCapture");
-      try {
-        launch(stream);
-      } catch (...) {
-        cudaGraph_t partial = nullptr;
-        cudaStreamEndCapture(stream, &partial);
-        if (partial) cudaGraphDestroy(partial);
-        throw;
-      }
-      check(cudaStreamEndCapture(stream, &g.graph), "cudaStreamEndCapture");
-      check(cudaGraphInstantiate(&g.exec, g.graph, 0), "cudaGraphInstantiate");
-      check(cudaGraphUpload(g.exec, stream), "cudaGraphUpload");
+      capture(launch, 1, g);
       const Launcher replay = [&g](cudaStream_t s) {
         check(cudaGraphLaunch(g.exec, s), "cudaGraphLaunch");
       };
-      warm_loop(replay);
+      warm_loop(replay, launch, SampleMethod::graph);
       break;
     }
     case Mode::cold: {
@@ -387,7 +433,7 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
           block.release_and_sync();
         }
         const Sample s{im.elapsed_s(0, 1), seconds_since(t0), im.read_clock(s0, s1)};
-        take({s});
+        take({s}, 1);
         m.stop = criterion.check(seconds_since(start));
       }
       m.wall_s = seconds_since(start);

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kda/bench/sampling.h"
 #include "kda/bench/stopping.h"
 #include "kda/bench/throttle.h"
 
@@ -34,12 +35,9 @@ struct MeasureConfig {
   ThrottleConfig throttle;
   bool detect_throttle = true;
   int64_t warmup_runs = 3;            // untimed runs before the loop (warm, cold, graph)
-  double batch_target_s = 0.025;      // GPU time per warm/graph batch
-  int64_t max_batch = 64;             // launches per warm/graph batch
-  // warm/graph: a call shorter than this is timed as several back-to-back calls between one
-  // event pair (sample = their mean), so launch jitter of microsecond kernels does not dominate
-  // the noise; longer calls get one event pair each.
-  double min_sample_s = 200e-6;
+  // warm/graph: samples per batch, and calls shorter than sampling.min_sample_s timed as one
+  // replay of a CUDA graph of N back-to-back calls per sample (sampling.h).
+  SamplingConfig sampling;
   double triton_warmup_ms = 25.0;     // do_bench's `warmup` budget
   double triton_rep_ms = 100.0;       // do_bench's `rep` budget
 };
@@ -49,7 +47,8 @@ struct Measurement {
   std::vector<double> cpu_s;     // host view per sample (steady clock); empty in triton mode
   std::vector<double> clock_hz;  // SM clock per sample (NaN when unknown)
   int64_t warmup_runs = 0;
-  int64_t calls_per_sample = 1;  // back-to-back calls inside one event pair (warm, graph)
+  int64_t calls_per_sample = 1;  // calls inside one event pair (graph_batch: N; else 1)
+  SampleMethod sample_method = SampleMethod::call;  // how a sample was taken (sampling.h)
   int64_t throttle_discards = 0;
   int64_t rejected_samples = 0;
   StopReason stop = StopReason::none;

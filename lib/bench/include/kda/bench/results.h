@@ -59,7 +59,8 @@ struct RunRow {
   uint64_t seed = 0;                     // seed of the inputs (a shape's own seed wins)
 
   int64_t warmup_runs = 0;
-  int64_t calls_per_sample = 1;  // back-to-back calls inside one event pair
+  int64_t calls_per_sample = 1;  // calls inside one event pair (graph_batch: N, else 1)
+  std::string sample_method = "call";  // call | graph | graph_batch (sampling.h)
   StopReason stop = StopReason::none;
   int64_t throttle_discards = 0;
   int64_t rejected_samples = 0;  // non-finite times the stopping rule refused

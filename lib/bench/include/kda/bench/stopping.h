@@ -1,8 +1,9 @@
 // Adaptive stopping rule of kda-bench (nvbench's "stdrel" method, in our own code).
 //
-// Fed one GPU-time sample at a time. The measurement stops when
-//   1. at least `min_samples` samples were accepted AND their accumulated time is at least
-//      `min_time_s`, and then
+// Fed one GPU-time sample at a time: the per-call time of the sample and the number of calls it
+// spans (1, or N for a graph batch; sampling.h). The measurement stops when
+//   1. at least `min_samples` samples were accepted AND the GPU time they span (per-call time x
+//      calls, summed) is at least `min_time_s`, and then
 //      a. the noise (relative stdev of all accepted samples) is below `max_noise`
 //         -> StopReason::noise_target, or
 //      b. the noise has stabilised above the target: once more than kStableMinHistory noise
@@ -26,7 +27,7 @@ namespace kda::bench {
 
 struct StoppingConfig {
   int64_t min_samples = 10;
-  double min_time_s = 0.5;   // accumulated GPU time of accepted samples
+  double min_time_s = 0.5;   // GPU time spanned by the accepted samples
   double max_noise = 0.005;  // relative stdev (fraction): 0.5 %
   double timeout_s = 15.0;   // wall time of the measurement loop
 };
@@ -46,15 +47,17 @@ class StdrelCriterion {
 
   explicit StdrelCriterion(const StoppingConfig& config = {});
 
-  // One GPU-time sample in seconds. Unusable samples are counted, never accumulated.
-  void add_sample(double seconds);
+  // One sample: its per-call GPU time in seconds and the calls it spans (the sample's GPU time
+  // is seconds x calls; calls < 1 counts as 1). The noise is that of the per-call times.
+  // Unusable samples are counted, never accumulated.
+  void add_sample(double seconds, int64_t calls = 1);
 
   // StopReason::none while the measurement should go on.
   StopReason check(double wall_elapsed_s) const;
 
   int64_t samples() const { return count_; }             // accepted samples
   int64_t rejected_samples() const { return rejected_; }
-  double total_time_s() const { return total_; }
+  double total_time_s() const { return total_; }  // GPU time spanned (per-call x calls)
   double mean_s() const { return mean_; }
   // Current relative stdev of the accepted samples (+inf below 5 samples, NaN for a zero mean).
   double noise() const;
