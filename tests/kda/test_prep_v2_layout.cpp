@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -244,7 +245,8 @@ TEST(PrepV2Layout, SharedMemoryRegions) {
   EXPECT_LE(v2::sg(kC - 1, kD - 1) + 4, v2::kSX);
   EXPECT_LE(v2::sx(kC - 1, kC - 1) + 4, v2::kSY);
   EXPECT_LE(v2::scol(kC - 1, kD - 1) + 2, v2::kSY);
-  EXPECT_LE(v2::sy(2, 15, 15) + 4, v2::kSBeta);
+  EXPECT_LE(v2::sy(v2::schur_units(1) - 1, 15, 7) + 4, v2::kSBeta);
+  EXPECT_LE(v2::schur_units(1), 8) << "one warp per Schur unit";
   EXPECT_LE(v2::kSBeta + 4 * kC, v2::kSBytes);
   for (int i = 0; i < kC; ++i) {
     EXPECT_EQ(v2::sq(i, 0) % 16, 0);
@@ -260,7 +262,9 @@ TEST(PrepV2Layout, SharedMemoryRegions) {
   EXPECT_LE(v2::skt(kC - 1, kD - 1) + 2, v2::kSX);
   for (int t = 0; t < kC; ++t) {
     EXPECT_EQ(v2::skt(t, 0) % 16, 0);
-    if (t / 8 + 1 < kC / 8) EXPECT_LE(v2::skt(t, kD - 1) + 2, v2::sg(8 * (t / 8 + 1), 0)) << t;
+    if (t / 8 + 1 < kC / 8) {
+      EXPECT_LE(v2::skt(t, kD - 1) + 2, v2::sg(8 * (t / 8 + 1), 0)) << t;
+    }
     EXPECT_GE(v2::skt(t, 0), v2::kSG);
   }
   EXPECT_LE(v2::stb(kC - 1, kC - 1) + 2, v2::kSK);
@@ -310,36 +314,39 @@ void emulate_inverse(Memory& s) {
       for (int i = 0; i < 16; ++i) s.at(v2::sx(base + i, base + lane)) = x[i];
     }
   }
+  // Phase 4b on tensor cores: the fragments of each unit through the kernel's maps and the PTX
+  // mma model (values are exact doubles here, so the kernel's hi + lo splits are x + 0).
   for (int level = 1; level <= 3; ++level) {
-    const int nb = v2::schur_blocks(level);
-    for (int e = 0; e < nb; ++e) {
+    std::set<std::pair<int, int>> written;  // (block, column) pairs, each exactly once
+    for (int u = 0; u < v2::schur_units(level); ++u) {
+      const int e = v2::schur_block(u);
       const int p = v2::schur_p(level, e), c = v2::schur_c(level, e);
       EXPECT_EQ(p - c, level);
-      for (int i = 0; i < 16; ++i) {
-        for (int j = 0; j < 16; ++j) {
-          double y = 0;
-          for (int rr = 0; rr < level; ++rr) {
-            for (int t = 0; t < 16; ++t) {
-              const int r = c + rr;
-              y += s.at(v2::sa(16 * p + i, 16 * r + t)) * s.at(v2::sx(16 * r + t, 16 * c + j));
-            }
-          }
-          s.at(v2::sy(e, i, j)) = y;
+      const int n0 = 16 * c + 8 * v2::schur_ntile(u);
+      Acc y{};
+      for (int r = c; r < p; ++r) {
+        const Frag4 a = a_frag([&](int row, int col) { return s.at(v2::sa(16 * p + row, 16 * r + col)); });
+        const Frag4 b = b_frag2([&](int k, int n) {
+          return n < 8 ? s.at(v2::sx(16 * r + k, n0 + n)) : 0.0;
+        });
+        run_mma(y, a, b, 0);
+      }
+      for (int l = 0; l < 32; ++l) {
+        for (int reg = 0; reg < 4; ++reg) s.at(v2::sy(u, v1::c_row(l, reg), v1::c_col(l, reg))) = y[l][reg];
+      }
+      const Frag4 a = a_frag([&](int row, int col) { return s.at(v2::sx(16 * p + row, 16 * p + col)); });
+      const Frag4 b = b_frag2([&](int k, int n) { return n < 8 ? s.at(v2::sy(u, k, n)) : 0.0; });
+      Acc x{};
+      run_mma(x, a, b, 0);
+      for (int l = 0; l < 32; ++l) {
+        for (int reg = 0; reg < 4; ++reg) {
+          const int row = 16 * p + v1::c_row(l, reg), col = n0 + v1::c_col(l, reg);
+          s.at(v2::sx(row, col)) = -x[l][reg];
+          EXPECT_TRUE(written.insert({row, col}).second) << "written twice: " << row << ", " << col;
         }
       }
     }
-    for (int e = 0; e < nb; ++e) {
-      const int p = v2::schur_p(level, e), c = v2::schur_c(level, e);
-      for (int i = 0; i < 16; ++i) {
-        for (int j = 0; j < 16; ++j) {
-          double x = 0;
-          for (int t = 0; t < 16; ++t) {
-            x += s.at(v2::sx(16 * p + i, 16 * p + t)) * s.at(v2::sy(e, t, j));
-          }
-          s.at(v2::sx(16 * p + i, 16 * c + j)) = -x;
-        }
-      }
-    }
+    EXPECT_EQ(written.size(), static_cast<size_t>(v2::schur_blocks(level) * 256));
   }
 }
 

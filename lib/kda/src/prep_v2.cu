@@ -95,6 +95,13 @@ __device__ __forceinline__ uint4 pack8_bf16(const float (&x)[8]) {
   return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]),
                     pack_bf16(x[6], x[7]));
 }
+// Two fp32 -> fp16 pairs hi + lo with x = hi + lo to ~2^-22 relative (lo = fp16(x - hi)).
+__device__ __forceinline__ void split_f16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __half2 h = __floats2half2_rn(x0, x1);
+  const float2 back = __half22float2(h);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = pack_f16(x0 - back.x, x1 - back.y);
+}
 __device__ __forceinline__ uint4 pack8_f16(const float (&x)[8]) {
   return make_uint4(pack_f16(x[0], x[1]), pack_f16(x[2], x[3]), pack_f16(x[4], x[5]),
                     pack_f16(x[6], x[7]));
@@ -381,80 +388,65 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   }
   __syncthreads();
 
-  // ---- 4b. Off-diagonal blocks, level l = p - c: Y = sum_{c<=r<p} A_pr X_rc, X_pc = -X_pp Y.
-  // Thread (i, j) of each block of the level; the level's blocks accumulate side by side (ILP).
-  {
-    const int i = (tid >> 4) & 15;
-    const int j = tid & 15;
+  // ---- 4b. Off-diagonal blocks on tensor cores, level l = p - c = 1, 2, 3. Warp u of the level
+  // (u < 2 (4 - l)) owns 8 columns (n tile u % 2) of block u / 2:
+  //   Y     = sum_{c <= r < p} A_pr X_rc   (r ascending)
+  //   X_pc  = -X_pp Y
+  // fp16 operands, fp32 accumulation. A_kk in plain fp16 (|A| <= 1 and already carrying the
+  // bf16 grams' 2^-9); X and Y, which carry the inverse from level to level, as hi + lo fp16
+  // pairs (x = hi + lo to ~2^-22), so T keeps ~fp32 accuracy until phase 5 rounds it once.
+  // Y moves from the C to the B layout through the warp's own scratch tile (a __syncwarp, not a
+  // CTA barrier); one CTA barrier per level (the next level reads blocks other warps wrote).
+#pragma unroll 1
+  for (int level = 1; level <= 3; ++level) {
+    if (warp < schur_units(level)) {  // warp-uniform
+      const int e = schur_block(warp);
+      const int p = schur_p(level, e);
+      const int c = schur_c(level, e);
+      const int n0 = 16 * c + 8 * schur_ntile(warp);
+      float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 1
+      for (int r = c; r < p; ++r) {
+        uint32_t a[4];
 #pragma unroll
-    for (int level = 1; level <= 3; ++level) {
-      constexpr int kMax = 3;
-      const int nb = schur_blocks(level);
-      // A_pr and X_pp rows are read 4 at a time (16-byte broadcast loads: two rows per warp),
-      // the X_rc / Y columns one per lane; the sums still run over s in ascending order.
-      float y[kMax] = {0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int rr = 0; rr < level; ++rr) {
-#pragma unroll 2
-        for (int s4 = 0; s4 < 16; s4 += 4) {
-          float4 a[kMax];
-#pragma unroll
-          for (int e = 0; e < kMax; ++e) {
-            if (e < nb) {
-              const int p = schur_p(level, e);
-              const int r = schur_c(level, e) + rr;
-              a[e] = *reinterpret_cast<const float4*>(smem + sa(16 * p + i, 16 * r + s4));
-            }
-          }
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-#pragma unroll
-            for (int e = 0; e < kMax; ++e) {
-              if (e < nb) {
-                const int c = schur_c(level, e);
-                const int r = c + rr;
-                const float au = u == 0 ? a[e].x : u == 1 ? a[e].y : u == 2 ? a[e].z : a[e].w;
-                y[e] = fmaf(au, ldf(smem, sx(16 * r + s4 + u, 16 * c + j)), y[e]);
-              }
-            }
-          }
+        for (int reg = 0; reg < 4; ++reg) {
+          const float2 v = ldf2(smem, sa(16 * p + a_row(lane, reg), 16 * r + a_col(lane, reg, 0)));
+          a[reg] = pack_f16(v.x, v.y);
         }
+        uint32_t bhi[2], blo[2];
+#pragma unroll
+        for (int reg = 0; reg < 2; ++reg) {
+          split_f16(ldf(smem, sx(16 * r + b_k(lane, reg, 0), n0 + b_n(lane))),
+                    ldf(smem, sx(16 * r + b_k(lane, reg, 1), n0 + b_n(lane))), bhi[reg], blo[reg]);
+        }
+        mma_f16(y, a, bhi[0], bhi[1]);
+        mma_f16(y, a, blo[0], blo[1]);
       }
 #pragma unroll
-      for (int e = 0; e < kMax; ++e) {
-        if (e < nb) stf(smem, sy(e, i, j), y[e]);
+      for (int reg = 0; reg < 4; ++reg) stf(smem, sy(warp, c_row(lane, reg), c_col(lane, reg)), y[reg]);
+      __syncwarp();
+      uint32_t xhi[4], xlo[4];
+#pragma unroll
+      for (int reg = 0; reg < 4; ++reg) {
+        const float2 v = ldf2(smem, sx(16 * p + a_row(lane, reg), 16 * p + a_col(lane, reg, 0)));
+        split_f16(v.x, v.y, xhi[reg], xlo[reg]);
       }
-      __syncthreads();
-      float x[kMax] = {0.0f, 0.0f, 0.0f};
-#pragma unroll 2
-      for (int s4 = 0; s4 < 16; s4 += 4) {
-        float4 t[kMax];
+      uint32_t yhi[2], ylo[2];
 #pragma unroll
-        for (int e = 0; e < kMax; ++e) {
-          if (e < nb) {
-            const int p = schur_p(level, e);
-            t[e] = *reinterpret_cast<const float4*>(smem + sx(16 * p + i, 16 * p + s4));
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-#pragma unroll
-          for (int e = 0; e < kMax; ++e) {
-            if (e < nb) {
-              const float tu = u == 0 ? t[e].x : u == 1 ? t[e].y : u == 2 ? t[e].z : t[e].w;
-              x[e] = fmaf(tu, ldf(smem, sy(e, s4 + u, j)), x[e]);
-            }
-          }
-        }
+      for (int reg = 0; reg < 2; ++reg) {
+        split_f16(ldf(smem, sy(warp, b_k(lane, reg, 0), b_n(lane))),
+                  ldf(smem, sy(warp, b_k(lane, reg, 1), b_n(lane))), yhi[reg], ylo[reg]);
       }
+      float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_f16(x, xhi, yhi[0], yhi[1]);
+      mma_f16(x, xhi, ylo[0], ylo[1]);
+      mma_f16(x, xlo, yhi[0], yhi[1]);
 #pragma unroll
-      for (int e = 0; e < kMax; ++e) {
-        if (e < nb) {
-          stf(smem, sx(16 * schur_p(level, e) + i, 16 * schur_c(level, e) + j), -x[e]);
-        }
+      for (int reg = 0; reg < 4; ++reg) {
+        stf(smem, sx(16 * p + c_row(lane, reg), n0 + c_col(lane, reg)), -x[reg]);
       }
-      __syncthreads();
     }
+    __syncthreads();
   }
 
   // ---- 5a. T -> fp16 and bf16 copies for ldmatrix (lower blocks only: phase 5 reads no other).

@@ -88,9 +88,8 @@ KDA_HD constexpr int ldsm_a_row(int lane) { return lane & 15; }
 KDA_HD constexpr int ldsm_a_col(int lane) { return 8 * (lane >> 4); }
 KDA_HD constexpr int ldsm_bt_row(int lane) { return (lane & 7) + 8 * ((lane >> 3) & 1); }
 KDA_HD constexpr int ldsm_bt_col(int lane) { return 8 * (lane >> 4); }
-KDA_HD constexpr int sy(int block, int row, int col) {
-  return kSY + 4 * (block * 256 + row * 16 + col);
-}
+// The Schur scratch: one 16x8 fp32 tile Y per unit (warp) of a level, at most 6 units.
+KDA_HD constexpr int sy(int unit, int row, int col) { return kSY + 4 * (unit * 128 + row * 8 + col); }
 
 // ------------------------------------------------------------------------------------------------
 // Grams: 10 tasks = 16x16 block pairs (row block p >= column block c), in the order
@@ -111,9 +110,15 @@ KDA_HD constexpr int anchor(int c, int n) { return 16 * c + 8 < n - 1 ? 16 * c +
 
 // ------------------------------------------------------------------------------------------------
 // Blocked inverse X = (I + A)^-1 (A strictly lower, 4 x 4 blocks of 16): diagonal blocks by
-// forward substitution, then X_pc = -X_pp (sum_{c <= r < p} A_pr X_rc) level by level.
+// forward substitution, then X_pc = -X_pp (sum_{c <= r < p} A_pr X_rc) level by level
+// (mma.sync, fp16 operands with hi + lo splits, fp32 accumulation: prep_v2.cu phase 4b).
 // Level l (1..3) holds the blocks p - c = l; element e of a level is block e's (p, c).
+// On tensor cores (v2.3) a level's unit u (= warp u < schur_units(level)) computes block
+// schur_block(u)'s 8-column n tile schur_ntile(u).
 KDA_HD constexpr int schur_blocks(int level) { return 4 - level; }
+KDA_HD constexpr int schur_units(int level) { return 2 * schur_blocks(level); }
+KDA_HD constexpr int schur_block(int unit) { return unit >> 1; }
+KDA_HD constexpr int schur_ntile(int unit) { return unit & 1; }
 KDA_HD constexpr int schur_c(int /*level*/, int e) { return e; }
 KDA_HD constexpr int schur_p(int level, int e) { return e + level; }
 
