@@ -2,7 +2,9 @@
 # The one command run on the H200 machine (device tool) over a copy of the checkout, with
 # build/release/bin carried from the development machine. Writes everything under $OUT/r and
 # packs it as $OUT/h200.tar.gz (the device tool returns at most 8 files), plus a short summary.
-#   scripts/h200-run.sh [quick]    quick: skip the contract kda-check and the sanitizers
+#   scripts/h200-run.sh [full|quick|sanitize]
+#     full: everything below; quick: no contract kda-check, no sanitizers; sanitize: only the
+#     compute-sanitizer runs (SAN_TOOLS, SANITIZE_SHAPES, SAN_TESTS=0 skips test_kda_gpu)
 # Environment: VARIANTS (kernel variants, the last one is benched with stages), REPEAT=1 (a
 # second kda-bench contract run, stages included, and `compare` against the first: SAME on every
 # row expected), ALLMODES=0 (skip the all-modes run), GBENCH=0 (skip the kda-gbench JSON run),
@@ -33,12 +35,13 @@ step() {  # step SECONDS NAME CMD...: runs with a time limit, logs to $r/NAME.lo
   local rc=$?
   echo "$name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$summary"
 }
-for t in "$bin"/test_kda_gpu "$bin"/test_bench_gpu "$bin"/test_kda_validate; do
-  [[ -x $t ]] && step 120 "$(basename "$t")" "$t" --gtest_brief=1
-done
 variants=(${VARIANTS:-v0_fp32 v1_mma v2_mma})
 vargs=()
 for v in "${variants[@]}"; do vargs+=(--variant "$v"); done
+if [[ $mode != sanitize ]]; then
+for t in "$bin"/test_kda_gpu "$bin"/test_bench_gpu "$bin"/test_kda_validate; do
+  [[ -x $t ]] && step 120 "$(basename "$t")" "$t" --gtest_brief=1
+done
 for s in smoke edge; do
   step 120 "check-$s" "$bin/kda-check" "${vargs[@]}" --shapes shapes/$s.yaml --md "$r/check-$s.md" \
     --csv "$r/check-$s.csv" --json "$r/check-$s.json" --force
@@ -74,8 +77,11 @@ if [[ ${GBENCH:-1} == 1 && -x $bin/kda-gbench ]]; then  # Google Benchmark JSON,
   step 240 gbench-contract "$bin/kda-gbench" --variant "$main" --shapes shapes/contract.yaml \
     --benchmark_out="$r/gbench-contract.json" --benchmark_out_format=json
 fi
-if [[ $mode == full ]] && command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck; do
+fi  # mode != sanitize
+if [[ $mode == full || $mode == sanitize ]] && command -v compute-sanitizer >/dev/null; then
+  # kda-check runs l2norm and both forward paths per shape; test_kda_gpu adds gate_cumsum and the
+  # API edge cases, so together they cover every op.
+  for tool in ${SAN_TOOLS:-memcheck racecheck initcheck synccheck}; do
     for s in ${SANITIZE_SHAPES:-smoke edge}; do
       # Every variant on smoke; the default variant on the (larger) edge file.
       sargs=("${vargs[@]}")
@@ -83,6 +89,8 @@ if [[ $mode == full ]] && command -v compute-sanitizer >/dev/null; then
       step 200 "sanitizer-$tool-$s" compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$bin/kda-check" "${sargs[@]}" --shapes shapes/$s.yaml
     done
+    [[ ${SAN_TESTS:-1} == 1 ]] && step 200 "sanitizer-$tool-test_kda_gpu" compute-sanitizer \
+      --tool "$tool" --error-exitcode 9 "$bin/test_kda_gpu" --gtest_brief=1
   done
 fi
 tar -C "$OUT" -czf "$OUT/h200.tar.gz" r
