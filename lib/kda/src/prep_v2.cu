@@ -218,9 +218,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 
   // ---- 2. q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); the column
   // operands of the grams; the zero upper blocks of A_qk. One unit = one row and 8 consecutive
-  // channels (16-byte loads, 16-byte record stores: a swizzle group is 8 channels). Two units in
-  // flight per thread (their loads and 2^x overlap).
-#pragma unroll 2
+  // channels (16-byte loads, 16-byte record stores: a swizzle group is 8 channels).
+#pragma unroll 1
   for (int u = tid; u < kC * kD / 8; u += kThreads) {
     const int i = u >> 4;
     const int d0 = 8 * (u & 15);
@@ -268,10 +267,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   float akk[2][2][4];  // [task slot][n tile][C register]
 #pragma unroll
   for (int slot = 0; slot < 2; ++slot) {
-    const int task = gram_task(warp, slot);
-    if (task < 0) break;  // warp-uniform
-    const bool do_k = gram_does_kk(warp, slot);
-    const bool do_q = gram_does_qk(warp, slot);
+    const int task = warp + 8 * slot;
+    if (task >= kGramTasks) break;  // warp-uniform
     const int p = gram_p(task);
     const int c = gram_c(task);
     float acck[2][4] = {};
@@ -288,16 +285,12 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           const int col = d0 + a_col(lane, r, 0);
           const float2 gi = ldf2(smem, sg(row, col));
           const float2 gm = ldf2(smem, sg(m, col));
+          const float2 kk = ldh2(smem, sk(row, col));
+          const float2 qq = ldh2(smem, sq(row, col));
           const float f0 = ex2_approx(gi.x - gm.x);
           const float f1 = ex2_approx(gi.y - gm.y);
-          if (do_k) {
-            const float2 kk = ldh2(smem, sk(row, col));
-            ak[r] = pack_bf16(kk.x * f0, kk.y * f1);
-          }
-          if (do_q) {
-            const float2 qq = ldh2(smem, sq(row, col));
-            aq[r] = pack_bf16(qq.x * f0, qq.y * f1);
-          }
+          ak[r] = pack_bf16(kk.x * f0, kk.y * f1);
+          aq[r] = pack_bf16(qq.x * f0, qq.y * f1);
         }
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
@@ -307,8 +300,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           for (int r = 0; r < 2; ++r) {
             b[r] = *reinterpret_cast<const uint32_t*>(smem + scol(j, d0 + b_k(lane, r, 0)));
           }
-          if (do_k) mma_bf16(acck[nt], ak, b[0], b[1]);
-          if (do_q) mma_bf16(accq[nt], aq, b[0], b[1]);
+          mma_bf16(acck[nt], ak, b[0], b[1]);
+          mma_bf16(accq[nt], aq, b[0], b[1]);
         }
       }
     }
@@ -327,18 +320,16 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           akk[slot][nt][reg] = (j < i && i < n) ? b * acck[nt][reg] : 0.0f;
           out_q[e] = (j <= i && i < n) ? rq * accq[nt][reg] : 0.0f;
         }
-        if (do_q) {
-          put_pair(rec, v1::rec1_aqk(i, 16 * c + 8 * nt + c_col(lane, 0)),
-                   pack_bf16(out_q[0], out_q[1]));
-        }
+        put_pair(rec, v1::rec1_aqk(i, 16 * c + 8 * nt + c_col(lane, 0)),
+                 pack_bf16(out_q[0], out_q[1]));
       }
     }
   }
   __syncthreads();  // q is dead: its region becomes A_kk
 #pragma unroll
   for (int slot = 0; slot < 2; ++slot) {
-    const int task = gram_task(warp, slot);
-    if (task < 0 || !gram_does_kk(warp, slot)) break;
+    const int task = warp + 8 * slot;
+    if (task >= kGramTasks) break;
     const int p = gram_p(task);
     const int c = gram_c(task);
 #pragma unroll

@@ -93,8 +93,8 @@ KDA_HD constexpr int sy(int unit, int row, int col) { return kSY + 4 * (unit * 1
 
 // ------------------------------------------------------------------------------------------------
 // Grams: 10 tasks = 16x16 block pairs (row block p >= column block c), in the order
-// (0,0) (1,0) (1,1) (2,0) (2,1) (2,2) (3,0) (3,1) (3,2) (3,3). A task computes both grams of its
-// block pair (the row factor 2^(G_i - G_{m_c}) is shared), except where split (gram_task below).
+// (0,0) (1,0) (1,1) (2,0) (2,1) (2,2) (3,0) (3,1) (3,2) (3,3); warp w runs tasks w and w + 8.
+// Each task computes both grams of its block pair (the row factor 2^(G_i - G_{m_c}) is shared).
 inline constexpr int kGramTasks = 10;
 KDA_HD constexpr int gram_p(int task) {
   int p = 0;
@@ -105,14 +105,6 @@ KDA_HD constexpr int gram_p(int task) {
   return p;
 }
 KDA_HD constexpr int gram_c(int task) { return task - gram_p(task) * (gram_p(task) + 1) / 2; }
-// Warps: slot 0, warp w runs task w, both grams; slot 1 splits tasks 8 and 9 by gram over warps
-// 0..3 (warps 0, 1: the A_kk gram of task 8 + w; warps 2, 3: the A_qk gram of task 8 + w - 2),
-// so no warp runs two full tasks (each half recomputes its row factors).
-KDA_HD constexpr int gram_task(int warp, int slot) {
-  return slot == 0 ? warp : (warp < 4 ? 8 + (warp & 1) : -1);
-}
-KDA_HD constexpr bool gram_does_kk(int warp, int slot) { return slot == 0 || warp < 2; }
-KDA_HD constexpr bool gram_does_qk(int warp, int slot) { return slot == 0 || warp >= 2; }
 // Anchor of column block c for a chunk of n valid rows (kernel-design §7.1): its middle row.
 KDA_HD constexpr int anchor(int c, int n) { return 16 * c + 8 < n - 1 ? 16 * c + 8 : n - 1; }
 
