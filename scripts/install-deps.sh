@@ -15,6 +15,7 @@ packages=(
   libbenchmark-dev      # kda-gbench
   libfccp-dev           # CSV reader for baselines
   python3-numpy python3-matplotlib      # plot script and .npy cross-checks
+  python3-yaml                          # scripts/peers (shape files) and their tests
 )
 
 missing=()

@@ -1,0 +1,1082 @@
+"""Shared, GPU-free helpers of the FLA peer scripts (fla_bench.py, fla_check.py).
+
+Everything here needs only the Python standard library, NumPy and PyYAML, so it runs (and is
+tested, test_peers.py) on the development machine without torch, Triton or a GPU:
+
+* shape files (shapes/*.yaml, schema in shapes/README.md) -> Shape objects;
+* the gate conversion from our contract (chunk-local cumulative log2 gate, kda-forward.md §1.1,
+  §9.1) to FLA's (per-token natural-log gate, §1.2/§1.3), and FLA's own reconstruction emulated;
+* the §9.4 error budget, ported from lib/harness/src/budget.cpp (same rule, same verdict text);
+* the timing statistics and the nvbench "stdrel" stopping rule of lib/bench (statistics.cpp,
+  stopping.cpp);
+* a reader of `kda-check --dump` directories (apps/kda-check/dump.cpp);
+* a NumPy per-token recurrence (kda-forward.md §2.1) in float64 or float32;
+* CSV/markdown writing, atomic (temp file + rename) and refusing to overwrite without force.
+
+No FLA code is copied here; FLA's conventions are described in ../../shared/spec/kda-forward.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import re
+import tempfile
+from typing import Iterable, Sequence
+
+import numpy as np
+
+# --- exit codes shared by both scripts ---------------------------------------------------------
+EXIT_OK = 0
+EXIT_FAILED = 1        # a verification / judgement failed
+EXIT_USAGE = 2         # bad usage or input (options, shape file, dump, output path exists)
+EXIT_RUNTIME = 3       # FLA present but failed to import or run (CUDA error, exception)
+EXIT_NOT_CONVERGED = 4  # fla_bench: all verified, a timing row did not converge
+EXIT_SKIPPED = 77      # torch, a CUDA GPU or FLA is missing: nothing was run (the automake "skip")
+
+CHUNK = 64                     # chunk size of our contract and of FLA's default chunk_kda
+DEFAULT_SEED = 20261130        # kda::harness::kDefaultSeed
+LOWER_BOUND = -5.0             # gate lower bound of the generated inputs (§9.3)
+L2NORM_EPS = 1e-6              # y = x / sqrt(sum x^2 + eps) (§4.1)
+# FLA multiplies its chunk cumsum by fla.ops.utils.constant.RCP_LN2 = 1.4426950216, a Python float
+# that Triton passes to the kernel as an fp32 scalar: this is the value the kernel uses.
+RCP_LN2_F32 = float(np.float32(1.4426950216))
+FLOOR_BANDWIDTH_BPS = 4.25e12  # kda-bench --floor-bandwidth default (performance.md)
+
+
+class InputError(Exception):
+    """Bad input: a shape file, a dump directory, an option. Exit code 2."""
+
+
+class Skip(Exception):
+    """A prerequisite (torch, CUDA GPU, FLA) is missing. Exit code 77."""
+
+
+# ================================================================================================
+# Shape files
+# ================================================================================================
+
+class _Text(str):
+    """Already-worded 'got' text for shape-file messages (not a YAML value to describe)."""
+
+
+def _make_loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that also reads 1e-3 / 1e20 as floats (YAML 1.2 / yaml-cpp do; PyYAML's
+        YAML 1.1 resolver wants a dot) and keeps only true/false spellings as booleans."""
+
+    Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    for first, resolvers in list(Loader.yaml_implicit_resolvers.items()):
+        Loader.yaml_implicit_resolvers[first] = [
+            (tag, regexp) for tag, regexp in resolvers
+            if tag not in ("tag:yaml.org,2002:float", "tag:yaml.org,2002:bool")]
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        list("tTfF"))
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                    |[-+]?\.(?:inf|Inf|INF)
+                    |\.(?:nan|NaN|NAN))$""", re.X),
+        list("-+0123456789."))
+    return Loader
+
+
+@dataclasses.dataclass
+class Shape:
+    """One problem of a shape file (the fields of kda::harness::ShapeSpec that matter here)."""
+    id: str
+    heads: int
+    batch: int                       # B of the buffers (1 when packed)
+    tokens: int                      # T of the buffers
+    seq_lens: list[int] | None       # packed form; None for dense
+    key_dim: int = 128
+    value_dim: int = 128
+    initial_state: bool = False
+    final_state: bool = False
+    seed: int | None = None
+    q_rows: dict | None = None       # row-scale suite settings, or None
+
+    @property
+    def packed(self) -> bool:
+        return self.seq_lens is not None
+
+    @property
+    def cu_seqlens(self) -> list[int] | None:
+        if self.seq_lens is None:
+            return None
+        out = [0]
+        for n in self.seq_lens:
+            out.append(out[-1] + n)
+        return out
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.seq_lens) if self.packed else self.batch
+
+    @property
+    def active_tokens(self) -> int:
+        """Tokens that belong to a sequence, over the whole buffer (B*T for dense)."""
+        return sum(self.seq_lens) if self.packed else self.batch * self.tokens
+
+    @property
+    def token_heads(self) -> int:
+        return self.batch * self.tokens * self.heads
+
+    def gpu_supported(self) -> bool:
+        return self.key_dim == 128 and self.value_dim == 128
+
+
+_SHAPE_KEYS = ("id", "heads", "seq_lens", "batch", "seq_len", "total_tokens", "head_dim",
+               "key_dim", "value_dim", "initial_state", "final_state", "seed", "q_rows")
+_QROWS_KEYS = ("min_scale", "max_scale", "huge_values", "zero_rows")
+_MAX_TOKENS = 2**31 - 1
+
+
+def _describe(value) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, str):
+        return f"the string \"{value}\""
+    if isinstance(value, bool):
+        return "'true'" if value else "'false'"
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "a map"
+    return f"'{value}'"
+
+
+def load_shape_file(path: str) -> list[Shape]:
+    """Parses a shape file with the schema of shapes/README.md. Raises InputError with messages of
+    the form "<file>: shape '<id>': field '<field>': expected <what>, got <what>" (no line
+    numbers, unlike the C++ parser)."""
+    import yaml
+
+    def fail(where: str, field: str | None, expected: str, got) -> None:
+        parts = [path]
+        if where:
+            parts.append(f"shape '{where}'")
+        if field:
+            parts.append(f"field '{field}'")
+        got_text = got if isinstance(got, _Text) else _describe(got)
+        raise InputError(": ".join(parts) + f": expected {expected}, got {got_text}")
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read shape file: {e.strerror}") from None
+    try:
+        doc = yaml.load(text, Loader=_make_loader())  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as e:
+        raise InputError(f"{path}: not valid YAML: {e}") from None
+    if doc is None:
+        raise InputError(f"{path}: empty shape file (expected a map with a 'shapes' list)")
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected a map with a 'shapes' list, got {_describe(doc)}")
+    for key in doc:
+        if key not in ("shapes", "description"):
+            raise InputError(f"{path}: field '{key}': expected one of shapes, description, got an unknown key")
+    if "description" in doc and not isinstance(doc["description"], str):
+        raise InputError(f"{path}: field 'description': expected a string, got {_describe(doc['description'])}")
+    entries = doc.get("shapes")
+    if not isinstance(entries, list) or not entries:
+        raise InputError(f"{path}: field 'shapes': expected a non-empty list of shapes, got {_describe(entries)}")
+
+    def as_int(where, field, value, lo, hi, what):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            fail(where, field, what, value)
+        return value
+
+    def as_bool(where, field, value):
+        if not isinstance(value, bool):
+            fail(where, field, "true or false", value)
+        return value
+
+    def as_float(where, field, value, what, ok):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(float(value)):
+            fail(where, field, what, value)
+        return float(value)
+
+    shapes: list[Shape] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries, start=1):
+        where = f"#{index}"
+        if not isinstance(entry, dict):
+            fail(where, "id", "a map (id, heads, seq_lens or batch + seq_len, ...)", entry)
+        ident = entry.get("id")
+        if isinstance(ident, str) and re.fullmatch(r"[A-Za-z0-9._-]+", ident):
+            where = ident
+        for key in entry:
+            if key not in _SHAPE_KEYS:
+                fail(where, str(key), "one of " + ", ".join(_SHAPE_KEYS), _Text("an unknown key"))
+        if ident is None:
+            fail(where, "id", "a shape id", None)
+        if not isinstance(ident, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", ident):
+            fail(where, "id", "an id of letters, digits, '.', '_' or '-'", ident)
+        if ident in seen:
+            fail(where, "id", "a unique id", _Text("a duplicate of an earlier shape"))
+        seen.add(ident)
+        if "heads" not in entry:
+            fail(where, "heads", "an integer >= 1", None)
+        heads = as_int(where, "heads", entry["heads"], 1, 1 << 20, "an integer >= 1")
+        packed = "seq_lens" in entry
+        dense = "batch" in entry or "seq_len" in entry
+        if packed and dense:
+            fail(where, "batch" if "batch" in entry else "seq_len", "either seq_lens or batch + seq_len", _Text("both"))
+        if not packed and not dense:
+            fail(where, "seq_lens", "a list of sequence lengths (or batch + seq_len)", None)
+        if packed:
+            lens = entry["seq_lens"]
+            if not isinstance(lens, list) or not lens:
+                fail(where, "seq_lens", "a non-empty list of sequence lengths (integers >= 0)", lens)
+            lens = [as_int(where, "seq_lens", n, 0, _MAX_TOKENS, "a sequence length >= 0") for n in lens]
+            total = sum(lens)
+            if total > _MAX_TOKENS:
+                fail(where, "seq_lens", f"lengths summing to at most {_MAX_TOKENS}", total)
+            if "total_tokens" in entry:
+                tokens = as_int(where, "total_tokens", entry["total_tokens"], max(total, 1), _MAX_TOKENS,
+                                f"an integer >= {max(total, 1)} (the sum of seq_lens)")
+            else:
+                if total == 0:
+                    fail(where, "total_tokens",
+                         "an integer >= 1 when every sequence is empty (the buffers need T >= 1)", None)
+                tokens = total
+            batch = 1
+        else:
+            for name in ("batch", "seq_len"):
+                if name not in entry:
+                    fail(where, name, "batch and seq_len together", None)
+            if "total_tokens" in entry:
+                fail(where, "total_tokens", "no total_tokens in a dense (batch + seq_len) shape", entry["total_tokens"])
+            batch = as_int(where, "batch", entry["batch"], 1, _MAX_TOKENS, "an integer >= 1")
+            tokens = as_int(where, "seq_len", entry["seq_len"], 1, _MAX_TOKENS, "an integer >= 1")
+            if batch * tokens > _MAX_TOKENS:
+                fail(where, "seq_len", f"batch * seq_len <= {_MAX_TOKENS}", batch * tokens)
+            lens = None
+        key_dim = value_dim = 128
+        if "head_dim" in entry:
+            for name in ("key_dim", "value_dim"):
+                if name in entry:
+                    fail(where, name, "head_dim or key_dim/value_dim", _Text("both"))
+            key_dim = value_dim = as_int(where, "head_dim", entry["head_dim"], 1, 1 << 16, "an integer >= 1")
+        if "key_dim" in entry:
+            key_dim = as_int(where, "key_dim", entry["key_dim"], 1, 1 << 16, "an integer >= 1")
+        if "value_dim" in entry:
+            value_dim = as_int(where, "value_dim", entry["value_dim"], 1, 1 << 16, "an integer >= 1")
+        initial_state = as_bool(where, "initial_state", entry["initial_state"]) if "initial_state" in entry else False
+        final_state = as_bool(where, "final_state", entry["final_state"]) if "final_state" in entry else False
+        seed = as_int(where, "seed", entry["seed"], 0, 2**64 - 1, "an unsigned 64-bit integer") if "seed" in entry else None
+        q_rows = None
+        if "q_rows" in entry:
+            spec = entry["q_rows"]
+            q_rows = {"min_scale": 1e-3, "max_scale": 1e3, "huge_values": [1e20, 3e38], "zero_rows": 1}
+            if spec == "row-scale":
+                pass
+            elif isinstance(spec, dict):
+                for key in spec:
+                    if key not in _QROWS_KEYS:
+                        fail(where, f"q_rows.{key}", "one of " + ", ".join(_QROWS_KEYS), _Text("an unknown key"))
+                if "min_scale" in spec:
+                    q_rows["min_scale"] = as_float(where, "q_rows.min_scale", spec["min_scale"], "a number > 0",
+                                                   lambda x: x > 0 and math.isfinite(x))
+                if "max_scale" in spec:
+                    q_rows["max_scale"] = as_float(where, "q_rows.max_scale", spec["max_scale"],
+                                                   "a number >= min_scale",
+                                                   lambda x: math.isfinite(x) and x >= q_rows["min_scale"])
+                if "huge_values" in spec:
+                    hv = spec["huge_values"]
+                    if not isinstance(hv, list):
+                        fail(where, "q_rows.huge_values", "a list of numbers > 0", hv)
+                    q_rows["huge_values"] = [as_float(where, "q_rows.huge_values", x, "a number > 0",
+                                                      lambda y: y > 0) for x in hv]
+                if "zero_rows" in spec:
+                    q_rows["zero_rows"] = as_int(where, "q_rows.zero_rows", spec["zero_rows"], 0, 1 << 30,
+                                                 "an integer >= 0")
+            else:
+                fail(where, "q_rows", "row-scale or a map (min_scale, max_scale, huge_values, zero_rows)", spec)
+        shapes.append(Shape(id=ident, heads=heads, batch=batch, tokens=tokens, seq_lens=lens,
+                            key_dim=key_dim, value_dim=value_dim, initial_state=initial_state,
+                            final_state=final_state, seed=seed, q_rows=q_rows))
+    return shapes
+
+
+def select_shapes(shapes: list[Shape], only: Sequence[str] | None, source: str) -> list[Shape]:
+    if not only:
+        return shapes
+    known = {s.id for s in shapes}
+    for ident in only:
+        if ident not in known:
+            raise InputError(f"--only {ident}: no such shape id in {source} "
+                             f"(known: {', '.join(s.id for s in shapes)})")
+    return [s for s in shapes if s.id in set(only)]
+
+
+# ================================================================================================
+# Sequences, chunk starts and the gate conversion
+# ================================================================================================
+
+def sequences(batch: int, tokens: int, cu_seqlens: Sequence[int] | None) -> list[tuple[int, int, int]]:
+    """(batch row, first token, end token) of every sequence, empty ones included."""
+    if cu_seqlens is None:
+        return [(b, 0, tokens) for b in range(batch)]
+    return [(0, int(cu_seqlens[i]), int(cu_seqlens[i + 1])) for i in range(len(cu_seqlens) - 1)]
+
+
+def chunk_starts(tokens: int, cu_seqlens: Sequence[int] | None, chunk: int = CHUNK) -> np.ndarray:
+    """Bool [T]: token t opens a chunk (its position inside its sequence is a multiple of `chunk`).
+    Chunks are counted from each sequence's first token (kda-forward.md §5). Tokens outside every
+    sequence (the inactive suffix after cu_seqlens[N]) are marked too, so the cumulative gate
+    there (exactly 0) converts to a per-token gate of exactly 0. Dense buffers: every row alike."""
+    t = np.arange(tokens, dtype=np.int64)
+    if cu_seqlens is None:
+        return (t % chunk) == 0
+    starts = np.ones(tokens, dtype=bool)
+    for i in range(len(cu_seqlens) - 1):
+        lo, hi = int(cu_seqlens[i]), int(cu_seqlens[i + 1])
+        if hi > lo:
+            starts[lo:hi] = (np.arange(hi - lo) % chunk) == 0
+    return starts
+
+
+def log2_cumulative_to_fla_gate(gate: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Our contract gate -> FLA's `g`.
+
+    gate:   [B, T, H, K] fp32, the inclusive chunk-local cumulative log2 gate G (§1.1, §9.1).
+    starts: [T] bool from chunk_starts().
+    Returns [B, T, H, K] fp32, FLA's per-token natural-log gate (§1.2, use_gate_in_kernel=False).
+
+    Per token, the log2 decay is recovered exactly in float64 (the difference of two fp32 values
+    is exact there):  gamma_t = G_t - G_{t-1}  inside a chunk,  gamma_t = G_t  at a chunk start.
+    The natural-log gate is g_t = gamma_t * ln 2; we compute it as fp32(gamma_t / RCP_LN2_F32),
+    dividing by the very fp32 constant FLA multiplies its chunk cumsum by (RCP_LN2 = 1.4426950216,
+    which differs from 1/ln 2 by 1.3e-8 relative), so FLA's fp32 `cumsum(g) * RCP_LN2` gives back
+    G up to the fp32 rounding of g and of FLA's own cumsum (emulated by fla_gate_to_log2_cumulative
+    below; fla_bench/fla_check measure FLA's actual reconstruction on the GPU)."""
+    g64 = gate.astype(np.float64)
+    prev = np.zeros_like(g64)
+    prev[:, 1:] = g64[:, :-1]
+    prev[:, starts] = 0.0
+    gamma = g64 - prev
+    return (gamma / RCP_LN2_F32).astype(np.float32)
+
+
+def fla_gate_to_log2_cumulative(g: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Emulates FLA's chunk_local_cumsum(g, chunk_size=64, scale=RCP_LN2) on the host: fp32
+    inclusive sums restarting at each chunk start, times the fp32 constant, in fp32. (FLA's
+    tl.cumsum is a parallel scan: its rounding differs from this sequential sum by a few ulp.)"""
+    out = np.empty(g.shape, dtype=np.float32)
+    acc = np.zeros(g.shape[:1] + g.shape[2:], dtype=np.float32)
+    c = np.float32(RCP_LN2_F32)
+    for t in range(g.shape[1]):
+        if starts[t]:
+            acc = g[:, t].astype(np.float32).copy()
+        else:
+            acc = (acc + g[:, t]).astype(np.float32)
+        out[:, t] = acc * c
+    return out
+
+
+def gate_cumsum_reference(raw: np.ndarray, a_log: np.ndarray, dt_bias: np.ndarray, starts: np.ndarray,
+                          lower_bound: float = LOWER_BOUND) -> np.ndarray:
+    """§3.1 / §9.3 gate producer in float64 (raw [B,T,H,K], A_log [H], dt_bias [H,K]):
+    gamma = lb * sigmoid(exp(A_log) * (raw + dt_bias)), chunk-local inclusive cumsum, * log2 e,
+    rounded to fp32. Used by the tests; fla_bench computes the same on the GPU."""
+    x = np.exp(a_log.astype(np.float64))[None, None, :, None] * (raw.astype(np.float64) + dt_bias[None, None])
+    gamma = lower_bound / (1.0 + np.exp(-x))
+    out = np.empty_like(gamma)
+    acc = np.zeros(gamma.shape[:1] + gamma.shape[2:])
+    for t in range(gamma.shape[1]):
+        acc = gamma[:, t].copy() if starts[t] else acc + gamma[:, t]
+        out[:, t] = acc
+    return (out * (1.0 / math.log(2.0))).astype(np.float32)
+
+
+# ================================================================================================
+# bf16 helpers and l2norm
+# ================================================================================================
+
+def round_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> nearest bf16 (ties to even), returned widened to float32. NaN stays NaN."""
+    x = np.asarray(x, dtype=np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    out = rounded.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, out)
+
+
+def is_bf16(x: np.ndarray) -> bool:
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return bool(np.all((bits & 0xFFFF) == 0))
+
+
+def l2norm_rows(x: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """y = x * 1/sqrt(sum x^2 + 1e-6) over the last axis, computed in `dtype` (§4.1), valid for
+    every finite row: as reference/src/l2norm.cpp, each row is first scaled by the power of two
+    2^-e that brings its largest entry into [0.5, 1) (exact), with eps scaled by 2^-2e, so fp32
+    neither overflows for huge rows (1e20, 3e38 entries) nor underflows for tiny ones. Rows with
+    NaN/inf use the plain formula (they propagate); zero rows give zeros."""
+    x = np.asarray(x, dtype=dtype)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        largest = np.max(np.abs(x), axis=-1, keepdims=True) if x.shape[-1] else np.zeros(x.shape[:-1] + (1,), dtype)
+        finite = np.all(np.isfinite(x), axis=-1, keepdims=True)
+        _, e = np.frexp(np.where(finite & (largest > 0), largest, dtype(1)))
+        eps_scaled = np.ldexp(dtype(L2NORM_EPS), -2 * e).astype(dtype)
+        use_scaled = finite & (largest > 0) & np.isfinite(eps_scaled)
+        e = np.where(use_scaled, e, 0)
+        eps_used = np.where(use_scaled, eps_scaled, dtype(L2NORM_EPS)).astype(dtype)
+        xs = np.ldexp(x, -e).astype(dtype)
+        ssq = np.sum(xs * xs, axis=-1, keepdims=True, dtype=dtype)
+        rstd = (dtype(1) / np.sqrt(ssq + eps_used)).astype(dtype)
+        y = (xs * rstd).astype(dtype)
+    return np.where(finite & (largest == 0), dtype(0), y).astype(dtype)
+
+
+# ================================================================================================
+# The per-token recurrence (kda-forward.md §2.1)
+# ================================================================================================
+
+def recurrent_forward(q, k, v, gate, beta, cu_seqlens=None, h0=None, dtype=np.float64,
+                      normalize_q=True, heads=None, token_limit=None, seq_ids=None,
+                      final_state=False, chunk=CHUNK):
+    """NumPy per-token recurrence on our contract inputs (cumulative log2 gate), vectorized over
+    heads, in `dtype` (float64 = the golden, float32 = the low of §9.4).
+
+    q,k [B,T,H,K]; v [B,T,H,V]; gate [B,T,H,K] (cumulative log2, chunk-local); beta [B,T,H];
+    h0 [N,H,K,V] or None. Optional restrictions (for cheap slice checks): `heads` (index list),
+    `seq_ids` (which sequences), `token_limit` (only the first tokens of each sequence).
+    Returns (out [B,T,H',V] with zeros where not computed, final_state [N,H',K,V] or None)."""
+    B, T, H, K = q.shape
+    V = v.shape[3]
+    hsel = np.arange(H) if heads is None else np.asarray(heads)
+    seqs = sequences(B, T, cu_seqlens)
+    ids = range(len(seqs)) if seq_ids is None else seq_ids
+    out = np.zeros((B, T, len(hsel), V), dtype=dtype)
+    ht = np.zeros((len(seqs), len(hsel), K, V), dtype=dtype) if final_state else None
+    scale = dtype(1.0 / math.sqrt(K))
+    for s in ids:
+        b, lo, hi = seqs[s]
+        if token_limit is not None:
+            hi = min(hi, lo + token_limit)
+        S = np.zeros((len(hsel), K, V), dtype=dtype) if h0 is None else np.array(h0[s][hsel], dtype=dtype)
+        prev = None
+        for t in range(lo, hi):
+            g_t = np.asarray(gate[b, t][hsel], dtype=dtype)
+            gamma = g_t if (t - lo) % chunk == 0 else g_t - prev
+            prev = g_t
+            S = S * np.exp2(gamma)[:, :, None]
+            kt = np.asarray(k[b, t][hsel], dtype=dtype)
+            vt = np.asarray(v[b, t][hsel], dtype=dtype)
+            bt = np.asarray(beta[b, t][hsel], dtype=dtype)
+            delta = bt[:, None] * (vt - np.einsum("hk,hkv->hv", kt, S))
+            S = S + kt[:, :, None] * delta[:, None, :]
+            qt = np.asarray(q[b, t][hsel], dtype=dtype)
+            if normalize_q:
+                qt = l2norm_rows(qt, dtype)
+            out[b, t] = np.einsum("hk,hkv->hv", qt * scale, S)
+        if final_state:
+            ht[s] = S
+    return out, ht
+
+
+def slice_plan(batch: int, tokens: int, heads: int, cu_seqlens=None) -> tuple[list[int], list[int]]:
+    """Which sequences and heads fla_bench's cheap check recomputes: the first and the last
+    non-empty sequence, heads 0 and H-1."""
+    seqs = sequences(batch, tokens, cu_seqlens)
+    nonempty = [i for i, (_, lo, hi) in enumerate(seqs) if hi > lo]
+    chosen = sorted({nonempty[0], nonempty[-1]}) if nonempty else []
+    return chosen, sorted({0, heads - 1})
+
+
+def prefix_references(q, k, v, gate, beta, h0=None):
+    """Golden (float64) and low (float32) outputs of one sequence prefix. Arrays hold one sequence
+    from its first token: q,k [L,H',K], v [L,H',V], gate [L,H',K], beta [L,H'], h0 [H',K,V] or
+    None. Returns (golden, low), each [L,H',V]."""
+    def batch1(a):
+        return None if a is None else np.asarray(a)[None]
+    golden, _ = recurrent_forward(batch1(q), batch1(k), batch1(v), batch1(gate), batch1(beta),
+                                  None, batch1(h0), dtype=np.float64)
+    low, _ = recurrent_forward(batch1(q), batch1(k), batch1(v), batch1(gate), batch1(beta),
+                               None, batch1(h0), dtype=np.float32)
+    return golden[0], low[0]
+
+
+# ================================================================================================
+# The error budget of kda-forward.md §9.4 (port of lib/harness/src/budget.cpp)
+# ================================================================================================
+
+@dataclasses.dataclass
+class BudgetRule:
+    eps: float = 0.0078125    # 2^-7 (bf16)
+    factor: float = 2.0
+    rms_limit: float = 5e-3   # FLA's threshold on the relative RMS error
+
+
+@dataclasses.dataclass
+class Judgement:
+    elements: int = 0
+    non_finite: int = 0          # non-finite elements of actual
+    golden_non_finite: int = 0   # non-finite elements of golden or low (a broken reference: fails)
+    max_abs_err: float = 0.0     # max |actual - golden| (inf when a non-finite value exists)
+    worst_index: int = -1        # flat index of the largest error (first non-finite if any)
+    ref_err: float = 0.0         # max |low - golden|
+    max_golden: float = 0.0      # max |golden|
+    budget: float = 0.0          # factor * (ref_err + eps * max_golden)
+    rel_rms: float = 0.0         # RMS(actual - golden) / RMS(golden)
+    rms_limit: float = 5e-3
+    within_budget: bool = False
+    within_rms: bool = False
+
+    def passed(self) -> bool:
+        return self.non_finite == 0 and self.within_budget and self.within_rms
+
+    def verdict(self) -> str:
+        """Same text as kda::harness::Judgement::verdict()."""
+        if self.passed():
+            return "passed"
+        if self.golden_non_finite > 0:
+            n = self.golden_non_finite
+            return f"failed: the reference has {n} non-finite value{'' if n == 1 else 's'}"
+        if self.non_finite > 0:
+            n = self.non_finite
+            return f"failed: {n} non-finite value{'' if n == 1 else 's'}"
+        reasons = []
+        if not self.within_budget:
+            err, limit = _distinct_pair(self.max_abs_err, self.budget)
+            reasons.append(f"max abs err {err} > budget {limit}")
+        if not self.within_rms:
+            reasons.append(f"rel RMS {_scientific(self.rel_rms, 2)} >= {_scientific_trimmed(self.rms_limit)}")
+        return "failed: " + "; ".join(reasons)
+
+
+def _scientific(value: float, digits: int) -> str:
+    """'1.2e-2': `digits` significant digits, exponent without '+' or leading zeros."""
+    if not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    text = f"{value:.{digits - 1}e}"
+    mantissa, exponent = text.split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _scientific_trimmed(value: float) -> str:
+    text = _scientific(value, 3)
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{exponent}"
+
+
+def _distinct_pair(a: float, b: float) -> tuple[str, str]:
+    for digits in range(2, 18):
+        x, y = _scientific(a, digits), _scientific(b, digits)
+        if x != y or a == b:
+            return x, y
+    return _scientific(a, 17), _scientific(b, 17)
+
+
+def judge(golden, low, actual, rule: BudgetRule | None = None) -> Judgement:
+    """kda-forward.md §9.4 (AG's data-derived rule, §7.1), exactly as lib/harness/src/budget.cpp:
+
+        pass  iff  every element of actual is finite
+              and  max|actual - golden| <= factor * (max|low - golden| + eps * max|golden|)
+              and  RMS(actual - golden) / RMS(golden) < rms_limit
+
+    with factor 2, eps 2^-7, rms_limit 5e-3. ref_err and max|golden| are taken over the elements
+    where actual is finite (as the C++ loop does); NaN in low is skipped by the max (std::max
+    keeps its first argument). Vectorized: the RMS sums may differ from the C++ loop in the last
+    bits (summation order)."""
+    rule = rule or BudgetRule()
+    golden = np.asarray(golden, dtype=np.float64).ravel()
+    low = np.asarray(low, dtype=np.float64).ravel()
+    actual = np.asarray(actual, dtype=np.float64).ravel()
+    if not golden.size == low.size == actual.size:
+        raise ValueError(f"judge: golden, low and actual differ in length "
+                         f"({golden.size}, {low.size}, {actual.size})")
+    j = Judgement(elements=int(golden.size), rms_limit=rule.rms_limit)
+    if golden.size == 0:
+        j.within_budget = j.within_rms = True
+        return j
+    j.golden_non_finite = int(np.count_nonzero(~np.isfinite(golden) | ~np.isfinite(low)))
+    finite_actual = np.isfinite(actual)
+    j.non_finite = int(golden.size - np.count_nonzero(finite_actual))
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(actual - golden)
+        if j.non_finite:
+            j.worst_index = int(np.argmin(finite_actual))  # first non-finite element
+            j.max_abs_err = math.inf
+        else:
+            # std::abs(nan) comparisons are false in the C++ loop: treat NaN errors as smallest.
+            usable = np.where(np.isnan(err), -np.inf, err)
+            j.worst_index = int(np.argmax(usable))
+            j.max_abs_err = float(err[j.worst_index])
+        ref = np.abs(low - golden)[finite_actual]
+        ref = ref[~np.isnan(ref)]
+        j.ref_err = float(ref.max()) if ref.size else 0.0
+        gabs = np.abs(golden)[finite_actual]
+        gabs = gabs[~np.isnan(gabs)]
+        j.max_golden = float(gabs.max()) if gabs.size else 0.0
+    j.ref_err = max(j.ref_err, 0.0)
+    j.max_golden = max(j.max_golden, 0.0)
+    j.budget = rule.factor * (j.ref_err + rule.eps * j.max_golden)
+    if j.golden_non_finite > 0 or j.non_finite > 0:
+        j.rel_rms = math.inf
+        j.within_budget = j.within_rms = False
+        return j
+    j.within_budget = j.max_abs_err <= j.budget
+    scale = j.max_golden if j.max_golden > 0.0 else 1.0
+    d = (actual - golden) / scale
+    g = golden / scale
+    err_sq = float(np.dot(d, d))
+    golden_sq = float(np.dot(g, g))
+    if err_sq == 0.0:
+        j.rel_rms = 0.0
+    elif golden_sq == 0.0:
+        j.rel_rms = math.inf
+    else:
+        j.rel_rms = math.sqrt(err_sq / golden_sq)
+    j.within_rms = j.rel_rms < rule.rms_limit
+    return j
+
+
+def max_abs_difference(a, b) -> tuple[float, int]:
+    """(max |a - b|, flat index of the first maximum); inf and the first non-finite index when
+    either side is non-finite there."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if a.size == 0:
+        return 0.0, -1
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not finite.all():
+        return math.inf, int(np.argmin(finite))
+    d = np.abs(a - b)
+    i = int(np.argmax(d))
+    return float(d[i]), i
+
+
+def rel_rms_difference(a, b, reference) -> float:
+    """RMS(a - b) / RMS(reference), scaled like budget.cpp so huge values cannot overflow."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    r = np.asarray(reference, dtype=np.float64).ravel()
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return math.inf
+    scale = float(np.max(np.abs(r))) if r.size else 0.0
+    scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+    d = (a - b) / scale
+    g = r / scale
+    num, den = float(np.dot(d, d)), float(np.dot(g, g))
+    if num == 0.0:
+        return 0.0
+    return math.inf if den == 0.0 else math.sqrt(num / den)
+
+
+def describe_location(index: int, shape: Sequence[int], kind: str, cu_seqlens=None) -> str:
+    """Flat index -> readable location. kind 'out': [B,T,H,V] (token, head, value channel, and
+    the sequence / position inside it for packed buffers); 'state': [N,H,K,V]."""
+    if index is None or index < 0:
+        return "-"
+    coords = np.unravel_index(int(index), tuple(int(s) for s in shape))
+    if kind == "state":
+        n, h, kk, vv = (int(c) for c in coords)
+        return f"seq {n}, head {h}, key {kk}, value {vv}"
+    b, t, h, c = (int(x) for x in coords)
+    where = f"token {t}" if shape[0] == 1 else f"batch {b}, token {t}"
+    if cu_seqlens is not None:
+        cu = [int(x) for x in cu_seqlens]
+        if t >= cu[-1]:
+            where += " (inactive suffix)"
+        else:
+            for s in range(len(cu) - 1):
+                if cu[s] <= t < cu[s + 1]:
+                    where += f" (seq {s}, position {t - cu[s]})"
+                    break
+    return f"{where}, head {h}, channel {c}"
+
+
+# ================================================================================================
+# Timing statistics and the stopping rule (ports of lib/bench/src/statistics.cpp, stopping.cpp)
+# ================================================================================================
+
+MIN_SAMPLES_FOR_NOISE = 5
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return math.fsum(xs) / len(xs) if xs else math.nan
+
+
+def _stdev(xs: Sequence[float]) -> float:
+    if len(xs) < 2:
+        return math.nan
+    m = _mean(xs)
+    return math.sqrt(math.fsum((x - m) * (x - m) for x in xs) / (len(xs) - 1))
+
+
+def relative_stdev(xs: Sequence[float]) -> float:
+    if len(xs) < MIN_SAMPLES_FOR_NOISE:
+        return math.inf
+    m = _mean(xs)
+    if not math.isfinite(m) or m == 0.0:
+        return math.nan
+    return _stdev(xs) / m
+
+
+def quantile_linear(sorted_xs: Sequence[float], p: float) -> float:
+    if not sorted_xs:
+        return math.nan
+    pos = min(max(p, 0.0), 1.0) * (len(sorted_xs) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (pos - lo) * (sorted_xs[hi] - sorted_xs[lo])
+
+
+def quantile_rank(sorted_xs: Sequence[float], p: float) -> float:
+    if not sorted_xs:
+        return math.nan
+    pos = min(max(p, 0.0), 1.0) * (len(sorted_xs) - 1)
+    return sorted_xs[int(math.floor(pos + 0.5))]  # std::round: halves away from zero
+
+
+def geomean(values: Iterable[float]) -> float:
+    values = list(values)
+    if not values or any(not math.isfinite(v) or v <= 0 for v in values):
+        return math.nan
+    return math.exp(math.fsum(math.log(v) for v in values) / len(values))
+
+
+def summarize(samples: Sequence[float]) -> dict:
+    s = sorted(samples)
+    if not s:
+        return {k: math.nan for k in ("mean", "stdev", "noise", "min", "max", "median", "p20", "p80",
+                                      "q1", "q3", "iqr_rel")} | {"n": 0}
+    median = quantile_linear(s, 0.5)
+    q1, q3 = quantile_rank(s, 0.25), quantile_rank(s, 0.75)
+    return {"n": len(s), "mean": _mean(s), "stdev": _stdev(s), "noise": relative_stdev(s),
+            "min": s[0], "max": s[-1], "median": median,
+            "p20": quantile_linear(s, 0.2), "p80": quantile_linear(s, 0.8), "q1": q1, "q3": q3,
+            "iqr_rel": (q3 - q1) / median if median != 0 else math.nan}
+
+
+class StdrelCriterion:
+    """nvbench's "stdrel" stopping rule as kda-bench applies it (lib/bench/src/stopping.cpp):
+    not before min_samples accepted samples and min_time of accumulated GPU time; then stop when
+    the relative stdev is below max_noise ("noise"), or when the noise has stabilised above it
+    ("stable": > 64 noise estimates, checked every 16 samples, relative stdev of the last <= 512
+    estimates < 5 %); 64 unusable samples in a row -> "non_finite"; wall time -> "timeout"."""
+
+    STABLE_MIN_HISTORY = 64
+    STABLE_CHECK_EVERY = 16
+    STABLE_WINDOW = 512
+    STABLE_TOLERANCE = 0.05
+    MAX_NON_FINITE_STREAK = 64
+
+    def __init__(self, min_samples=10, min_time_s=0.5, max_noise=0.005, timeout_s=15.0):
+        self.min_samples, self.min_time_s = min_samples, min_time_s
+        self.max_noise, self.timeout_s = max_noise, timeout_s
+        self.count = self.rejected = self.nonfinite_streak = 0
+        self.total = self.mean = self.m2 = 0.0
+        self.history: list[float] = []
+        self.stable = False
+
+    def noise(self) -> float:
+        if self.count < MIN_SAMPLES_FOR_NOISE:
+            return math.inf
+        if not math.isfinite(self.mean) or self.mean == 0.0:
+            return math.nan
+        return math.sqrt(max(self.m2 / (self.count - 1), 0.0)) / self.mean
+
+    def add_sample(self, seconds: float) -> None:
+        if not math.isfinite(seconds) or seconds < 0.0:
+            self.rejected += 1
+            self.nonfinite_streak += 1
+            return
+        self.count += 1
+        self.total += seconds
+        delta = seconds - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (seconds - self.mean)
+        current = self.noise()
+        if self.count < MIN_SAMPLES_FOR_NOISE:
+            self.nonfinite_streak = 0
+            return
+        if not math.isfinite(current):
+            self.nonfinite_streak += 1
+            return
+        self.nonfinite_streak = 0
+        self.history.append(current)
+        n = len(self.history)
+        if n > self.STABLE_MIN_HISTORY and n % self.STABLE_CHECK_EVERY == 0:
+            spread = relative_stdev(self.history[-min(n, self.STABLE_WINDOW):])
+            self.stable = math.isfinite(spread) and spread < self.STABLE_TOLERANCE
+
+    def check(self, wall_elapsed_s: float) -> str | None:
+        """None while running, else the stop reason: noise, stable, non_finite, timeout."""
+        if self.nonfinite_streak >= self.MAX_NON_FINITE_STREAK:
+            return "non_finite"
+        if self.count >= self.min_samples and self.total >= self.min_time_s:
+            current = self.noise()
+            if math.isfinite(current) and current < self.max_noise:
+                return "noise"
+            if self.stable:
+                return "stable"
+        if wall_elapsed_s >= self.timeout_s:
+            return "timeout"
+        return None
+
+
+# ================================================================================================
+# Bytes model (lib/bench/include/kda/bench/bytes_model.h, apps/kda-bench/README.md)
+# ================================================================================================
+
+def forward_bytes(shape_or_dims, initial_state=False, final_state=False) -> int:
+    """q, k, v bf16 + cumulative gate fp32 + beta fp32 + out bf16 per token-head
+    (8K + 4V + 4 bytes, 1540 B for K = V = 128), plus N*H*K*V*4 B per state read or written."""
+    s = shape_or_dims
+    per = 8 * s.key_dim + 4 * s.value_dim + 4
+    state = s.num_seqs * s.heads * s.key_dim * s.value_dim * 4
+    return s.token_heads * per + (state if initial_state else 0) + (state if final_state else 0)
+
+
+def l2norm_bytes(rows: int, dim: int) -> int:
+    """One l2norm pass: read x and write y in bf16."""
+    return 2 * rows * dim * 2
+
+
+# ================================================================================================
+# kda-check --dump directories (apps/kda-check/dump.cpp)
+# ================================================================================================
+
+@dataclasses.dataclass
+class DumpedProblem:
+    id: str
+    directory: str
+    meta: dict
+    q: np.ndarray           # [B,T,H,K] float32 holding bf16 values (raw, not normalized)
+    k: np.ndarray           # [B,T,H,K] float32 holding bf16 values (normalized)
+    v: np.ndarray           # [B,T,H,V] float32 holding bf16 values
+    gate: np.ndarray        # [B,T,H,K] float32, cumulative log2, chunk-local
+    beta: np.ndarray        # [B,T,H] float32
+    cu_seqlens: np.ndarray | None  # [N+1] int32
+    h0: np.ndarray | None   # [N,H,K,V] float32
+    want_final_state: bool
+    outputs: dict           # name -> path of every other .npy (out_reference, out_fused, ...)
+
+    @property
+    def batch(self):
+        return self.q.shape[0]
+
+    @property
+    def tokens(self):
+        return self.q.shape[1]
+
+    @property
+    def heads(self):
+        return self.q.shape[2]
+
+    @property
+    def key_dim(self):
+        return self.q.shape[3]
+
+    @property
+    def value_dim(self):
+        return self.v.shape[3]
+
+    @property
+    def num_seqs(self):
+        return len(self.cu_seqlens) - 1 if self.cu_seqlens is not None else self.batch
+
+    def load(self, name: str, mmap: bool = True) -> np.ndarray | None:
+        path = self.outputs.get(name)
+        if path is None:
+            return None
+        return np.load(path, mmap_mode="r" if mmap else None)
+
+
+_INPUT_NAMES = ("q", "k", "v", "gate", "beta", "cu_seqlens", "h0")
+
+
+def find_dump_problems(directory: str) -> list[str]:
+    """Every sub-directory holding q.npy is one problem (or the directory itself), as
+    kda::app::load_problems does."""
+    if not os.path.isdir(directory):
+        raise InputError(f"{directory}: not a directory (expected a kda-check --dump directory)")
+    if os.path.exists(os.path.join(directory, "q.npy")):
+        return [directory]
+    subdirs = sorted(os.path.join(directory, d) for d in os.listdir(directory)
+                     if os.path.exists(os.path.join(directory, d, "q.npy")))
+    if not subdirs:
+        raise InputError(f"{directory}: no problem found (expected DIR/q.npy or DIR/<id>/q.npy, "
+                         f"written by kda-check --dump DIR)")
+    return subdirs
+
+
+def load_dump_problem(directory: str, check_bf16: bool = True) -> DumpedProblem:
+    """Loads one problem directory written by `kda-check --dump`, with the checks of
+    kda::app::load_problems (dtypes, shapes, q/k/v exactly bf16, offsets). Raises InputError."""
+    def path(name):
+        return os.path.join(directory, name + ".npy")
+
+    def read(name, dtype, rank, required=True):
+        p = path(name)
+        if not os.path.exists(p):
+            if required:
+                raise InputError(f"{p}: missing (every problem needs q k v gate beta)")
+            return None
+        try:
+            a = np.load(p, mmap_mode="r")
+        except (OSError, ValueError) as e:
+            raise InputError(f"{p}: not a readable .npy file: {e}") from None
+        if a.dtype != np.dtype(dtype):
+            raise InputError(f"{p}: wrong dtype {a.dtype} (expected {np.dtype(dtype).name})")
+        if a.ndim != rank:
+            raise InputError(f"{p}: expected a {rank}-d array, got {a.ndim}-d")
+        return a
+
+    def expect(name, got, want):
+        if tuple(got) != tuple(want):
+            raise InputError(f"{path(name)}: shape {list(got)}, expected {list(want)}")
+
+    meta = {}
+    meta_file = os.path.join(directory, "meta.json")
+    if os.path.exists(meta_file):
+        try:
+            with open(meta_file, encoding="utf-8") as f:
+                meta = json.load(f)
+        except (OSError, ValueError) as e:
+            raise InputError(f"{meta_file}: not valid JSON: {e}") from None
+    q = read("q", np.float32, 4)
+    B, T, H, K = q.shape
+    k = read("k", np.float32, 4)
+    expect("k", k.shape, q.shape)
+    v = read("v", np.float32, 4)
+    expect("v", v.shape[:3], (B, T, H))
+    gate = read("gate", np.float32, 4)
+    expect("gate", gate.shape, q.shape)
+    beta = read("beta", np.float32, 3)
+    expect("beta", beta.shape, (B, T, H))
+    if check_bf16:
+        for name, a in (("q", q), ("k", k), ("v", v)):
+            if not is_bf16(a):
+                raise InputError(f"{path(name)}: holds values that are not bf16 numbers "
+                                 f"(q, k and v must hold bf16 numbers widened to float32)")
+    cu = read("cu_seqlens", np.int32, 1, required=False)
+    if cu is not None:
+        cu = np.array(cu)
+        if B != 1:
+            raise InputError(f"{path('cu_seqlens')}: packed offsets need batch 1, q has batch {B}")
+        if cu.size < 2 or cu[0] != 0 or np.any(np.diff(cu) < 0) or cu[-1] > T:
+            raise InputError(f"{path('cu_seqlens')}: invalid offsets {cu.tolist()[:8]}... "
+                             f"(need 0 = cu[0] <= ... <= cu[N] <= T = {T})")
+    n_states = (cu.size - 1) if cu is not None else B
+    h0 = read("h0", np.float32, 4, required=False)
+    if h0 is not None:
+        expect("h0", h0.shape, (n_states, H, K, v.shape[3]))
+    outputs = {}
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".npy") and name[:-4] not in _INPUT_NAMES:
+            outputs[name[:-4]] = os.path.join(directory, name)
+    return DumpedProblem(id=str(meta.get("id", os.path.basename(os.path.normpath(directory)))),
+                         directory=directory, meta=meta, q=q, k=k, v=v, gate=gate, beta=beta,
+                         cu_seqlens=cu, h0=h0,
+                         want_final_state=bool(meta.get("want_final_state", False)),
+                         outputs=outputs)
+
+
+def our_outputs(problem: DumpedProblem, tensor: str = "out") -> list[tuple[str, str, str]]:
+    """Our GPU paths' dumped results: (path, variant, file key) for out_fused[_<variant>] and
+    out_explicit[_<variant>] (tensor 'out'), or ht_fused... (tensor 'ht')."""
+    found = []
+    for key in problem.outputs:
+        for path in ("fused", "explicit"):
+            prefix = f"{tensor}_{path}"
+            if key == prefix:
+                found.append((path, "-", key))
+            elif key.startswith(prefix + "_"):
+                found.append((path, key[len(prefix) + 1:], key))
+    return sorted(found)
+
+
+# ================================================================================================
+# Output files
+# ================================================================================================
+
+def refuse_existing(paths: Iterable[str | None], force: bool) -> None:
+    for p in paths:
+        if p and os.path.exists(p) and not force:
+            raise InputError(f"{p} exists; pass --force to overwrite it")
+
+
+def write_atomic(path: str, text: str, force: bool) -> None:
+    """Writes text to path through a temporary file in the same directory and a rename, so a
+    reader never sees half a file. Refuses an existing path unless force."""
+    refuse_existing([path], force)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def csv_cell(value) -> str:
+    """Numbers as shortest round-trip text; NaN/None as an empty cell ("not defined")."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    return str(value)
+
+
+def to_csv(columns: Sequence[str], rows: Iterable[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([csv_cell(row.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def to_markdown(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def cell(x):
+        return str(x).replace("|", "\\|").replace("\n", " ")
+    widths = [len(c) for c in columns]
+    for r in rows:
+        for i, x in enumerate(r):
+            widths[i] = max(widths[i], len(cell(x)))
+    out = ["| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(columns)) + " |",
+           "| " + " | ".join("-" * w for w in widths) + " |"]
+    for r in rows:
+        out.append("| " + " | ".join(cell(x).ljust(widths[i]) for i, x in enumerate(r)) + " |")
+    return "\n".join(out) + "\n"
+
+
+def sci(value) -> str:
+    """'%.3e' like kda-check's tables; '-' for None."""
+    if value is None:
+        return "-"
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.3e}"

@@ -1,0 +1,668 @@
+#!/usr/bin/env python3
+"""Tests of the GPU-free parts of the FLA peer scripts (peers_common.py) and of their command
+lines' usage/skip behaviour. Needs only NumPy and PyYAML:
+
+    python3 -m pytest scripts/peers/test_peers.py        # or, without pytest:
+    python3 scripts/peers/test_peers.py
+
+Tests that need our binaries (build/snapbin/kda-check or build/*/bin/kda-check, kda-bench) make a
+small CPU dump with `kda-check --backend reference` and are skipped when no binary is found.
+PEERS_FLA_INTERPRET=1 adds an end-to-end run of fla_check and fla_bench with FLA's real Triton
+kernels under TRITON_INTERPRET=1 on the CPU (needs torch, triton and fla-core importable; slow:
+minutes), see README.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import peers_common as pc  # noqa: E402
+
+
+class SkipTest(Exception):
+    pass
+
+
+def skip(reason):
+    try:
+        import pytest
+        pytest.skip(reason)
+    except ImportError:
+        raise SkipTest(reason) from None
+
+
+def find_binary(name):
+    for pattern in (f"build/snapbin/{name}", f"build/release/bin/{name}", f"build/*/bin/{name}"):
+        for path in sorted(glob.glob(os.path.join(ROOT, pattern))):
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
+_DUMP_CACHE = {}
+
+
+def reference_dump(shape_file):
+    """A `kda-check --backend reference --dump` of a shape file (CPU only), made once per run."""
+    if shape_file in _DUMP_CACHE:
+        return _DUMP_CACHE[shape_file]
+    exe = find_binary("kda-check")
+    if exe is None:
+        skip("no kda-check binary under build/ (build the project first)")
+    out = tempfile.mkdtemp(prefix="peers-dump-")
+    csv_file = os.path.join(out, "report.csv")
+    dump = os.path.join(out, "dump")
+    run = subprocess.run([exe, "--backend", "reference", "--shapes", os.path.join(ROOT, shape_file),
+                          "--dump", dump, "--csv", csv_file], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    _DUMP_CACHE[shape_file] = (dump, csv_file)
+    return dump, csv_file
+
+
+# --- the §9.4 budget (cases of tests/harness/test_budget.cpp) -----------------------------------
+
+GOLDEN = [1.0, -2.0, 4.0, 0.5]
+LOW = [1.0, -2.0, 4.0625, 0.5]
+MAX_ONLY = pc.BudgetRule(rms_limit=math.inf)
+
+
+def test_budget_boundary_passes():
+    j = pc.judge(GOLDEN, LOW, [1.0, -2.0 - 0.1875, 4.0, 0.5], MAX_ONLY)
+    assert (j.elements, j.ref_err, j.max_golden, j.budget, j.max_abs_err, j.worst_index) == \
+        (4, 0.0625, 4.0, 0.1875, 0.1875, 1)
+    assert j.passed() and j.verdict() == "passed"
+
+
+def test_budget_just_over_fails_with_distinct_digits():
+    j = pc.judge(GOLDEN, LOW, [1.0, -2.0, 4.0, 0.5 + 0.1875 + 2.0**-40], MAX_ONLY)
+    assert not j.within_budget and j.worst_index == 3
+    assert j.verdict() == "failed: max abs err 1.87500000001e-1 > budget 1.87500000000e-1"
+    far = pc.judge(GOLDEN, LOW, [1.0, -2.0, 4.0, 1.25], MAX_ONLY)
+    assert far.verdict() == "failed: max abs err 7.5e-1 > budget 1.9e-1"
+
+
+def test_budget_non_finite():
+    nan, inf = math.nan, math.inf
+    j = pc.judge(GOLDEN, LOW, [1.0, nan, 4.0, 0.5], MAX_ONLY)
+    assert j.non_finite == 1 and math.isinf(j.max_abs_err) and j.worst_index == 1
+    assert j.verdict() == "failed: 1 non-finite value"
+    j = pc.judge(GOLDEN, LOW, [inf, nan, -inf, 0.5])
+    assert j.non_finite == 3 and j.worst_index == 0 and j.verdict() == "failed: 3 non-finite values"
+    j = pc.judge([nan, 1.0], [nan, 1.0], [nan, 1.0])
+    assert not j.passed() and j.verdict() == "failed: the reference has 1 non-finite value"
+
+
+def test_budget_relative_rms():
+    golden = [1.0] * 100
+    j = pc.judge(golden, golden, [1.0049] * 100)
+    assert j.within_budget and abs(j.rel_rms - 0.0049) < 1e-12 and j.passed()
+    j = pc.judge(golden, golden, [1.0061] * 100)
+    assert j.within_budget and not j.within_rms
+    assert j.verdict() == "failed: rel RMS 6.1e-3 >= 5e-3"
+    j = pc.judge(golden, golden, [1.25] * 100, pc.BudgetRule(rms_limit=0.25))
+    assert j.rel_rms == 0.25
+    assert j.verdict() == "failed: max abs err 2.5e-1 > budget 1.6e-2; rel RMS 2.5e-1 >= 2.5e-1"
+
+
+def test_budget_zero_golden_empty_huge_mismatch():
+    zeros = [0.0] * 8
+    assert pc.judge(zeros, zeros, zeros).passed()
+    actual = list(zeros)
+    actual[3] = 1e-30
+    j = pc.judge(zeros, zeros, actual)
+    assert math.isinf(j.rel_rms) and not j.passed()
+    j = pc.judge([], [], [])
+    assert j.elements == 0 and j.passed() and j.verdict() == "passed"
+    j = pc.judge([1e300, -1e300], [1e300, -1e300], [1.001e300, -1e300])
+    assert math.isfinite(j.rel_rms) and abs(j.rel_rms - 0.001 / math.sqrt(2)) < 1e-9
+    try:
+        pc.judge([1.0], [1.0, 2.0], [1.0])
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("length mismatch accepted")
+
+
+def test_budget_fused_against_explicit():
+    golden, explicit_out = [1.0, 2.0], [1.0, 2.125]  # budget 2 (0.125 + 2/128) = 0.28125
+    assert pc.judge(golden, explicit_out, [1.0, 2.28125], MAX_ONLY).passed()
+    assert not pc.judge(golden, explicit_out, [1.0, 2.3], MAX_ONLY).passed()
+
+
+def test_max_abs_difference_and_location():
+    d, i = pc.max_abs_difference([0.0, 1.0, -3.0], [0.0, 1.5, -1.0])
+    assert (d, i) == (2.0, 2)
+    d, i = pc.max_abs_difference([0.0, math.nan], [0.0, 1.0])
+    assert math.isinf(d) and i == 1
+    assert pc.rel_rms_difference([1.0, 1.0], [1.0, 1.0], [1.0, 1.0]) == 0.0
+    # [B=1, T=10, H=2, V=4]: index of (t=7, h=1, c=3); packed cu = [0, 5, 5, 8] (T = 10 > 8).
+    index = ((0 * 10 + 7) * 2 + 1) * 4 + 3
+    text = pc.describe_location(index, (1, 10, 2, 4), "out", [0, 5, 5, 8])
+    assert text == "token 7 (seq 2, position 2), head 1, channel 3", text
+    index = ((0 * 10 + 9) * 2 + 0) * 4 + 0
+    assert "inactive suffix" in pc.describe_location(index, (1, 10, 2, 4), "out", [0, 5, 5, 8])
+    assert pc.describe_location(5, (2, 3, 1, 4), "out") == "batch 0, token 1, head 0, channel 1"
+    assert pc.describe_location(13, (2, 3, 1, 4), "out") == "batch 1, token 0, head 0, channel 1"
+    assert pc.describe_location(1 * 4 + 2, (2, 1, 2, 2), "state") == "seq 1, head 0, key 1, value 0"
+
+
+# --- timing statistics and the stopping rule ------------------------------------------------------
+
+def test_quantiles_and_summary():
+    xs = sorted([5.0, 1.0, 4.0, 2.0, 3.0])
+    assert pc.quantile_linear(xs, 0.5) == 3.0
+    assert abs(pc.quantile_linear(xs, 0.2) - 1.8) < 1e-15   # 0.8 between 1 and 2
+    assert pc.quantile_rank(xs, 0.25) == 2.0                 # round(1.0)
+    assert pc.quantile_rank([1.0, 2.0, 3.0, 4.0], 0.5) == 3.0  # round(1.5) = 2: halves away from 0
+    s = pc.summarize([1.0, 2.0, 3.0, 4.0])
+    assert s["median"] == 2.5 and s["n"] == 4 and math.isinf(s["noise"])  # < 5 samples
+    s = pc.summarize([1.0, 1.0, 1.0, 1.0, 2.0])
+    assert abs(s["noise"] - math.sqrt(0.2) / 1.2) < 1e-12
+    assert pc.geomean([1.0, 4.0]) == 2.0 and math.isnan(pc.geomean([1.0, 0.0]))
+
+
+def test_stopping_rule():
+    c = pc.StdrelCriterion(min_samples=10, min_time_s=0.0, max_noise=0.005, timeout_s=100)
+    for _ in range(9):
+        c.add_sample(1e-3)
+    assert c.check(0.0) is None            # fewer than min_samples
+    c.add_sample(1e-3)
+    assert c.check(0.0) == "noise"
+    c = pc.StdrelCriterion(min_samples=10, min_time_s=1.0, max_noise=0.005, timeout_s=100)
+    for _ in range(20):
+        c.add_sample(1e-3)
+    assert c.check(0.0) is None            # accumulated time 0.02 s < 1 s
+    assert c.check(100.0) == "timeout"
+    noisy = pc.StdrelCriterion(min_samples=10, min_time_s=0.0, max_noise=1e-6, timeout_s=1e9)
+    rng = np.random.default_rng(0)
+    reason = None
+    for x in 1e-3 * (1 + 0.05 * rng.standard_normal(5000)):
+        noisy.add_sample(float(x))
+        reason = noisy.check(0.0)
+        if reason:
+            break
+    assert reason == "stable", reason
+    bad = pc.StdrelCriterion()
+    for _ in range(64):
+        bad.add_sample(math.nan)
+    assert bad.check(0.0) == "non_finite"
+
+
+# --- shape files --------------------------------------------------------------------------------
+
+def test_shape_files_of_the_repo():
+    contract = pc.load_shape_file(os.path.join(ROOT, "shapes/contract.yaml"))
+    assert [s.id for s in contract] == ["h96-fixed", "h96-ragged6", "h96-uniform8", "h64-fixed",
+                                        "h64-ragged6", "h64-uniform8"]
+    ragged = contract[1]
+    assert ragged.seq_lens == [1300, 547, 2048, 963, 271, 3063] and ragged.tokens == 8192
+    assert ragged.cu_seqlens[-1] == 8192 and ragged.num_seqs == 6 and ragged.heads == 96
+    assert pc.forward_bytes(ragged) == 1211105280  # kda-bench's bytes model, README example
+    assert pc.forward_bytes(contract[3]) == 807403520
+    smoke = {s.id: s for s in pc.load_shape_file(os.path.join(ROOT, "shapes/smoke.yaml"))}
+    assert smoke["smoke-dense"].batch == 2 and smoke["smoke-dense"].cu_seqlens is None
+    assert smoke["smoke-state"].initial_state and smoke["smoke-state"].final_state
+    assert smoke["smoke-rowscale"].q_rows["huge_values"] == [1e20, 3e38]
+    edge = {s.id: s for s in pc.load_shape_file(os.path.join(ROOT, "shapes/edge.yaml"))}
+    assert edge["edge-offsets-end-early"].tokens == 200 and edge["edge-all-empty"].tokens == 64
+    assert pc.select_shapes(list(edge.values()), ["edge-single-token"], "edge")[0].tokens == 1
+
+
+def _shape_error(text):
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+    try:
+        pc.load_shape_file(f.name)
+    except pc.InputError as e:
+        return str(e).replace(f.name, "F")
+    finally:
+        os.unlink(f.name)
+    raise AssertionError("accepted: " + text)
+
+
+def test_shape_file_errors():
+    assert _shape_error("shapes:\n  - id: a\n    heads: 0\n    seq_lens: [1]\n") == \
+        "F: shape 'a': field 'heads': expected an integer >= 1, got '0'"
+    assert "field 'sequence_lens'" in _shape_error("shapes:\n  - id: a\n    heads: 1\n    sequence_lens: [1]\n")
+    assert "got both" in _shape_error("shapes:\n  - id: a\n    heads: 1\n    seq_lens: [1]\n    batch: 1\n    seq_len: 2\n")
+    assert "a unique id" in _shape_error("shapes:\n  - {id: a, heads: 1, seq_lens: [1]}\n  - {id: a, heads: 1, seq_lens: [1]}\n")
+    assert "expected an integer >= 130" in _shape_error(
+        "shapes:\n  - id: b\n    heads: 1\n    seq_lens: [65, 65]\n    total_tokens: 129\n")
+    assert "the string \"4\"" in _shape_error("shapes:\n  - id: a\n    heads: \"4\"\n    seq_lens: [1]\n")
+    assert "every sequence is empty" in _shape_error("shapes:\n  - id: a\n    heads: 1\n    seq_lens: [0, 0]\n")
+    assert "empty shape file" in _shape_error("")
+    assert "not valid YAML" in _shape_error("shapes: [\n")
+    # 1e-3 is a number (as for yaml-cpp), not a string.
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write("shapes:\n  - id: a\n    heads: 1\n    seq_lens: [3]\n    q_rows: {min_scale: 1e-3, huge_values: [1e20]}\n")
+    try:
+        s = pc.load_shape_file(f.name)[0]
+        assert s.q_rows["min_scale"] == 1e-3 and s.q_rows["huge_values"] == [1e20]
+    finally:
+        os.unlink(f.name)
+
+
+# --- chunks and the gate conversion -------------------------------------------------------------
+
+def test_chunk_starts():
+    s = pc.chunk_starts(200, [0, 70, 70, 140])
+    assert s[0] and s[64] and not s[63] and s[70] and s[134] and not s[135]
+    assert s[140:].all()  # inactive suffix
+    d = pc.chunk_starts(130, None)
+    assert list(np.flatnonzero(d)) == [0, 64, 128]
+
+
+def _random_problem(seed, B, T, H, K, cu):
+    rng = np.random.default_rng(seed)
+    starts = pc.chunk_starts(T, cu)
+    raw = pc.round_to_bf16(rng.standard_normal((B, T, H, K)).astype(np.float32))
+    gate = pc.gate_cumsum_reference(raw, rng.uniform(size=H), rng.uniform(size=(H, K)), starts)
+    if cu is not None:
+        gate[:, cu[-1]:] = 0.0
+    return gate, starts
+
+
+def test_gate_conversion_is_the_per_token_natural_log_gate():
+    for B, T, cu in ((1, 300, [0, 100, 0 + 100, 237]), (2, 130, None)):
+        gate, starts = _random_problem(1, B, T, 3, 16, cu)
+        g = pc.log2_cumulative_to_fla_gate(gate, starts)
+        assert g.dtype == np.float32 and g.shape == gate.shape
+        assert (g <= 0).all() and (g >= pc.LOWER_BOUND - 1e-6).all()   # natural log, in [lb, 0]
+        # exp(g_t) is the per-token decay factor 2^gamma_t.
+        g64 = gate.astype(np.float64)
+        for t in (0, 1, 63, 64, 65, 99, 100, 101, 129):
+            if t >= T:
+                continue
+            gamma = g64[:, t] if starts[t] else g64[:, t] - g64[:, t - 1]
+            assert np.allclose(np.exp(g[:, t].astype(np.float64)), np.exp2(gamma), rtol=5e-7, atol=0)
+        # FLA's reconstruction (fp32 chunk cumsum times its fp32 RCP_LN2) gives G back to fp32 rounding.
+        back = pc.fla_gate_to_log2_cumulative(g, starts)
+        err = np.abs(back.astype(np.float64) - g64)
+        assert err.max() <= 64 * 2.0**-24 * max(1.0, np.abs(g64).max()), err.max()
+        if cu is not None:
+            assert (g[:, cu[-1]:] == 0).all() and (back[:, cu[-1]:] == 0).all()
+
+
+def test_gate_conversion_at_chunk_starts_uses_fla_constant():
+    gate = np.full((1, 2, 1, 1), -1.0, dtype=np.float32)  # t = 0 opens a chunk, t = 1 does not
+    starts = np.array([True, False])
+    g = pc.log2_cumulative_to_fla_gate(gate, starts)
+    assert g[0, 0, 0, 0] == np.float32(-1.0 / pc.RCP_LN2_F32) and g[0, 1, 0, 0] == 0.0
+    assert abs(float(g[0, 0, 0, 0]) - (-math.log(2.0))) < 1e-7
+    assert pc.RCP_LN2_F32 == 1.4426950216293335  # fp32(1.4426950216), as Triton sees FLA's constant
+
+
+def test_round_to_bf16():
+    x = np.array([1.0, 1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8, np.nan, -2.5, 3.4e38], dtype=np.float32)
+    y = pc.round_to_bf16(x)
+    assert y[0] == 1.0 and y[1] == 1.0 and y[2] == 1.0 + 2.0**-6  # ties to even
+    assert np.isnan(y[3]) and y[4] == -2.5 and pc.is_bf16(y[np.isfinite(y)])
+
+
+def test_l2norm_rows_huge_tiny_zero():
+    rows = np.array([[3e38, -3e38, 1.0, 0.0], [1e20, 1e20, 0.0, 0.0], [1e-30, 0.0, 0.0, 0.0],
+                     [0.0, 0.0, 0.0, 0.0], [3.0, 4.0, 0.0, 0.0], [np.nan, 1.0, 0.0, 0.0]], dtype=np.float32)
+    for dtype in (np.float32, np.float64):
+        y = pc.l2norm_rows(rows, dtype)
+        assert y.dtype == dtype
+        assert np.allclose(y[0], [2**-0.5, -2**-0.5, 0, 0], rtol=1e-6) and np.allclose(y[1], [2**-0.5] * 2 + [0, 0])
+        assert abs(y[2, 0] - 1e-30 / math.sqrt(1e-60 + 1e-6)) <= 1e-6 * abs(y[2, 0])
+        assert (y[3] == 0).all() and np.allclose(y[4], [0.6, 0.8, 0, 0], rtol=1e-6) and np.isnan(y[5, 0])
+
+
+def test_recurrence_matches_chunk_free_definition_on_a_toy():
+    rng = np.random.default_rng(3)
+    B, T, H, K, V = 1, 5, 1, 3, 2
+    q = rng.standard_normal((B, T, H, K))
+    k = pc.l2norm_rows(rng.standard_normal((B, T, H, K)))
+    v = rng.standard_normal((B, T, H, V))
+    gamma = -rng.uniform(size=(B, T, H, K))
+    gate = np.cumsum(gamma, axis=1)
+    beta = rng.uniform(size=(B, T, H))
+    out, ht = pc.recurrent_forward(q, k, v, gate, beta, final_state=True)
+    S = np.zeros((K, V))
+    for t in range(T):
+        S = np.diag(2.0 ** gamma[0, t, 0]) @ S
+        kt = k[0, t, 0]
+        S = S + np.outer(kt, beta[0, t, 0] * (v[0, t, 0] - S.T @ kt))
+        qn = q[0, t, 0] / math.sqrt(q[0, t, 0] @ q[0, t, 0] + 1e-6)
+        assert np.allclose(out[0, t, 0], S.T @ qn / math.sqrt(K), rtol=1e-13, atol=1e-15)
+    assert np.allclose(ht[0, 0], S, rtol=1e-13, atol=1e-15)
+
+
+# --- output files ---------------------------------------------------------------------------------
+
+def test_csv_and_atomic_write():
+    text = pc.to_csv(["a", "b", "c", "d"], [{"a": 1.5, "b": math.nan, "c": "x,y", "d": math.inf}])
+    assert text == 'a,b,c,d\n1.5,,"x,y",inf\n'
+    d = tempfile.mkdtemp()
+    try:
+        path = os.path.join(d, "sub", "out.csv")
+        pc.write_atomic(path, "one\n", force=False)
+        try:
+            pc.write_atomic(path, "two\n", force=False)
+        except pc.InputError as e:
+            assert "pass --force" in str(e)
+        else:
+            raise AssertionError("overwrote without force")
+        pc.write_atomic(path, "two\n", force=True)
+        assert open(path).read() == "two\n"
+        assert os.listdir(os.path.dirname(path)) == ["out.csv"]  # no temp file left behind
+    finally:
+        shutil.rmtree(d)
+
+
+def test_bench_csv_is_read_by_kda_bench_compare():
+    """A CSV in fla_bench's layout is accepted by `kda-bench compare` against our own results."""
+    exe = find_binary("kda-bench")
+    ours = sorted(glob.glob(os.path.join(ROOT, "results/h200/*/bench-contract.csv")))
+    if exe is None or not ours:
+        skip("no kda-bench binary or no results/h200/*/bench-contract.csv")
+    import fla_bench
+    rows = []
+    with open(ours[-1], newline="") as f:
+        for r in csv.DictReader(f):
+            if r["path"] == "fused" and r["stage"] == "" and r["mode"] == "warm":
+                rows.append({"shape_id": r["shape_id"], "path": "fla-prenorm", "stage": "", "mode": "warm",
+                             "median_s": 2 * float(r["median_s"]), "noise": 0.001, "verdict": "passed",
+                             "fla_call": "chunk_kda(q=bfloat16[1, 8192, 96, 128], g=float32[...])"})
+    assert rows
+    d = tempfile.mkdtemp()
+    try:
+        fla_csv = os.path.join(d, "fla.csv")
+        pc.write_atomic(fla_csv, pc.to_csv(fla_bench.COLUMNS, rows), force=False)
+        run = subprocess.run([exe, "compare", fla_csv, ours[-1], "--a-path", "fla-prenorm", "--b-path", "fused",
+                              "--mode", "warm"], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr + run.stdout
+        assert "0.5" in run.stdout and "geomean" in run.stdout.lower(), run.stdout
+    finally:
+        shutil.rmtree(d)
+
+
+# --- dumps -----------------------------------------------------------------------------------------
+
+def test_dump_loader_and_recurrence_on_a_reference_dump():
+    dump, report = reference_dump("shapes/smoke.yaml")
+    dirs = pc.find_dump_problems(dump)
+    assert [os.path.basename(d) for d in dirs] == ["smoke-dense", "smoke-packed", "smoke-rowscale", "smoke-state"]
+    ours = {}
+    with open(report, newline="") as f:
+        for r in csv.DictReader(f):
+            ours[(r["shape"], r["path"], r["tensor"])] = r
+    for directory in dirs:
+        p = pc.load_dump_problem(directory)
+        golden = p.load("out_reference")
+        assert golden.dtype == np.float64
+        out, ht = pc.recurrent_forward(p.q, p.k, p.v, p.gate, p.beta, p.cu_seqlens, p.h0,
+                                       final_state=p.load("ht_reference") is not None)
+        assert np.max(np.abs(out - golden)) <= 1e-12 * max(1.0, np.max(np.abs(golden)))
+        if ht is not None:
+            assert np.max(np.abs(ht - p.load("ht_reference"))) <= 1e-12 * np.max(np.abs(ht))
+        # The port of the budget gives kda-check's numbers for the fp32 chunked reference.
+        low, _ = pc.recurrent_forward(p.q, p.k, p.v, p.gate, p.beta, p.cu_seqlens, p.h0, dtype=np.float32)
+        j = pc.judge(golden, low, p.load("out_reference_chunked_f32"))
+        row = ours[(p.id, "ref-chunked-f32", "out")]
+        assert pc.sci(j.max_abs_err) == row["max_abs_err"] and pc.sci(j.rel_rms) == row["rel_rms"], (j, row)
+        assert abs(j.budget - float(row["budget"])) <= 2e-3 * float(row["budget"])
+        assert j.verdict() == row["verdict"] == "passed"
+        assert pc.our_outputs(p) == []  # a reference dump holds no GPU outputs
+
+
+def test_dump_loader_errors():
+    dump, _ = reference_dump("shapes/smoke.yaml")
+    d = tempfile.mkdtemp()
+    try:
+        bad = os.path.join(d, "bad")
+        shutil.copytree(os.path.join(dump, "smoke-packed"), bad)
+        np.save(os.path.join(bad, "q.npy"), np.load(os.path.join(bad, "q.npy")) + np.float32(1e-3))
+        for call, needle in ((lambda: pc.load_dump_problem(bad), "not bf16"),
+                             (lambda: pc.find_dump_problems(os.path.join(d, "nope")), "not a directory"),
+                             (lambda: pc.find_dump_problems(d + "/bad/..//bad/../../"), "no problem found")):
+            try:
+                call()
+            except pc.InputError as e:
+                assert needle in str(e), str(e)
+            else:
+                raise AssertionError(needle)
+        os.remove(os.path.join(bad, "beta.npy"))
+        try:
+            pc.load_dump_problem(bad, check_bf16=False)
+        except pc.InputError as e:
+            assert "beta.npy: missing" in str(e)
+        # Our outputs with a variant suffix are found.
+        for name in ("out_fused_v2_mma", "out_explicit_v2_mma", "out_fused", "ht_fused"):
+            np.save(os.path.join(bad, name + ".npy"), np.zeros(1, np.float32))
+        np.save(os.path.join(bad, "beta.npy"), np.zeros((1, 201, 2), np.float32))
+        p = pc.load_dump_problem(bad, check_bf16=False)
+        assert pc.our_outputs(p) == [("explicit", "v2_mma", "out_explicit_v2_mma"), ("fused", "-", "out_fused"),
+                                     ("fused", "v2_mma", "out_fused_v2_mma")]
+        assert pc.our_outputs(p, "ht") == [("fused", "-", "ht_fused")]
+    finally:
+        shutil.rmtree(d)
+
+
+# --- the command lines without torch / GPU ----------------------------------------------------------
+
+def _run(script, *args, env=None):
+    return subprocess.run([sys.executable, os.path.join(HERE, script), *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env)
+
+
+def _has_cuda_torch():
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def test_usage_errors_exit_2():
+    assert _run("fla_bench.py", "--rows", "nope").returncode == 2
+    assert _run("fla_bench.py", "--only", "no-such-shape").returncode == 2
+    assert _run("fla_check.py", "/no/such/dir").returncode == 2
+    d = tempfile.mkdtemp()
+    try:
+        existing = os.path.join(d, "x.csv")
+        open(existing, "w").close()
+        r = _run("fla_bench.py", "--csv", existing)
+        assert r.returncode == 2 and "--force" in r.stderr
+    finally:
+        shutil.rmtree(d)
+    r = _run("fla_bench.py", "--list", "--shapes", "shapes/edge.yaml", "--rows", "prenorm,full")
+    assert r.returncode == 0 and "edge-state-empties" in r.stdout and "fla-full" in r.stdout
+
+
+def test_skip_without_torch_or_gpu_exits_77():
+    if _has_cuda_torch():
+        skip("torch sees a GPU here: the skip path cannot be shown")
+    dump_dir = tempfile.mkdtemp()
+    try:
+        os.makedirs(os.path.join(dump_dir, "p"))
+        np.save(os.path.join(dump_dir, "p", "q.npy"), np.zeros((1, 1, 1, 1), np.float32))
+        for script, args in (("fla_bench.py", ["--only", "h64-fixed"]), ("fla_check.py", [dump_dir])):
+            r = _run(script, *args)
+            assert r.returncode == 77, (script, r.returncode, r.stderr)
+            assert "skipped:" in r.stderr and ("torch" in r.stderr or "GPU" in r.stderr), r.stderr
+    finally:
+        shutil.rmtree(dump_dir)
+
+
+# --- torch on the CPU (runs where torch is importable, e.g. a venv; skipped otherwise) -------------
+
+def _cpu_runtime():
+    try:
+        import torch
+    except ImportError:
+        skip("torch is not importable here")
+    import peers_torch as pt
+    return pt, pt.Runtime(torch=torch, triton=None, fla_version="-", chunk_kda=None, chunk_local_cumsum=None,
+                          rcp_ln2=pc.RCP_LN2_F32, device="cpu", dispatch="-", warnings=[])
+
+
+def test_torch_inputs_follow_the_recipe_and_the_conversion_twin_is_bitwise():
+    pt, rt = _cpu_runtime()
+    torch = rt.torch
+    shapes = {s.id: s for s in pc.load_shape_file(os.path.join(ROOT, "shapes/edge.yaml"))}
+    shapes.update({s.id: s for s in pc.load_shape_file(os.path.join(ROOT, "shapes/smoke.yaml"))})
+    for ident in ("edge-state-empties", "edge-offsets-end-early", "edge-dense-b3-t70", "smoke-rowscale"):
+        shape = shapes[ident]
+        inp = pt.generate_inputs(rt, shape, 7)
+        B, T, H, K = inp.q.shape
+        assert (B, T, H, K) == (shape.batch, shape.tokens, shape.heads, 128) and inp.q.dtype == torch.bfloat16
+        norms = inp.k.double().norm(dim=-1)
+        assert ((norms - 1).abs() < 1e-2).all()
+        G = inp.gate.double().numpy()
+        gamma = np.where(inp.starts[None, :, None, None], G, G - np.concatenate([np.zeros_like(G[:, :1]), G[:, :-1]], 1))
+        active = np.ones(T, bool) if shape.cu_seqlens is None else np.arange(T) < shape.cu_seqlens[-1]
+        assert (gamma[:, active] <= 0).all() and (gamma[:, active] >= -5 / math.log(2) - 1e-4).all()
+        # The generated cumulative gate is the §3.1 producer on the same raw gate (float64).
+        want = pc.gate_cumsum_reference(inp.raw_gate.float().numpy(), inp.a_log.numpy(), inp.dt_bias.numpy(), inp.starts)
+        want[:, ~active] = 0
+        assert np.max(np.abs(want - inp.gate.numpy())) <= 1e-4
+        beta = inp.beta.numpy()
+        assert (beta[:, active] > 0).all() and (beta[:, active] < 1).all() and (beta[:, ~active] == 0).all()
+        assert (inp.h0 is not None) == shape.initial_state
+        pt.prepare_fla_inputs(rt, inp)
+        pt.check_conversion_twin(rt, inp, tokens=T)
+        full = pc.log2_cumulative_to_fla_gate(inp.gate.numpy(), inp.starts)
+        assert np.array_equal(full.view(np.uint32), inp.g_fla.numpy().view(np.uint32))
+        qn = inp.q_hat.double().norm(dim=-1)
+        assert ((qn - 1).abs() < 1e-2)[inp.q.float().abs().amax(-1) > 1e-2].all()
+        if shape.q_rows:
+            rows = inp.q.float().abs().amax(dim=(-1, -2))[0]
+            A = sum(shape.seq_lens)
+            assert rows[A // 3] > 1e19 and rows[2 * A // 3] > 1e37 and rows[A // 2] == 0
+
+
+def test_fla_kwargs_and_call_text():
+    pt, rt = _cpu_runtime()
+    shape = pc.load_shape_file(os.path.join(ROOT, "shapes/smoke.yaml"))[2]  # smoke-state
+    inp = pt.generate_inputs(rt, shape, 1)
+    pt.prepare_fla_inputs(rt, inp)
+    kw = pt.fla_kwargs("prenorm", inp, True)
+    assert kw["q"] is inp.q_hat and kw["g"] is inp.g_fla and kw["initial_state"] is inp.h0
+    assert kw["cu_seqlens"].dtype == rt.torch.int64 and kw["cu_seqlens_cpu"].device.type == "cpu"
+    assert pt.fla_kwargs("l2norm-in-kernel", inp, False)["use_qk_l2norm_in_kernel"] is True
+    full = pt.fla_kwargs("full", inp, False)
+    assert full["use_gate_in_kernel"] and full["lower_bound"] == -5.0 and full["dt_bias"].shape == (3 * 128,)
+    text = pt.call_text(pt.fla_kwargs("prenorm-safegate", inp, False))
+    assert text.startswith("chunk_kda(k=bfloat16[1, 120, 3, 128]") and "safe_gate=True" in text, text
+
+
+# --- optional: FLA's Triton kernels in the Triton interpreter (PEERS_FLA_INTERPRET=1) --------------
+
+INTERPRET_DRIVER = r'''
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+os.environ["FLA_CACHE_RESULTS"] = "0"
+sys.path.insert(0, {here!r})
+import warnings; warnings.simplefilter("ignore")
+import builtins
+import numpy as np
+import peers_torch as pt
+pt.load_runtime(device="cpu")
+import triton.language as tl
+import triton.runtime.autotuner as at
+import triton.runtime.interpreter as itp
+# 1. no benchmarking driver on a CPU: every autotune picks the first config;
+at.Autotuner._bench = lambda self, *a, config, **k: [float(self.configs.index(config))] * 3
+# 2. loop bounds that are 1-element arrays;
+_orig = itp._patch_lang_tensor
+def _patch(tensor, scope):
+    _orig(tensor, scope)
+    scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+itp._patch_lang_tensor = _patch
+# 3. FLA's module-level aliases of tl builtins and `range` loop variables used as tensors.
+def _range(*args):
+    ints = [int(np.asarray(a.handle.data).reshape(-1)[0]) if hasattr(a, "handle") else int(a) for a in args]
+    try:
+        tl.full((), 0, tl.int32); inside = True
+    except ValueError:
+        inside = False
+    for i in builtins.range(*ints):
+        yield tl.full((), i, tl.int32) if inside else i
+for name, mod in list(sys.modules.items()):
+    if not name.startswith("fla.") or mod is None:
+        continue
+    for attr, val in list(vars(mod).items()):
+        if getattr(val, "__triton_builtin__", False) and hasattr(tl, getattr(val, "__name__", "")):
+            setattr(mod, attr, (lambda n: lambda *a, **k: getattr(tl, n)(*a, **{{x: y for x, y in k.items() if x not in ("_builder", "_semantic")}}))(val.__name__))
+    if name.startswith("fla.ops") and hasattr(mod, "__file__"):
+        mod.range = _range
+mod = __import__(sys.argv[1])
+sys.exit(mod.main(sys.argv[2:]))
+'''
+
+
+def test_fla_end_to_end_in_the_triton_interpreter():
+    if os.environ.get("PEERS_FLA_INTERPRET") != "1":
+        skip("set PEERS_FLA_INTERPRET=1 to run FLA's kernels in the Triton interpreter (minutes)")
+    try:
+        import fla  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        skip(f"needs torch and fla-core: {e}")
+    dump, _ = reference_dump("shapes/edge.yaml")
+    d = tempfile.mkdtemp()
+    try:
+        driver = os.path.join(d, "driver.py")
+        with open(driver, "w") as f:
+            f.write(INTERPRET_DRIVER.format(here=HERE))
+        md = os.path.join(d, "check.md")
+        r = subprocess.run([sys.executable, driver, "fla_check", dump, "--only", "edge-state-empties",
+                            "--only", "edge-dense-b3-t70", "--device", "cpu", "--fla-dtype", "fp32",
+                            "--md", md], capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        report = open(md).read()
+        assert "0 failed" in report and "final_state" in report, report
+        shapes = os.path.join(d, "tiny.yaml")
+        with open(shapes, "w") as f:
+            f.write("shapes:\n  - {id: tiny, heads: 2, seq_lens: [20, 0, 9], total_tokens: 32,"
+                    " initial_state: true, final_state: true}\n")
+        out = os.path.join(d, "bench.csv")
+        r = subprocess.run([sys.executable, driver, "fla_bench", "--shapes", shapes, "--device", "cpu",
+                            "--fla-dtype", "fp32", "--warmup", "0", "--min-samples", "1", "--csv", out,
+                            "--rows", "prenorm,l2norm-in-kernel"], capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        rows = list(csv.DictReader(open(out)))
+        assert [x["path"] for x in rows] == ["fla-prenorm", "fla-l2norm-in-kernel"]
+        assert all(x["verdict"] == "passed" for x in rows), rows
+    finally:
+        shutil.rmtree(d)
+
+
+def main():
+    tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
+    passed = failed = skipped = 0
+    for name, fn in tests:
+        try:
+            fn()
+        except SkipTest as e:
+            skipped += 1
+            print(f"SKIP {name}: {e}")
+        except Exception as e:  # noqa: BLE001
+            failed += 1
+            import traceback
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            print(f"FAIL {name}: {type(e).__name__}: {e} (line {where.lineno}: {where.line})")
+        else:
+            passed += 1
+            print(f"ok   {name}")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
