@@ -1,19 +1,25 @@
 // Table printers (markdown, CSV), the CSV reader and number formatting.
 #include "kda/harness/report.h"
 
-// csv.h's LineReader copies file names with strncpy; once inlined into read_csv, g++ 12 warns
-// about that (-Wstringop-truncation) even though the header is a system header.
+// csv.h's LineReader copies file names with strncpy; once inlined into parse_csv, g++ 12 warns
+// about that (-Wstringop-truncation) even though the header is a system header. (clang has no
+// such warning and would warn about the unknown option instead.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-truncation"
+#endif
 #include <libfccp/csv.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <memory>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -202,25 +208,22 @@ std::string to_csv(const Table& table) {
   return out;
 }
 
-Table read_csv(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw CsvError(fmt::format("{}: cannot open: it is a directory", path));
+Table parse_csv(std::string_view text, const std::string& name_for_messages) {
+  const std::string& path = name_for_messages;
+  // The line reader ends lines at NUL bytes without saying so: refuse binary data instead.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    const auto line =
+        1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(nul), '\n');
+    throw CsvError(fmt::format("{}:{}: a NUL byte (binary data, not CSV text)", path, line));
   }
-  std::unique_ptr<io::LineReader> reader;
-  try {
-    reader = std::make_unique<io::LineReader>(path);
-  } catch (const io::error::can_not_open_file& e) {
-    throw CsvError(fmt::format("{}: cannot open: {}", path,
-                               e.errno_value != 0 ? std::strerror(e.errno_value) : "unknown error"));
-  }
+  io::LineReader reader(path, text.data(), text.data() + text.size());
 
   Table table;
   bool have_header = false;
   CsvRecordParser parser(path);
   try {
-    while (const char* line = reader->next_line()) {
-      const unsigned line_number = reader->get_file_line();
+    while (const char* line = reader.next_line()) {
+      const unsigned line_number = reader.get_file_line();
       if (!parser.inside_quotes() && line[0] == '\0') continue;  // blank line between records
       if (!parser.feed(line, line_number)) continue;
       std::vector<std::string>& record = parser.record();
@@ -228,9 +231,13 @@ Table read_csv(const std::string& path) {
         table.columns = std::move(record);
         have_header = true;
       } else if (record.size() != table.columns.size()) {
+        // A short last row without a final line break: most likely a file cut off mid-write.
+        const bool cut_off = record.size() < table.columns.size() &&
+                             reader.next_line() == nullptr && text.back() != '\n';
         parser.error(parser.start_line(),
-                     fmt::format("row has {} fields, expected {} (the header's count)",
-                                 record.size(), table.columns.size()));
+                     fmt::format("row has {} fields, expected {} (the header's count){}",
+                                 record.size(), table.columns.size(),
+                                 cut_off ? "; the file ends inside this row (truncated?)" : ""));
       } else {
         table.rows.push_back(std::move(record));
       }
@@ -245,7 +252,22 @@ Table read_csv(const std::string& path) {
   return table;
 }
 
+Table read_csv(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw CsvError(fmt::format("{}: cannot open: it is a directory", path));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CsvError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw CsvError(fmt::format("{}: cannot read: read error", path));
+  return parse_csv(text.str(), path);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 std::string format_sig(double value, int digits) {
   if (std::isnan(value)) return "nan";
