@@ -13,7 +13,6 @@ packages=(
   nlohmann-json3-dev    # JSON reports
   libgtest-dev libgmock-dev googletest  # unit tests
   libbenchmark-dev      # kda-gbench
-  libfccp-dev           # CSV reader for baselines
   python3-numpy python3-matplotlib      # plot script and .npy cross-checks
 )
 

@@ -98,6 +98,14 @@ TEST(Csv, RoundTripsThroughAFile) {
   const Table single{{"only"}, {{""}, {"x"}}};
   write_text_file_atomic((dir / "single.csv").string(), to_csv(single), false);
   EXPECT_EQ(read_csv((dir / "single.csv").string()).rows, single.rows);
+
+  // A first cell that starts with a byte-order mark (which the reader skips at the start of a
+  // file) is quoted, so it comes back whole (found by tests/fuzz/fuzz_csv).
+  const Table bom{{"\xEF\xBB\xBF" "a", "b"}, {{"\xEF\xBB\xBF", "c"}}};
+  EXPECT_EQ(to_csv(bom), "\"\xEF\xBB\xBF" "a\",b\n\xEF\xBB\xBF,c\n");
+  const Table back_bom = parse_csv(to_csv(bom), "bom.csv");
+  EXPECT_EQ(back_bom.columns, bom.columns);
+  EXPECT_EQ(back_bom.rows, bom.rows);
 }
 
 TEST(Csv, ReaderAcceptsCrlfBomBlankLinesAndNoFinalNewline) {

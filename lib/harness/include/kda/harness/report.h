@@ -37,8 +37,9 @@ std::string to_markdown(const Table& table);
 std::string to_csv(const Table& table);
 
 // Reads a CSV file written by to_csv (or by hand): RFC 4180 quoting, fields may span lines, CRLF
-// accepted, blank lines between records skipped, a UTF-8 BOM ignored. The first record is the
-// header; every other record must have as many fields. Throws CsvError.
+// accepted (a CR LF line break inside a quoted field reads as "\n"), blank lines between records
+// skipped, a UTF-8 BOM ignored. The first record is the header; every other record must have as
+// many fields. Throws CsvError.
 Table read_csv(const std::string& path);
 // The same reader on the text of a whole CSV file; `name_for_messages` stands for the path. Text
 // with a NUL byte is refused (binary data).
