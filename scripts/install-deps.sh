@@ -14,6 +14,8 @@ packages=(
   libgtest-dev libgmock-dev googletest  # unit tests
   libbenchmark-dev      # kda-gbench
   python3-numpy python3-matplotlib      # plot script and .npy cross-checks
+  clang libclang-rt-14-dev libomp-14-dev  # libFuzzer targets (fuzz preset): clang 14, its
+                                          # fuzzer/sanitizer runtimes and its OpenMP
 )
 
 missing=()
