@@ -13,9 +13,10 @@ packages=(
   nlohmann-json3-dev    # JSON reports
   libgtest-dev libgmock-dev googletest  # unit tests
   libbenchmark-dev      # kda-gbench
-  libfccp-dev           # CSV reader for baselines
   python3-numpy python3-matplotlib      # plot script and .npy cross-checks
   python3-yaml                          # scripts/peers (shape files) and their tests
+  clang libclang-rt-14-dev libomp-14-dev  # libFuzzer targets (fuzz preset): clang 14, its
+                                          # fuzzer/sanitizer runtimes and its OpenMP
 )
 
 missing=()

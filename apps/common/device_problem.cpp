@@ -128,29 +128,7 @@ kda::ForwardParams sized_params(const kda::harness::HostInputs& in) {
   return p;
 }
 
-// The workspace is sized for the largest variant so one DeviceProblem can run them all.
-size_t workspace_bytes_all_variants(const kda::harness::HostInputs& in) {
-  size_t bytes = 0;
-  for (kda::ForwardVariant v : kAllVariants) {
-    kda::ForwardParams p = sized_params(in);
-    p.variant = v;
-    bytes = std::max(bytes, kda::forward_workspace_bytes(p));
-  }
-  return bytes;
-}
-
 }  // namespace
-
-size_t device_bytes_needed(const kda::harness::HostInputs& in) {
-  const size_t th = token_heads(in);
-  const size_t k = static_cast<size_t>(in.key_dim), v = static_cast<size_t>(in.value_dim);
-  const size_t states = static_cast<size_t>(in.num_states()) * in.heads * k * v * sizeof(float);
-  size_t bytes = th * (k * 2 /*q*/ + k * 2 /*k*/ + v * 2 /*v*/ + k * 4 /*gate*/ + 4 /*beta*/ +
-                       k * 2 /*q_hat*/ + v * 2 /*out*/);
-  bytes += (in.initial_state.empty() ? 0 : states) + (in.want_final_state ? states : 0);
-  bytes += workspace_bytes_all_variants(in);
-  return bytes;
-}
 
 DeviceProblem::DeviceProblem(const kda::harness::HostInputs& inputs) : inputs_(&inputs) {
   q_ = upload(inputs.q);
@@ -167,7 +145,8 @@ DeviceProblem::DeviceProblem(const kda::harness::HostInputs& inputs) : inputs_(&
     ht_ = DeviceBuffer(static_cast<size_t>(inputs.num_states()) * inputs.heads * inputs.key_dim *
                        inputs.value_dim * sizeof(float));
   }
-  workspace_ = DeviceBuffer(workspace_bytes_all_variants(inputs));
+  // Sized for the largest variant so one DeviceProblem can run them all.
+  workspace_ = DeviceBuffer(device_footprint(inputs).workspace);
 }
 
 kda::ForwardParams DeviceProblem::forward_params(Path path) const {
@@ -290,6 +269,15 @@ DeviceInfo select_device(int index) {
                          "; the kernels are built for sm_90a (Hopper H100/H200) only");
   }
   return info;
+}
+
+void require_device_memory(const std::string& shape_id, const DeviceFootprint& need,
+                           const DeviceInfo& device) {
+  size_t free_bytes = 0, total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  const std::string shortfall =
+      device_memory_shortfall(shape_id, need, free_bytes, device.index, device.name);
+  if (!shortfall.empty()) throw DeviceMemoryError(shortfall);
 }
 
 }  // namespace kda::app

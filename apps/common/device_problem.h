@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "device_memory.h"
 #include "kda/harness/inputs.h"
 #include "kda/kda.h"
 
@@ -44,10 +45,6 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
-
-// Bytes the problem needs on the device (inputs, outputs, q_hat, workspace), to refuse shapes
-// that do not fit before allocating.
-size_t device_bytes_needed(const kda::harness::HostInputs& inputs);
 
 class DeviceProblem {
  public:
@@ -100,5 +97,10 @@ int device_count();
 // Selects the device and fills its info; throws kda::Error with a clear message for a bad index
 // or a device that is not sm_90.
 DeviceInfo select_device(int index);
+
+// Throws DeviceMemoryError (device_memory.h) when `need` exceeds the free memory of the selected
+// device (cudaMemGetInfo); call it before allocating the problem.
+void require_device_memory(const std::string& shape_id, const DeviceFootprint& need,
+                           const DeviceInfo& device);
 
 }  // namespace kda::app

@@ -7,10 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "common/device_memory.h"
 #include "kda/bench/bytes_model.h"
 #include "kda/bench/compare.h"
 #include "kda/bench/format.h"
 #include "kda/harness/report.h"
+#include "kda/kda.h"
 #include "options.h"
 
 namespace kda::bench::app {
@@ -53,15 +55,10 @@ int refuse_existing_outputs(const Options& o) {
       std::cerr << "kda-bench: " << *file << " is given for two outputs\n";
       return kExitUsage;
     }
-    std::error_code ec;
-    if (!o.force && std::filesystem::exists(*file, ec)) {
-      std::cerr << "kda-bench: " << *file << " exists; pass --force to overwrite it\n";
-      return kExitUsage;
-    }
-    const auto parent = std::filesystem::path(*file).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-      std::cerr << "kda-bench: cannot write " << *file << ": " << parent.string()
-                << " is not a directory\n";
+    try {
+      kda::harness::check_output_file(*file, o.force);
+    } catch (const kda::harness::OutputError& e) {
+      std::cerr << "kda-bench: " << e.what() << "\n";
       return kExitUsage;
     }
   }
@@ -108,18 +105,27 @@ int run_list(const Options& o) {
   if (int rc = load_selected_shapes(o, &shapes); rc != kExitOk) return rc;
   kda::harness::Table t;
   t.columns = {"shape", "B", "T", "H", "N", "token-heads", "fused (MB)", "explicit (MB)",
-               "l2norm (MB)", "floor (us)", "gpu"};
+               "l2norm (MB)", "floor (us)", "device (MB)", "gpu"};
   for (const auto& s : shapes) {
     const ProblemSize size = problem_size(s);
     auto mb = [&](PathKind p) {
       return human_number(static_cast<double>(path_bytes(size, p)), Unit::bytes);
     };
     const double floor = static_cast<double>(floor_bytes(size, PathKind::fused)) / o.floor_bw_Bps;
+    // What kda-bench allocates on the device for the shape (checked against the free memory
+    // before the run); "-" where the kernels cannot run it.
+    std::string device = "-";
+    try {
+      const kda::app::DeviceFootprint need = kda::app::device_footprint(s);
+      if (need.workspace > 0) device = human_number(static_cast<double>(need.total()), Unit::bytes);
+    } catch (const kda::Error&) {
+      // beyond the kernels' grid limits: the gpu column says no
+    }
     t.rows.push_back({s.id, std::to_string(size.batch), std::to_string(size.tokens),
                       std::to_string(size.heads), std::to_string(size.num_states),
                       std::to_string(size.token_heads()), mb(PathKind::fused),
                       mb(PathKind::explicit_), mb(PathKind::l2norm),
-                      human_number(floor, Unit::seconds),
+                      human_number(floor, Unit::seconds), device,
                       s.gpu_supported() ? "yes" : "no (K, V != 128)"});
   }
   std::cout << fmt::format("# {} ({} shapes)\n\n", o.shapes_file, shapes.size())
@@ -127,7 +133,8 @@ int run_list(const Options& o) {
             << fmt::format("\nBytes model: forward 8K + 4V + 4 B per token-head (q, k, v, "
                            "out bf16; gate, beta fp32; 1540 B for K = V = 128) plus states; l2norm "
                            "pass 2 x rows x K x 2 B; explicit = both. Floor = forward bytes at {} "
-                           "TB/s.\n",
+                           "TB/s. Device = memory a run allocates for the shape (inputs, outputs, "
+                           "workspace), checked against the free device memory before the run.\n",
                            human_number(o.floor_bw_Bps, Unit::bytes_per_s));
   return kExitOk;
 }

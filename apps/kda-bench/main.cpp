@@ -4,6 +4,7 @@
 // do_bench method; verifies every timed output first. `kda-bench compare A.csv B.csv` compares
 // two result files noise-aware. Method and columns: apps/kda-bench/README.md.
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -32,9 +33,10 @@ constexpr const char* kFooter = R"(Modes (--mode, comma list; every mode is a ro
           100 ms repetition budgets, per-iteration events; median/p20/p80
 
 Exit codes: 0 every row verified (or --no-verify) and converged; 1 a verification failed
-(compare: --fail-on-slower and a row was SLOWER); 2 bad usage or input (option, shape file,
-baseline, existing output without --force); 3 no usable GPU or a CUDA error; 4 all verified
-but a row did not converge (timeout). `compare` and --list need no GPU.
+(compare: --fail-on-slower and a row was SLOWER); 2 bad usage or input (option, conflicting
+options, shape file, baseline, output path, a shape too big for the device's free memory); 3 no
+usable GPU (none, unknown --device) or a CUDA error; 4 all verified but a row did not converge
+(timeout). `compare` and --list need no GPU. Messages: docs/errors.md.
 Method and CSV columns: apps/kda-bench/README.md.)";
 
 }  // namespace
@@ -66,7 +68,9 @@ int main(int argc, char** argv) {
   bool no_verify = false;
   app.add_flag("--no-verify", no_verify,
                "Skip verification before timing (rows then say 'not verified')");
-  app.add_option("--device", o.device, "CUDA device index")->capture_default_str();
+  app.add_option("--device", o.device, "CUDA device index")
+      ->check(CLI::Range(0, 1 << 16))
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "Input seed (a shape's own seed: wins)")->capture_default_str();
   app.add_option("--variant", o.variant,
                  "Kernel variant of the forward (default: the library's, docs/design.md)")
@@ -152,6 +156,51 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
+  }
+  // Options that contradict each other or would be silently ignored: refuse them (exit 2).
+  auto usage_error = [](const std::string& message) {
+    std::cerr << "kda-bench: " << message << "\n";
+    return kExitUsage;
+  };
+  // Options of the timing run (before any sub-command).
+  const char* const run_options[] = {
+      "--shapes", "--only", "--paths", "--mode", "--stages", "--no-verify", "--device", "--seed",
+      "--variant", "--min-samples", "--min-time", "--max-noise", "--timeout", "--warmup",
+      "--throttle-threshold", "--throttle-recovery", "--cooldown", "--floor-bandwidth", "--csv",
+      "--json", "--md", "--force", "--baseline", "--same-within", "--list"};
+  if (cmp->parsed()) {
+    for (const char* name : run_options) {
+      if (app.count(name) > 0) {
+        return usage_error(std::string(name) +
+                           " is an option of the timing run; `compare` takes its own options "
+                           "after the sub-command (kda-bench compare --help)");
+      }
+    }
+    if ((cmp->count("--a-path") > 0) != (cmp->count("--b-path") > 0)) {
+      return usage_error("compare: --a-path and --b-path go together (which path of A against "
+                         "which path of B)");
+    }
+  } else if (o.list) {
+    for (const char* name : run_options) {
+      const std::string option(name);
+      if (option == "--list" || option == "--shapes" || option == "--only" ||
+          option == "--floor-bandwidth" || app.count(name) == 0) {
+        continue;
+      }
+      return usage_error("--list prints the shapes and exits; " + option +
+                         " has no effect with it");
+    }
+  } else {
+    if (app.count("--same-within") > 0 && o.baseline_file.empty()) {
+      return usage_error("--same-within sets the threshold of the --baseline comparison; give "
+                         "--baseline too (or use `compare`)");
+    }
+    const bool forward_path = std::any_of(o.paths.begin(), o.paths.end(),
+                                          [](const std::string& p) { return p != "l2norm"; });
+    if (o.stages && !forward_path) {
+      return usage_error("--stages times the forward's kernels; --paths l2norm has none (add "
+                         "fused or explicit)");
+    }
   }
   o.verify = !no_verify;
   stop.max_noise = max_noise_pct / 100.0;

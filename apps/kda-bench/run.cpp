@@ -164,7 +164,7 @@ int run_benchmarks(const Options& o) {
     info = kda::app::select_device(o.device);
   } catch (const kda::Error& e) {
     std::cerr << "kda-bench: " << e.what() << "\n";
-    return e.code() == kda::ErrorCode::invalid_argument ? kExitUsage : kExitDevice;
+    return kExitDevice;  // no such device, or not an sm_90 one: no usable GPU
   }
   RunContext ctx = make_context(o, info);
 
@@ -185,6 +185,13 @@ int run_benchmarks(const Options& o) {
     kda::bench::gpu::Bench bench(warn);
     ctx.flush_bytes = bench.flush_bytes();
     const cudaStream_t stream = bench.stream();
+    // Every shape must fit in what is left beside the bench's own buffers: refuse before
+    // generating or allocating anything (each shape is allocated alone, then freed).
+    for (const auto& shape : shapes) {
+      if (shape.gpu_supported()) {
+        kda::app::require_device_memory(shape.id, kda::app::device_footprint(shape), info);
+      }
+    }
     progress(fmt::format("kda-bench: {} on device {} ({}, {} SMs, default SM clock {:.0f} MHz); "
                          "{} shapes x {} paths x {} modes{}",
                          ctx.git_commit, info.index, info.name, info.sm_count,
@@ -201,16 +208,8 @@ int run_benchmarks(const Options& o) {
       }
       const uint64_t seed = shape.seed.value_or(o.seed);
       const kda::harness::HostInputs inputs = kda::harness::make_inputs(shape, seed);
-      size_t free_bytes = 0, total_bytes = 0;
-      kda::app::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-      const size_t needed = kda::app::device_bytes_needed(inputs);
-      if (needed > free_bytes) {
-        warn(fmt::format("{}: skipped: needs {:.2f} GiB of device memory, {:.2f} GiB free",
-                         shape.id, static_cast<double>(needed) / 1073741824.0,
-                         static_cast<double>(free_bytes) / 1073741824.0));
-        ++shapes_skipped;
-        continue;
-      }
+      // Checked for every shape before the run; again here in case the free memory shrank.
+      kda::app::require_device_memory(shape.id, kda::app::device_footprint(shape), info);
       kda::app::DeviceProblem problem(inputs);
       kda::ForwardVariant variant = kda::kDefaultForwardVariant;
       if (!o.variant.empty()) kda::app::parse_variant(o.variant, &variant);
@@ -311,6 +310,9 @@ int run_benchmarks(const Options& o) {
         }
       }
     }
+  } catch (const kda::app::DeviceMemoryError& e) {
+    std::cerr << "kda-bench: " << e.what() << "\n";
+    return kExitUsage;
   } catch (const kda::Error& e) {
     std::cerr << "kda-bench: " << e.what() << "\n";
     return e.code() == kda::ErrorCode::cuda ? kExitDevice : kExitFailed;

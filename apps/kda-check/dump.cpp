@@ -59,8 +59,16 @@ kda::harness::NpyArray read_required(const fs::path& dir, const std::string& nam
   }
   kda::harness::NpyArray array = kda::harness::read_npy(file.string());
   if (array.type != type) {
-    throw std::runtime_error(file.string() + ": wrong dtype (expected " +
-                             (type == kda::harness::NpyType::i32 ? "int32" : "float32") + ")");
+    auto dtype_name = [](kda::harness::NpyType t) {
+      switch (t) {
+        case kda::harness::NpyType::f32: return "float32";
+        case kda::harness::NpyType::f64: return "float64";
+        case kda::harness::NpyType::i32: return "int32";
+      }
+      return "?";
+    };
+    throw std::runtime_error(file.string() + ": wrong dtype " + dtype_name(array.type) +
+                             " (expected " + dtype_name(type) + ")");
   }
   if (array.shape.size() != rank) {
     throw std::runtime_error(file.string() + ": expected a " + std::to_string(rank) +

@@ -3,8 +3,9 @@
 // data-derived budget of kda-forward.md §9.4. Prints a markdown tolerance report with a verdict
 // per row, writes CSV/JSON, exits non-zero on any failure.
 //
-// Exit codes: 0 every checked row passed; 1 a row failed; 2 bad usage or input (shape file,
-// --load directory, output path); 3 no usable GPU or a CUDA error.
+// Exit codes: 0 every checked row passed; 1 a row failed; 2 bad usage or input (options, shape
+// file, --load files, output path, a shape too big for the device's free memory); 3 no usable GPU
+// (none, unknown --device, not sm_90) or a CUDA error. Messages: docs/errors.md.
 
 #include <cuda_runtime_api.h>
 
@@ -145,7 +146,8 @@ void check_reference(const Job& job, const kda::harness::HostInputs& inputs,
 // --- GPU backends ----------------------------------------------------------------------------
 void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
                const std::vector<Path>& paths, const std::vector<kda::ForwardVariant>& variants,
-               cudaStream_t stream, std::vector<Row>* rows, const std::string& dump_dir) {
+               const kda::app::DeviceInfo& info, cudaStream_t stream, std::vector<Row>* rows,
+               const std::string& dump_dir) {
   if (inputs.key_dim != kda::kHeadDim || inputs.value_dim != kda::kHeadDim) {
     Row row;
     row.shape = job.id;
@@ -156,20 +158,8 @@ void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
     rows->push_back(row);
     return;
   }
-  size_t free_bytes = 0, total_bytes = 0;
-  kda::app::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  const size_t needed = kda::app::device_bytes_needed(inputs);
-  if (needed > free_bytes) {
-    Row row;
-    row.shape = job.id;
-    row.path = "gpu";
-    row.tensor = "-";
-    row.verdict = fmt::format("failed: needs {:.2f} GiB of device memory, {:.2f} GiB free",
-                              static_cast<double>(needed) / 1073741824.0,
-                              static_cast<double>(free_bytes) / 1073741824.0);
-    rows->push_back(row);
-    return;
-  }
+  // Checked for every job before the run starts; again here in case the free memory shrank.
+  kda::app::require_device_memory(job.id, kda::app::device_footprint(inputs), info);
 
   const kda::app::Golden golden = kda::app::compute_golden(inputs);
   kda::app::DeviceProblem problem(inputs);
@@ -334,7 +324,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_file, "Write the report and metadata as JSON to FILE");
   app.add_option("--dump", dump_dir, "Write inputs and outputs as .npy under DIR/<id>/");
   app.add_option("--load", load_dir, "Run on .npy inputs from DIR (written by --dump)");
-  app.add_option("--device", device, "CUDA device index");
+  app.add_option("--device", device, "CUDA device index")->check(CLI::Range(0, 1 << 16));
   app.add_option("--variant", variant_names,
                  "Kernel variant(s) of the forward to check against the same references "
                  "(docs/design.md)")
@@ -350,17 +340,60 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
-  if (!load_dir.empty() && !shape_files.empty()) {
-    std::cerr << "kda-check: --load and --shapes are exclusive: --load runs on the dumped inputs\n";
+  // Options that contradict each other, or that the chosen backend would silently ignore.
+  auto usage_error = [](const std::string& message) {
+    std::cerr << "kda-check: " << message << "\n";
     return kExitUsage;
+  };
+  if (!load_dir.empty() && !shape_files.empty()) {
+    return usage_error("--load and --shapes are exclusive: --load runs on the dumped inputs");
+  }
+  if (!load_dir.empty() && app.count("--seed") > 0) {
+    return usage_error("--seed has no effect with --load: the inputs come from " + load_dir);
+  }
+  if (backend == "reference") {
+    for (const char* gpu_only : {"--variant", "--device"}) {
+      if (app.count(gpu_only) > 0) {
+        return usage_error(std::string(gpu_only) +
+                           " applies to the GPU backends; --backend reference runs no kernel");
+      }
+    }
+  }
+  if (!load_dir.empty() && !dump_dir.empty()) {
+    // --dump writes DIR/<id>/q.npy ...; --load reads DIR/<id>/q.npy (or DIR/q.npy): the same
+    // directory, or the parent of a single problem's directory, would replace the inputs being
+    // checked.
+    auto absolute = [](const std::string& dir) {
+      std::error_code ec;
+      std::filesystem::path path = std::filesystem::weakly_canonical(dir, ec);
+      if (ec) path = std::filesystem::absolute(dir).lexically_normal();
+      return path.has_filename() ? path : path.parent_path();  // "dir/" -> "dir"
+    };
+    const std::filesystem::path load_path = absolute(load_dir), dump_path = absolute(dump_dir);
+    if (dump_path == load_path || dump_path == load_path.parent_path()) {
+      return usage_error("--dump " + dump_dir + " would write into the --load directory " +
+                         load_dir + " (replacing the inputs being checked); dump elsewhere");
+    }
   }
   if (shape_files.empty() && load_dir.empty()) shape_files.push_back("shapes/contract.yaml");
 
-  // Refuse to clobber report files before doing any work.
-  for (const std::string* file : {&md_file, &csv_file, &json_file}) {
-    if (!file->empty() && !force && std::filesystem::exists(*file)) {
-      std::cerr << "kda-check: " << *file << " exists; pass --force to overwrite it\n";
-      return kExitUsage;
+  // Refuse unwritable or existing report files before doing any work.
+  try {
+    std::set<std::string> seen;
+    for (const std::string* file : {&md_file, &csv_file, &json_file}) {
+      if (file->empty()) continue;
+      if (!seen.insert(*file).second) return usage_error(*file + " is given for two outputs");
+      kda::harness::check_output_file(*file, force);
+    }
+  } catch (const kda::harness::OutputError& e) {
+    return usage_error(e.what());
+  }
+  if (!dump_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dump_dir, ec);
+    if (ec || !std::filesystem::is_directory(dump_dir)) {
+      return usage_error("--dump " + dump_dir + ": cannot create the directory" +
+                         (ec ? ": " + ec.message() : std::string(": a file is in the way")));
     }
   }
 
@@ -426,7 +459,22 @@ int main(int argc, char** argv) {
     } catch (const kda::Error& e) {
       std::cerr << "kda-check: backend '" << backend << "': " << e.what()
                 << "\n(use --backend reference to check the CPU references without a GPU)\n";
-      return e.code() == kda::ErrorCode::invalid_argument ? kExitUsage : kExitDevice;
+      return kExitDevice;
+    }
+    // Every problem must fit in the device's free memory: refuse before allocating anything.
+    try {
+      for (const Job& job : jobs) {
+        const kda::app::DeviceFootprint need = job.loaded
+                                                   ? kda::app::device_footprint(*job.loaded)
+                                                   : kda::app::device_footprint(*job.shape);
+        if (need.workspace == 0) continue;  // K or V != 128: not run on the GPU
+        kda::app::require_device_memory(job.id, need, info);
+      }
+    } catch (const kda::app::DeviceMemoryError& e) {
+      return usage_error(e.what());
+    } catch (const kda::Error& e) {
+      std::cerr << "kda-check: " << e.what() << "\n";
+      return e.code() == kda::ErrorCode::cuda ? kExitDevice : kExitUsage;
     }
   }
 
@@ -444,7 +492,7 @@ int main(int argc, char** argv) {
         if (i == 0 && inputs.key_dim == kda::kHeadDim && inputs.value_dim == kda::kHeadDim) {
           rows.push_back(check_fused_refuses_f32(inputs));
         }
-        check_gpu(job, inputs, paths, variants, stream, &rows, dump_dir);
+        check_gpu(job, inputs, paths, variants, info, stream, &rows, dump_dir);
       } else {
         check_reference(job, inputs, &rows, dump_dir);
       }

@@ -163,5 +163,76 @@ TEST(Npy, CorruptedFilesGiveClearErrors) {
   EXPECT_CONTAINS(read_error(scratch("does-not-exist.npy")), "cannot open");
 }
 
+// A preamble (format 1.0 or 2.0) followed by `header` verbatim and `data`.
+std::string npy_bytes(int major, const std::string& header, const std::string& data = "") {
+  std::string bytes("\x93NUMPY", 6);
+  bytes.push_back(static_cast<char>(major));
+  bytes.push_back('\0');
+  const size_t length_bytes = major == 1 ? 2 : 4;
+  for (size_t i = 0; i < length_bytes; ++i) {
+    bytes.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xFF));
+  }
+  return bytes + header + data;
+}
+
+std::string parse_error(const std::string& bytes) {
+  try {
+    parse_npy(bytes, "mem.npy");
+  } catch (const NpyError& e) {
+    return e.what();
+  }
+  return "(read fine)";
+}
+
+TEST(Npy, ParsesBytesLikeTheFileReader) {
+  const std::string path = scratch("bytes.npy");
+  write_npy(path, std::vector<int32_t>{0, 3, 3, 7}, {4});
+  const NpyArray from_file = read_npy(path);
+  const NpyArray from_bytes = parse_npy(read_bytes(path), "bytes.npy");
+  EXPECT_EQ(from_bytes.type, NpyType::i32);
+  EXPECT_EQ(from_bytes.shape, from_file.shape);
+  EXPECT_EQ(from_bytes.as_i32(), (std::vector<int32_t>{0, 3, 3, 7}));
+  // Format 2.0 (4-byte header length), as numpy writes for long headers.
+  const std::string v2 = npy_bytes(2, "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }\n",
+                                    std::string(8, '\0'));
+  EXPECT_EQ(parse_npy(v2, "v2.npy").as_f64(), std::vector<double>{0.0});
+}
+
+// Lengths and shapes in a header are checked against the bytes that are there before anything is
+// allocated: a few bytes can claim gigabytes, they must cost nothing (the fuzz target checks the
+// same with a 128 MiB allocation limit).
+TEST(Npy, ClaimsLargerThanTheFileAreRefusedBeforeAllocating) {
+  std::string huge_header = npy_bytes(2, "{}");
+  huge_header[8] = huge_header[9] = huge_header[10] = huge_header[11] = '\xFF';
+  EXPECT_CONTAINS(parse_error(huge_header),
+                  "mem.npy: header truncated: expected 4294967295 bytes, got 2");
+  EXPECT_CONTAINS(parse_error(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': "
+                                           "(1099511627776, 1024), }\n")),
+                  "mem.npy: data truncated: expected 4503599627370496 bytes, got 0");
+  EXPECT_CONTAINS(parse_error(npy_bytes(1, "{'descr': '<f8', 'fortran_order': False, 'shape': "
+                                           "(4294967296, 4294967296), }\n")),
+                  "shape too large");
+  EXPECT_CONTAINS(parse_error(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': "
+                                           "(99999999999999999999,), }\n")),
+                  "integer too large");
+  // A real but absurdly long header (numpy never writes one over a few hundred bytes).
+  const std::string scalar = "{'descr': '<f4', 'fortran_order': False, 'shape': (), }";
+  EXPECT_CONTAINS(parse_error(npy_bytes(2, scalar + std::string(70000, ' ') + "\n", "abcd")),
+                  "header of 70056 bytes is longer than the 65536 this reader accepts");
+}
+
+TEST(Npy, MessagesShowBinaryHeadersEscapedAndShort) {
+  EXPECT_CONTAINS(
+      parse_error(npy_bytes(1, "{'descr': '\x01\xFF', 'fortran_order': False, 'shape': (), }")),
+      "unsupported dtype '\\x01\\xff'");
+  const std::string parse = parse_error(npy_bytes(1, "{\x1b[31m" + std::string(500, 'x') + "}"));
+  EXPECT_CONTAINS(parse,
+                  "header parse error at offset 1: expected a quoted string (header: {\\x1b[31mxxx");
+  EXPECT_CONTAINS(parse, "... (507 bytes)");
+  EXPECT_EQ(parse.find('\x1b'), std::string::npos);
+  EXPECT_CONTAINS(read_error(fs::path(KDA_TEST_SCRATCH_DIR).string()),
+                  "cannot open: it is a directory");
+}
+
 }  // namespace
 }  // namespace kda::harness

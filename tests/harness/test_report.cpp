@@ -98,6 +98,14 @@ TEST(Csv, RoundTripsThroughAFile) {
   const Table single{{"only"}, {{""}, {"x"}}};
   write_text_file_atomic((dir / "single.csv").string(), to_csv(single), false);
   EXPECT_EQ(read_csv((dir / "single.csv").string()).rows, single.rows);
+
+  // A first cell that starts with a byte-order mark (which the reader skips at the start of a
+  // file) is quoted, so it comes back whole (found by tests/fuzz/fuzz_csv).
+  const Table bom{{"\xEF\xBB\xBF" "a", "b"}, {{"\xEF\xBB\xBF", "c"}}};
+  EXPECT_EQ(to_csv(bom), "\"\xEF\xBB\xBF" "a\",b\n\xEF\xBB\xBF,c\n");
+  const Table back_bom = parse_csv(to_csv(bom), "bom.csv");
+  EXPECT_EQ(back_bom.columns, bom.columns);
+  EXPECT_EQ(back_bom.rows, bom.rows);
 }
 
 TEST(Csv, ReaderAcceptsCrlfBomBlankLinesAndNoFinalNewline) {
@@ -129,6 +137,32 @@ TEST(Csv, MalformedFilesNameFileLineAndProblem) {
   put(dir / "empty.csv", "");
   EXPECT_CONTAINS(csv_error(dir / "empty.csv"), "empty file, expected a header line");
   EXPECT_CONTAINS(csv_error(dir / "missing.csv"), "missing.csv: cannot open: No such file or directory");
+}
+
+TEST(Csv, ParsesTextLikeTheFileReaderAndRefusesBinary) {
+  const fs::path dir = scratch_dir("csv_text");
+  const std::string text = "shape_id,median_s\r\n\"a,b\",1e-3\n";
+  put(dir / "t.csv", text);
+  const Table from_file = read_csv((dir / "t.csv").string());
+  const Table from_text = parse_csv(text, "t.csv");
+  EXPECT_EQ(from_text.columns, from_file.columns);
+  EXPECT_EQ(from_text.rows, from_file.rows);
+  EXPECT_EQ(from_text.rows, (std::vector<std::vector<std::string>>{{"a,b", "1e-3"}}));
+  // A short last row without a final line break: the file was cut off.
+  EXPECT_CONTAINS(std::string([&] {
+                    try {
+                      parse_csv("a,b,c\n1,2,3\n4,5", "cut.csv");
+                    } catch (const CsvError& e) {
+                      return std::string(e.what());
+                    }
+                    return std::string("(read fine)");
+                  }()),
+                  "cut.csv:3: row has 2 fields, expected 3 (the header's count); the file ends "
+                  "inside this row (truncated?)");
+  // The line reader would silently end a line at a NUL byte: binary data is refused instead.
+  put(dir / "nul.csv", std::string("a,b\n1,2\n3,\0", 11));
+  EXPECT_CONTAINS(csv_error(dir / "nul.csv"), "nul.csv:3: a NUL byte (binary data, not CSV text)");
+  EXPECT_CONTAINS(csv_error(dir), "cannot open: it is a directory");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -167,6 +201,49 @@ TEST(AtomicWrite, UnwritableTargetsGiveTheReason) {
   EXPECT_THROW(write_text_file_atomic((dir / "taken").string(), "x", true), OutputError);
   EXPECT_THROW(write_text_file_atomic((dir / "taken").string(), "x", false), OutputError);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+}
+
+TEST(AtomicWrite, CheckOutputFileRefusesUpFront) {
+  const fs::path dir = scratch_dir("check_output");
+  auto refusal = [](const fs::path& path, bool overwrite) {
+    try {
+      check_output_file(path.string(), overwrite);
+    } catch (const OutputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refusal(dir / "new.csv", false), "");
+  put(dir / "old.csv", "x");
+  EXPECT_EQ(refusal(dir / "old.csv", false), (dir / "old.csv").string() +
+                                                 " exists; pass --force to overwrite");
+  EXPECT_EQ(refusal(dir / "old.csv", true), "");
+  EXPECT_EQ(refusal(dir, true), "cannot write " + dir.string() + ": it is a directory");
+  EXPECT_EQ(refusal(dir.string() + "/", true),
+            "cannot write " + dir.string() + "/: it is a directory");
+  EXPECT_EQ(refusal(dir / "no" / "r.csv", true),
+            "cannot write " + (dir / "no" / "r.csv").string() + ": directory " +
+                (dir / "no").string() + " does not exist");
+  EXPECT_EQ(refusal(dir / "old.csv" / "r.csv", true),
+            "cannot write " + (dir / "old.csv" / "r.csv").string() + ": " +
+                (dir / "old.csv").string() + " is not a directory");
+  // Nothing was created by the checks.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+}
+
+TEST(AtomicWrite, CheckOutputFileRefusesReadOnlyDirectory) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write into a read-only directory";
+  const fs::path dir = scratch_dir("check_output_ro");
+  fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
+  std::string message;
+  try {
+    check_output_file((dir / "r.csv").string(), true);
+  } catch (const OutputError& e) {
+    message = e.what();
+  }
+  fs::permissions(dir, fs::perms::owner_all);
+  EXPECT_EQ(message, "cannot write " + (dir / "r.csv").string() + ": directory " + dir.string() +
+                         " is not writable (Permission denied)");
 }
 
 // ---------------------------------------------------------------------------------------------

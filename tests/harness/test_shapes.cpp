@@ -336,7 +336,25 @@ TEST(ShapeRefusals, FileLevel) {
                  "'just some words'");
   EXPECT_REFUSED("", "field 'shapes': expected a top-level map with a 'shapes:' list, got nothing");
   EXPECT_REFUSED("\t- [oops\n", "not valid YAML");
+  // Nesting deep enough to exhaust a recursive parser is refused (yaml-cpp stops at 500 levels).
+  EXPECT_REFUSED("shapes: " + std::string(100000, '['),
+                 "t.yaml:1: not valid YAML: nested more than 500 levels deep");
   EXPECT_REFUSED(std::string("\x00\x01\xff\xfe binary", 11), "t.yaml:1: not valid YAML: the file contains NUL bytes");
+}
+
+// A file cut off mid-write: wherever the cut falls, the message says what is missing or broken.
+TEST(ShapeRefusals, TruncatedFiles) {
+  const std::string whole = "shapes:\n  - id: a\n    heads: 2\n    seq_lens: [100, 37]\n";
+  EXPECT_EQ(parse_error(whole), "");
+  EXPECT_REFUSED(whole.substr(0, whole.size() - 3), "t.yaml:4: not valid YAML");  // in the list
+  EXPECT_REFUSED(whole.substr(0, whole.find("seq_lens") + 6),
+                 "t.yaml:4: shape 'a': field 'seq_le': expected one of id, heads, seq_lens");
+  EXPECT_REFUSED(whole.substr(0, whole.find("seq_lens")),
+                 "t.yaml:2: shape 'a': field 'seq_lens': expected a list of sequence lengths (or "
+                 "batch + seq_len), got nothing");
+  EXPECT_REFUSED(whole.substr(0, whole.find("heads") + 6),
+                 "shape 'a': field 'heads': expected an integer >= 1, got nothing");
+  EXPECT_REFUSED(whole.substr(0, 9), "t.yaml:2: field 'shapes': expected a non-empty list of shapes");
 }
 
 TEST(ShapeRefusals, MissingFileNamesPathAndReason) {

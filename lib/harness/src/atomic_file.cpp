@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
@@ -44,6 +45,31 @@ int write_all(int fd, const char* data, size_t size) {
 }
 
 }  // namespace
+
+void check_output_file(const std::string& path, bool overwrite) {
+  namespace fs = std::filesystem;
+  auto refuse = [&](const std::string& why) -> OutputError {
+    return OutputError(fmt::format("cannot write {}: {}", path, why));
+  };
+  if (path.empty()) throw OutputError("cannot write an empty path");
+  const fs::path target(path);
+  std::error_code ec;
+  if (fs::is_directory(target, ec) || !target.has_filename()) throw refuse("it is a directory");
+  if (!overwrite && path_exists(path)) fail_exists(path);
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const fs::file_status status = fs::status(dir, ec);
+  if (status.type() == fs::file_type::not_found) {
+    throw refuse(fmt::format("directory {} does not exist", dir.string()));
+  }
+  if (ec || !fs::is_directory(status)) {
+    throw refuse(fmt::format("{} is not a directory", dir.string()));
+  }
+  // The writer creates a temporary file beside the target and renames it into place.
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw refuse(
+        fmt::format("directory {} is not writable ({})", dir.string(), std::strerror(errno)));
+  }
+}
 
 void write_binary_file_atomic(const std::string& path, const void* data, size_t size,
                               bool overwrite) {

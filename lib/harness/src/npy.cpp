@@ -6,8 +6,10 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -23,6 +25,27 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";  // 6 bytes
 constexpr size_t kMagicSize = 6;
 constexpr size_t kAlignment = 64;  // numpy pads the header so the data starts 64-byte aligned
+// Our headers are ~120 bytes; numpy itself refuses headers over 10000 bytes by default. A 2.0
+// header may claim up to 4 GiB, so bound what we read.
+constexpr uint64_t kMaxHeaderBytes = 65536;
+
+// Header text for a message: at most 200 bytes, bytes outside printable ASCII as \xNN.
+std::string printable(std::string_view text) {
+  constexpr size_t kMax = 200;
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (text.size() > kMax) out += fmt::format("... ({} bytes)", text.size());
+  return out;
+}
 
 const char* descr_of(NpyType type) {
   switch (type) {
@@ -116,7 +139,7 @@ class HeaderParser {
         shape = tuple();
         have_shape = true;
       } else {
-        error(fmt::format("unexpected key '{}'", key));
+        error(fmt::format("unexpected key '{}'", printable(key)));
       }
       skip_spaces();
       if (peek() == ',') {
@@ -136,7 +159,7 @@ class HeaderParser {
  private:
   [[noreturn]] void error(const std::string& what) const {
     throw NpyError(fmt::format("{}: header parse error at offset {}: {} (header: {})", path_, pos_,
-                               what, text_));
+                               what, printable(text_)));
   }
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
   void skip_spaces() {
@@ -253,17 +276,62 @@ void write_npy(const std::string& path, const std::vector<int32_t>& data,
   write_typed(path, NpyType::i32, data, shape);
 }
 
-NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NpyError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+namespace {
+
+// Where the bytes of a .npy come from: a file or a buffer. The total size is known up front, so
+// every length the file claims is checked against what is there before anything is allocated.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual uint64_t remaining() const = 0;
+  // Reads exactly n bytes (n <= remaining()); throws NpyError on an I/O error.
+  virtual void read(void* out, size_t n) = 0;
+};
+
+class MemorySource final : public ByteSource {
+ public:
+  explicit MemorySource(std::string_view bytes) : bytes_(bytes) {}
+  uint64_t remaining() const override { return bytes_.size() - pos_; }
+  void read(void* out, size_t n) override {
+    if (n > 0) std::memcpy(out, bytes_.data() + pos_, n);
+    pos_ += n;
+  }
+
+ private:
+  std::string_view bytes_;
+  size_t pos_ = 0;
+};
+
+class FileSource final : public ByteSource {
+ public:
+  FileSource(std::ifstream& in, uint64_t size, const std::string& path)
+      : in_(in), left_(size), path_(path) {}
+  uint64_t remaining() const override { return left_; }
+  void read(void* out, size_t n) override {
+    in_.read(static_cast<char*>(out), static_cast<std::streamsize>(n));
+    if (static_cast<size_t>(in_.gcount()) != n) {
+      throw NpyError(fmt::format("{}: read error after {} of {} bytes (file changed while "
+                                 "reading?)", path_, in_.gcount(), n));
+    }
+    left_ -= n;
+  }
+
+ private:
+  std::ifstream& in_;
+  uint64_t left_;
+  const std::string& path_;
+};
+
+NpyArray decode(ByteSource& source, const std::string& path) {
   auto fail = [&](const std::string& what) -> NpyError {
     return NpyError(fmt::format("{}: {}", path, what));
   };
 
   // Preamble: magic, version, header length (2 bytes in 1.0, 4 bytes in 2.0).
   char preamble[8] = {};
-  in.read(preamble, 8);
-  if (in.gcount() < 8 || std::memcmp(preamble, kMagic, kMagicSize) != 0) {
+  if (source.remaining() < 8) throw fail("not a .npy file (bad magic; expected \\x93NUMPY)");
+  source.read(preamble, 8);
+  if (std::memcmp(preamble, kMagic, kMagicSize) != 0) {
     throw fail("not a .npy file (bad magic; expected \\x93NUMPY)");
   }
   const int major = static_cast<unsigned char>(preamble[6]);
@@ -272,17 +340,21 @@ NpyArray read_npy(const std::string& path) {
     throw fail(fmt::format("unsupported .npy version {}.{} (supported: 1.0, 2.0)", major, minor));
   }
   const size_t length_bytes = major == 1 ? 2 : 4;
+  if (source.remaining() < length_bytes) throw fail("truncated header length");
   unsigned char length_raw[4] = {};
-  in.read(reinterpret_cast<char*>(length_raw), static_cast<std::streamsize>(length_bytes));
-  if (static_cast<size_t>(in.gcount()) != length_bytes) throw fail("truncated header length");
-  size_t header_length = 0;
+  source.read(length_raw, length_bytes);
+  uint64_t header_length = 0;
   for (size_t i = length_bytes; i-- > 0;) header_length = header_length * 256 + length_raw[i];
-
-  std::string header(header_length, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_length));
-  if (static_cast<size_t>(in.gcount()) != header_length) {
-    throw fail(fmt::format("header truncated: expected {} bytes, got {}", header_length, in.gcount()));
+  if (header_length > source.remaining()) {
+    throw fail(fmt::format("header truncated: expected {} bytes, got {}", header_length,
+                           source.remaining()));
   }
+  if (header_length > kMaxHeaderBytes) {
+    throw fail(fmt::format("header of {} bytes is longer than the {} this reader accepts",
+                           header_length, kMaxHeaderBytes));
+  }
+  std::string header(header_length, '\0');
+  source.read(header.data(), header.size());
 
   std::string descr;
   bool fortran_order = false;
@@ -295,26 +367,47 @@ NpyArray read_npy(const std::string& path) {
   } else if (descr == "<i4") {
     array.type = NpyType::i32;
   } else {
-    throw fail(fmt::format("unsupported dtype '{}' (supported: '<f4', '<f8', '<i4')", descr));
+    throw fail(fmt::format("unsupported dtype '{}' (supported: '<f4', '<f8', '<i4')",
+                           printable(descr)));
   }
   if (fortran_order) throw fail("fortran_order True is not supported (C order only)");
 
+  // The shape decides how many bytes must follow; check before allocating them, so a header that
+  // claims a huge array costs nothing.
   const int64_t count = element_count(array.shape, path);
-  const size_t expected = static_cast<size_t>(count) * item_size(array.type);
-  array.bytes.resize(expected);
-  in.read(reinterpret_cast<char*>(array.bytes.data()), static_cast<std::streamsize>(expected));
-  const size_t got = static_cast<size_t>(in.gcount());
-  if (got != expected) {
-    throw fail(fmt::format("data truncated: expected {} bytes, got {}", expected, got));
+  const uint64_t expected = static_cast<uint64_t>(count) * item_size(array.type);
+  const uint64_t available = source.remaining();
+  if (available < expected) {
+    throw fail(fmt::format("data truncated: expected {} bytes, got {}", expected, available));
   }
-  in.peek();
-  if (!in.eof()) {
-    const auto data_end = in.tellg();
-    in.seekg(0, std::ios::end);
-    throw fail(fmt::format("trailing garbage: {} bytes after the data",
-                           static_cast<int64_t>(in.tellg() - data_end)));
+  if (available > expected) {
+    throw fail(fmt::format("trailing garbage: {} bytes after the data", available - expected));
   }
+  array.bytes.resize(static_cast<size_t>(expected));
+  source.read(array.bytes.data(), array.bytes.size());
   return array;
+}
+
+}  // namespace
+
+NpyArray parse_npy(std::string_view bytes, const std::string& name_for_messages) {
+  MemorySource source(bytes);
+  return decode(source, name_for_messages);
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw NpyError(fmt::format("{}: cannot open: it is a directory", path));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw NpyError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size < 0 || !in) throw NpyError(fmt::format("{}: cannot read: not a regular file", path));
+  FileSource source(in, static_cast<uint64_t>(size), path);
+  return decode(source, path);
 }
 
 }  // namespace kda::harness

@@ -1,19 +1,16 @@
 // Table printers (markdown, CSV), the CSV reader and number formatting.
 #include "kda/harness/report.h"
 
-// csv.h's LineReader copies file names with strncpy; once inlined into read_csv, g++ 12 warns
-// about that (-Wstringop-truncation) even though the header is a system header.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-truncation"
-#include <libfccp/csv.h>
-
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <memory>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -59,8 +56,8 @@ bool looks_numeric(const std::string& text) {
   return ec == std::errc() && ptr == end;
 }
 
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+std::string csv_field(const std::string& text, bool always_quote) {
+  if (!always_quote && text.find_first_of(",\"\r\n") == std::string::npos) return text;
   std::string out = "\"";
   for (char c : text) {
     if (c == '"') out += '"';
@@ -76,8 +73,11 @@ void append_csv_record(std::string& out, const std::vector<std::string>& fields)
     return;
   }
   for (size_t i = 0; i < fields.size(); ++i) {
+    // The reader skips a byte-order mark at the very start of a file: a first cell that starts
+    // with one is quoted so that it survives (found by tests/fuzz/fuzz_csv).
+    const bool starts_file = i == 0 && out.empty() && fields[i].rfind("\xEF\xBB\xBF", 0) == 0;
     if (i > 0) out += ',';
-    out += csv_field(fields[i]);
+    out += csv_field(fields[i], starts_file);
   }
   out += '\n';
 }
@@ -88,7 +88,7 @@ class CsvRecordParser {
   explicit CsvRecordParser(const std::string& path) : path_(path) {}
 
   // Consumes a line; returns true when it completed a record (then take it with record()).
-  bool feed(const char* line, unsigned line_number) {
+  bool feed(std::string_view line, unsigned line_number) {
     if (!in_record_) {
       fields_.clear();
       field_.clear();
@@ -98,14 +98,14 @@ class CsvRecordParser {
     } else {
       field_ += '\n';  // the line break inside a quoted field
     }
-    for (const char* p = line; *p != '\0'; ++p) {
-      const char c = *p;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
       if (in_quotes_) {
         if (c != '"') {
           field_ += c;
-        } else if (p[1] == '"') {
+        } else if (i + 1 < line.size() && line[i + 1] == '"') {
           field_ += '"';
-          ++p;
+          ++i;
         } else {
           in_quotes_ = false;
         }
@@ -147,6 +147,34 @@ class CsvRecordParser {
   bool in_quotes_ = false;
   bool quoted_ = false;  // the current field was quoted and its closing quote was seen
   unsigned start_line_ = 0;
+};
+
+// Splits text into lines the way CSV files are written: '\n' ends a line, a '\r' before it is
+// dropped (CRLF files), a last line without '\n' still counts, a UTF-8 byte-order mark at the
+// start is skipped. Lines are numbered from 1.
+class LineSplitter {
+ public:
+  explicit LineSplitter(std::string_view text) : text_(text) {
+    if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;
+  }
+  bool at_end() const { return pos_ >= text_.size(); }
+  unsigned line_number() const { return line_number_; }
+  // The next line, or false at the end of the text.
+  bool next(std::string_view* line) {
+    if (at_end()) return false;
+    size_t end = text_.find('\n', pos_);
+    if (end == std::string_view::npos) end = text_.size();
+    *line = text_.substr(pos_, end - pos_);
+    if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
+    pos_ = end + 1;
+    ++line_number_;
+    return true;
+  }
+
+ private:
+  std::string_view text_;
+  size_t pos_ = 0;
+  unsigned line_number_ = 0;
 };
 
 }  // namespace
@@ -202,50 +230,59 @@ std::string to_csv(const Table& table) {
   return out;
 }
 
-Table read_csv(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw CsvError(fmt::format("{}: cannot open: it is a directory", path));
-  }
-  std::unique_ptr<io::LineReader> reader;
-  try {
-    reader = std::make_unique<io::LineReader>(path);
-  } catch (const io::error::can_not_open_file& e) {
-    throw CsvError(fmt::format("{}: cannot open: {}", path,
-                               e.errno_value != 0 ? std::strerror(e.errno_value) : "unknown error"));
+Table parse_csv(std::string_view text, const std::string& name_for_messages) {
+  const std::string& path = name_for_messages;
+  // A NUL byte means binary data (a .npy or a spreadsheet handed over by mistake).
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    const auto line =
+        1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(nul), '\n');
+    throw CsvError(fmt::format("{}:{}: a NUL byte (binary data, not CSV text)", path, line));
   }
 
   Table table;
   bool have_header = false;
   CsvRecordParser parser(path);
-  try {
-    while (const char* line = reader->next_line()) {
-      const unsigned line_number = reader->get_file_line();
-      if (!parser.inside_quotes() && line[0] == '\0') continue;  // blank line between records
-      if (!parser.feed(line, line_number)) continue;
-      std::vector<std::string>& record = parser.record();
-      if (!have_header) {
-        table.columns = std::move(record);
-        have_header = true;
-      } else if (record.size() != table.columns.size()) {
-        parser.error(parser.start_line(),
-                     fmt::format("row has {} fields, expected {} (the header's count)",
-                                 record.size(), table.columns.size()));
-      } else {
-        table.rows.push_back(std::move(record));
-      }
+  LineSplitter lines(text);
+  std::string_view line;
+  while (lines.next(&line)) {
+    if (!parser.inside_quotes() && line.empty()) continue;  // blank line between records
+    if (!parser.feed(line, lines.line_number())) continue;
+    std::vector<std::string>& record = parser.record();
+    if (!have_header) {
+      table.columns = std::move(record);
+      have_header = true;
+    } else if (record.size() != table.columns.size()) {
+      // A short last row without a final line break: most likely a file cut off mid-write.
+      const bool cut_off =
+          record.size() < table.columns.size() && lines.at_end() && text.back() != '\n';
+      parser.error(parser.start_line(),
+                   fmt::format("row has {} fields, expected {} (the header's count){}",
+                               record.size(), table.columns.size(),
+                               cut_off ? "; the file ends inside this row (truncated?)" : ""));
+    } else {
+      table.rows.push_back(std::move(record));
     }
-  } catch (const io::error::base& e) {
-    throw CsvError(fmt::format("{}: {}", path, e.what()));
   }
   if (parser.inside_quotes()) {
-    parser.error(parser.start_line(), "unterminated quoted field (no closing quote before the end)");
+    parser.error(parser.start_line(),
+                 "unterminated quoted field (no closing quote before the end)");
   }
   if (!have_header) throw CsvError(fmt::format("{}: empty file, expected a header line", path));
   return table;
 }
 
-#pragma GCC diagnostic pop
+Table read_csv(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw CsvError(fmt::format("{}: cannot open: it is a directory", path));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CsvError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw CsvError(fmt::format("{}: cannot read: read error", path));
+  return parse_csv(text.str(), path);
+}
 
 std::string format_sig(double value, int digits) {
   if (std::isnan(value)) return "nan";

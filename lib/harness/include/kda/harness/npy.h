@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kda::harness {
@@ -29,7 +30,12 @@ struct NpyArray {
 void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape);
 void write_npy(const std::string& path, const std::vector<double>& data, const std::vector<int64_t>& shape);
 void write_npy(const std::string& path, const std::vector<int32_t>& data, const std::vector<int64_t>& shape);
-// Throws NpyError naming the file and what is wrong (magic, version, dtype, order, shape, truncation).
+// Throws NpyError naming the file and what is wrong (magic, version, dtype, order, shape,
+// truncation, trailing bytes). Every length in the file is checked against the file's size
+// before anything is allocated, so a corrupted header cannot make the reader allocate more than
+// the file holds.
 NpyArray read_npy(const std::string& path);
+// The same reader on the bytes of a whole .npy file; `name_for_messages` stands for the path.
+NpyArray parse_npy(std::string_view bytes, const std::string& name_for_messages);
 
 }  // namespace kda::harness

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kda::harness {
@@ -36,15 +37,26 @@ std::string to_markdown(const Table& table);
 std::string to_csv(const Table& table);
 
 // Reads a CSV file written by to_csv (or by hand): RFC 4180 quoting, fields may span lines, CRLF
-// accepted, blank lines between records skipped, a UTF-8 BOM ignored. The first record is the
-// header; every other record must have as many fields. Throws CsvError.
+// accepted (a CR LF line break inside a quoted field reads as "\n"), blank lines between records
+// skipped, a UTF-8 BOM ignored. The first record is the header; every other record must have as
+// many fields. Throws CsvError.
 Table read_csv(const std::string& path);
+// The same reader on the text of a whole CSV file; `name_for_messages` stands for the path. Text
+// with a NUL byte is refused (binary data).
+Table parse_csv(std::string_view text, const std::string& name_for_messages);
 
 // Writes `content` to `path` through `<path>.tmp.<pid>` + rename, so readers never see a partial
 // file. Refuses to replace an existing file unless overwrite is true ("<path> exists; pass --force
 // to overwrite"). Throws OutputError naming the path and the reason (strerror); never leaves the
 // temporary file behind.
 void write_text_file_atomic(const std::string& path, const std::string& content, bool overwrite);
+
+// Checks, before a long run, that write_text_file_atomic(path, ..., overwrite) can succeed: the
+// path names a file (not a directory), it does not exist unless overwrite is true, and its
+// directory exists and is writable. Throws OutputError: "<path> exists; pass --force to
+// overwrite", "cannot write <path>: it is a directory", "cannot write <path>: directory <dir>
+// does not exist", "... <dir> is not a directory", "... directory <dir> is not writable (<why>)".
+void check_output_file(const std::string& path, bool overwrite);
 
 // Same, for raw bytes (used by the .npy writer).
 void write_binary_file_atomic(const std::string& path, const void* data, size_t size,
