@@ -8,7 +8,8 @@
 # Environment: VARIANTS (kernel variants, the last one is benched with stages), REPEAT=1 (a
 # second kda-bench contract run, stages included, and `compare` against the first: SAME on every
 # row expected), ALLMODES=0 (skip the all-modes run), GBENCH=0 (skip the kda-gbench JSON run),
-# DEADLINE (seconds; later steps are skipped, not killed).
+# DEADLINE (seconds; later steps are skipped, not killed), BENCH_ARGS (extra kda-bench options for
+# the contract run and its repeat, e.g. --warmup 300 so the SM clock settles before sampling).
 #   e.g. VARIANTS=v2_mma REPEAT=1 ALLMODES=0 scripts/h200-run.sh quick
 set -uo pipefail
 mode=${1:-full}
@@ -54,7 +55,7 @@ main=${variants[-1]}
 if [[ -x $bin/kda-bench ]]; then
   # The last variant (the newest) with per-stage rows and verification; then each other variant
   # without stages, and `compare` of every other variant against the newest one.
-  step 240 bench-contract "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml --stages \
+  step 240 bench-contract "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml --stages ${BENCH_ARGS:-} \
     --md "$r/bench-contract.md" --csv "$r/bench-contract.csv" --json "$r/bench-contract.json" --force
   for v in "${variants[@]}"; do
     [[ $v == "$main" ]] && continue
@@ -64,7 +65,7 @@ if [[ -x $bin/kda-bench ]]; then
   done
   if [[ ${REPEAT:-0} == 1 ]]; then  # run B of the same binary: compare must say SAME everywhere
     step 150 bench-contract-repeat "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml \
-      --stages --no-verify --csv "$r/bench-contract-repeat.csv" --force
+      --stages --no-verify ${BENCH_ARGS:-} --csv "$r/bench-contract-repeat.csv" --force
     step 30 bench-compare-repeat "$bin/kda-bench" compare "$r/bench-contract.csv" "$r/bench-contract-repeat.csv"
   fi
   if [[ ${ALLMODES:-1} == 1 ]]; then  # every timing mode once, on one shape
