@@ -203,7 +203,8 @@ struct DoesNotFit : std::runtime_error {
 // the verdict of every (shape, path) verified so far. Copy deleted: owns CUDA handles.
 class Context {
  public:
-  Context(const Flags& flags, int64_t l2_bytes) : flags_(flags), l2_bytes_(l2_bytes) {
+  Context(const Flags& flags, const kda::app::DeviceInfo& device)
+      : flags_(flags), device_(device), l2_bytes_(device.l2_bytes) {
     if (!flags.variant.empty()) kda::app::parse_variant(flags.variant, &variant_);
     kda::app::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                          "cudaStreamCreate");
@@ -225,16 +226,14 @@ class Context {
       problem_.reset();
       golden_.reset();
       shape_id_.clear();
+      // Refused before the inputs are generated or anything is allocated (docs/errors.md).
+      try {
+        kda::app::require_device_memory(shape.id, kda::app::device_footprint(shape), device_);
+      } catch (const kda::app::DeviceMemoryError& e) {
+        throw DoesNotFit(e.what());
+      }
       inputs_ = std::make_unique<kda::harness::HostInputs>(
           kda::harness::make_inputs(shape, shape.seed.value_or(flags_.seed)));
-      size_t free_bytes = 0, total_bytes = 0;
-      kda::app::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-      const size_t needed = kda::app::device_bytes_needed(*inputs_);
-      if (needed > free_bytes) {
-        throw DoesNotFit(fmt::format("{}: needs {:.2f} GiB of device memory, {:.2f} GiB free",
-                                     shape.id, static_cast<double>(needed) / 1073741824.0,
-                                     static_cast<double>(free_bytes) / 1073741824.0));
-      }
       problem_ = std::make_unique<kda::app::DeviceProblem>(*inputs_);
       problem_->set_variant(variant_);
       shape_id_ = shape.id;
@@ -279,6 +278,7 @@ class Context {
 
  private:
   const Flags& flags_;
+  kda::app::DeviceInfo device_;
   int64_t l2_bytes_ = 0;
   kda::ForwardVariant variant_ = kda::kDefaultForwardVariant;
   cudaStream_t stream_ = nullptr;
@@ -418,7 +418,7 @@ int main(int argc, char** argv) {
   kda::app::DeviceInfo info;
   try {
     info = kda::app::select_device(flags.device);
-    runner.context = std::make_unique<Context>(flags, info.l2_bytes);
+    runner.context = std::make_unique<Context>(flags, info);
   } catch (const kda::Error& e) {
     std::cerr << "kda-gbench: " << e.what() << "\n";
     return e.code() == kda::ErrorCode::invalid_argument ? kExitUsage : kExitDevice;
