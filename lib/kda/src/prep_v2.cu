@@ -346,7 +346,10 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   // ---- 4a. Diagonal blocks of X = (I + A_kk)^-1: lane jj of warps 0..3 solves column jj of
   // block p by forward substitution, x_i = delta_ij - sum_{r<i} A[i][r] x_r (fixed order).
   // Meanwhile warps 4..7 (idle otherwise) build phase 5's right-hand sides (prep_v2.h): beta k
-  // Gamma (fp16, the v0 expression) over the dead G region, beta v (bf16) in place of v.
+  // Gamma (fp16, the v0 expression) over the dead G region, beta v (bf16) in place of v. (No
+  // named barrier: an earlier version ordered the in-place G overwrite with bar.sync 1, 128,
+  // correct, but compute-sanitizer's racecheck then reported hazards between phases 5a and 5.)
+  uint4 rhs_w[kC / 8];  // warps 4..7: beta k Gamma (fp16) of rows 8 b + tid / 16 - 8, b = 0..7
   if (warp < 4) {
     if (lane < 16) {
       const int base = 16 * warp;
@@ -362,11 +365,11 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
       for (int i = 0; i < 16; ++i) stf(smem, sx(base + i, base + lane), x[i]);
     }
   } else {
-    // Batches of 8 rows: row t's fp16 output lands in the bytes of G row t / 2, so each batch
-    // reads all of its G values before any thread overwrites (named barrier 1, these 4 warps);
-    // later batches read rows >= 8 (b + 1), past everything batch b wrote.
+    // Row t's fp16 output lands in the bytes of G row t / 2, so no output is stored before every
+    // G value has been read: the 8 rows of each thread are computed into registers here and
+    // stored after the CTA barrier that ends this phase (G is read by nobody after it).
     const int t4 = tid - 4 * 32;
-#pragma unroll 1
+#pragma unroll
     for (int batch = 0; batch < kC / 8; ++batch) {
       const int t = 8 * batch + (t4 >> 4);
       const int d0 = 8 * (t4 & 15);
@@ -381,12 +384,18 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
         kt[e] = b * kv[e] * ex2_approx(g[e]);
         bv[e] = b * vv[e];
       }
-      asm volatile("bar.sync 1, 128;\n" ::: "memory");
-      *reinterpret_cast<uint4*>(smem + skt(t, d0)) = pack8_f16(kt);
-      *reinterpret_cast<uint4*>(smem + sv(t, d0)) = pack8_bf16(bv);
+      rhs_w[batch] = pack8_f16(kt);
+      *reinterpret_cast<uint4*>(smem + sv(t, d0)) = pack8_bf16(bv);  // its own 16 bytes
     }
   }
   __syncthreads();
+  if (warp >= 4) {  // G is dead now: beta k Gamma over it (read in phase 5, barriers later)
+    const int t4 = tid - 4 * 32;
+#pragma unroll
+    for (int batch = 0; batch < kC / 8; ++batch) {
+      *reinterpret_cast<uint4*>(smem + skt(8 * batch + (t4 >> 4), 8 * (t4 & 15))) = rhs_w[batch];
+    }
+  }
 
   // ---- 4b. Off-diagonal blocks on tensor cores, level l = p - c = 1, 2, 3. Warp u of the level
   // (u < 2 (4 - l)) owns 8 columns (n tile u % 2) of block u / 2:

@@ -56,8 +56,9 @@ static_assert(kChunk * kLdH * 2 <= kSY - kSX, "the column operands fit in the X 
 static_assert(kSBytes + 1024 <= 228 * 1024 / 2, "two CTAs per SM");
 
 // Reuse after the grams (G, the A_kk copy and k are dead by then):
-//   during the diagonal inverse, warps 4..7 write phase 5's right-hand sides: beta k Gamma as
-//   fp16 over the first half of the G region (q/k/v row pitch) and beta v as bf16 in place of v;
+//   during the diagonal inverse, warps 4..7 build phase 5's right-hand sides: beta k Gamma as
+//   fp16, stored over the first half of the G region (q/k/v row pitch) once the inverse's first
+//   barrier has passed, and beta v as bf16 in place of v;
 //   after the inverse, T goes to the A_kk region as fp16 and as bf16 ([64][64] each, swz64), so
 //   phase 5 reads every operand with ldmatrix.
 inline constexpr int kSKT = kSG;                         // [64][136] fp16 beta k Gamma
