@@ -28,6 +28,15 @@ step() {  # step SECONDS NAME CMD...: time-limited, logged to $r/NAME.log, exit 
   echo "$name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$summary"
 }
 
+# Triton's compile and autotune cache: FLA autotunes every kernel for every new shape key, which
+# costs minutes on a fresh machine (fla_check on the smoke dumps: ~80 s per new shape). A cache
+# carried from an earlier call (.triton-cache.tar.gz in the repo root, git-ignored: copy the one
+# this script leaves in $OUT there and name it in carry) is restored, and the updated cache goes
+# back out as $OUT/triton-cache.tar.gz.
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
+mkdir -p "$TRITON_CACHE_DIR"
+[[ -f .triton-cache.tar.gz ]] && tar -C "$TRITON_CACHE_DIR" -xzf .triton-cache.tar.gz 2>/dev/null
+
 # 1. FLA from the carried wheel (the GPU machine has no network); torch, triton, einops are there.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/fla_core-*.whl > "$r/pip.log" 2>&1 || { echo "pip install failed" | tee -a "$summary"; }
@@ -95,4 +104,5 @@ for f in "$r"/compare-*.md; do
   [[ -f $f ]] && { echo "== $(basename "$f")"; grep -iE 'geomean|same|faster|slower' "$f" | tail -n 4; } >> "$summary"
 done
 tar -C "$OUT" -czf "$OUT/peers.tar.gz" peers && rm -rf "$r"
+tar -C "$TRITON_CACHE_DIR" -czf "$OUT/triton-cache.tar.gz" . 2>/dev/null
 cat "$summary"
