@@ -336,6 +336,9 @@ TEST(ShapeRefusals, FileLevel) {
                  "'just some words'");
   EXPECT_REFUSED("", "field 'shapes': expected a top-level map with a 'shapes:' list, got nothing");
   EXPECT_REFUSED("\t- [oops\n", "not valid YAML");
+  // Nesting deep enough to exhaust a recursive parser is refused (yaml-cpp stops at 500 levels).
+  EXPECT_REFUSED("shapes: " + std::string(100000, '['),
+                 "t.yaml:1: not valid YAML: nested more than 500 levels deep");
   EXPECT_REFUSED(std::string("\x00\x01\xff\xfe binary", 11), "t.yaml:1: not valid YAML: the file contains NUL bytes");
 }
 

@@ -2,6 +2,7 @@
 // the line, the shape, the field, what was expected and what was found.
 #include "kda/harness/shapes.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -425,6 +426,10 @@ ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_
   YAML::Node document;
   try {
     document = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for this is "bad file".
+    throw ShapeFileError(fmt::format("{}:{}: not valid YAML: nested more than {} levels deep", path,
+                                     e.mark.line >= 0 ? e.mark.line + 1 : 1, e.depth()));
   } catch (const YAML::Exception& e) {
     throw ShapeFileError(fmt::format("{}:{}: not valid YAML: {}", path,
                                      e.mark.line >= 0 ? e.mark.line + 1 : 1, e.msg));
