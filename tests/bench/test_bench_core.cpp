@@ -2,6 +2,7 @@
 // streams, the throttle decision, the bytes model, compare, and the result printers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -807,6 +808,17 @@ TEST(Results, MarkdownReportAndWarnings) {
   EXPECT_NE(w[0].find("verification failed"), std::string::npos);
   EXPECT_NE(w[1].find("did not converge (timeout)"), std::string::npos);
   EXPECT_NE(w[2].find("3 samples discarded as throttled"), std::string::npos);
+}
+
+// A run whose every shape was skipped (K != 128 on the GPU) still prints and writes its reports.
+TEST(Results, EmptyRunStillPrints) {
+  const kb::RunContext ctx = make_context();
+  const std::vector<kb::RunRow> rows;
+  const std::string md = kb::results_markdown(ctx, rows, kb::summarize_run(rows));
+  EXPECT_NE(md.find("## Results"), std::string::npos) << md;
+  const std::string csv = kb::results_csv(ctx, rows);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1) << csv;  // the header line only
+  EXPECT_TRUE(kb::run_warnings(rows).empty());
 }
 
 TEST(Format, Numbers) {

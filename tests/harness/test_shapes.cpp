@@ -322,6 +322,10 @@ TEST(ShapeRefusals, BadIdAndQRows) {
                  "field 'q_rows.min_scale': expected a finite number > 0, got '0'");
   EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: {min_scale: 5, max_scale: 2}}\n",
                  "field 'q_rows.max_scale': expected a number >= min_scale (5), got '2'");
+  // min_scale alone must not pass the default max_scale (found by tests/fuzz/fuzz_shapes).
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: {min_scale: 1e63}}\n",
+                 "t.yaml:2: shape 'a': field 'q_rows.min_scale': expected a number <= max_scale "
+                 "(1000, the default; set max_scale too), got '1e63'");
   EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: {huge_values: [1e20, inf]}}\n",
                  "field 'q_rows.huge_values': expected a finite number > 0, got 'inf'");
 }

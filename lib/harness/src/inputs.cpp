@@ -158,8 +158,12 @@ void fill_q(const Layout& layout, const QRowSuite& suite, uint64_t seed, std::ve
                       const double drawn = static_cast<float>(x);
                       q[i] = float_to_bf16(static_cast<float>(drawn * factor));
                     });
-    for (size_t j = 0; j < plan.huge_tokens.size(); ++j) {
-      if (plan.huge_tokens[j] != t) continue;
+    // The marker tokens are sorted: look t up instead of scanning every marker per row (a shape
+    // file may ask for up to a million zero rows).
+    const auto [huge_begin, huge_end] =
+        std::equal_range(plan.huge_tokens.begin(), plan.huge_tokens.end(), t);
+    for (auto it = huge_begin; it != huge_end; ++it) {
+      const size_t j = static_cast<size_t>(it - plan.huge_tokens.begin());
       for (int64_t d = 0; d < dim; ++d) {
         const int64_t i = row * dim + d;
         const double sign = (random_bits(seed, kStreamHugeSign, i) >> 63) != 0 ? -1.0 : 1.0;
@@ -167,8 +171,7 @@ void fill_q(const Layout& layout, const QRowSuite& suite, uint64_t seed, std::ve
         q[i] = float_to_bf16(static_cast<float>(sign * plan.huge_values[j] * magnitude));
       }
     }
-    for (int64_t zero : plan.zero_tokens) {
-      if (zero != t) continue;
+    if (std::binary_search(plan.zero_tokens.begin(), plan.zero_tokens.end(), t)) {
       for (int64_t d = 0; d < dim; ++d) q[row * dim + d] = 0;  // +0.0 in bf16
     }
   });

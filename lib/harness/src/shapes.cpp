@@ -230,6 +230,12 @@ QRowSuite parse_q_rows(const Where& where, const Field& field) {
       fail(where, value_line(it->second), "q_rows.max_scale",
            fmt::format("a number >= min_scale ({})", suite.min_scale), describe(it->second.value));
     }
+  } else if (suite.max_scale < suite.min_scale) {
+    // min_scale alone, above the default max_scale (found by tests/fuzz/fuzz_shapes).
+    const Field& min = fields.at("min_scale");
+    fail(where, value_line(min), "q_rows.min_scale",
+         fmt::format("a number <= max_scale ({}, the default; set max_scale too)", suite.max_scale),
+         describe(min.value));
   }
   if (auto it = fields.find("huge_values"); it != fields.end()) {
     const YAML::Node& list = it->second.value;
