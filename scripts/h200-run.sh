@@ -8,6 +8,7 @@
 # Environment: VARIANTS (kernel variants, the last one is benched with stages), REPEAT=1 (a
 # second kda-bench contract run, stages included, and `compare` against the first: SAME on every
 # row expected), ALLMODES=0 (skip the all-modes run), GBENCH=0 (skip the kda-gbench JSON run),
+# SOAK=SECONDS (kda-check --soak on the contract: 18 shape-paths x SECONDS),
 # DEADLINE (seconds; later steps are skipped, not killed), BENCH_ARGS (extra kda-bench options for
 # the contract run and its repeat, e.g. --warmup 300 so the SM clock settles before sampling).
 #   e.g. VARIANTS=v2_mma REPEAT=1 ALLMODES=0 scripts/h200-run.sh quick
@@ -77,6 +78,10 @@ fi
 if [[ ${GBENCH:-1} == 1 && -x $bin/kda-gbench ]]; then  # Google Benchmark JSON, verified first
   step 240 gbench-contract "$bin/kda-gbench" --variant "$main" --shapes shapes/contract.yaml \
     --benchmark_out="$r/gbench-contract.json" --benchmark_out_format=json
+fi
+if [[ ${SOAK:-0} != 0 ]]; then  # every contract shape and path re-run for SOAK seconds: no drift
+  step $(( 18 * SOAK + 120 )) soak-contract "$bin/kda-check" --variant "${variants[-1]}" \
+    --shapes shapes/contract.yaml --soak "$SOAK" --md "$r/soak-contract.md" --csv "$r/soak-contract.csv" --force
 fi
 fi  # mode != sanitize
 if [[ $mode == full || $mode == sanitize ]] && command -v compute-sanitizer >/dev/null; then

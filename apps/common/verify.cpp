@@ -1,6 +1,7 @@
 #include "verify.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "kda/ref/reference.h"
@@ -75,22 +76,34 @@ std::string PathCheck::verdict() const {
   return "passed";
 }
 
+namespace {
+
+// One run of `path` on NaN-poisoned outputs, downloaded.
+void run_once(DeviceProblem& problem, Path path, cudaStream_t stream, std::vector<float>* out,
+              std::vector<float>* final_state) {
+  problem.poison(stream);
+  problem.enqueue(path, stream);
+  check_cuda(cudaStreamSynchronize(stream), "running the path");
+  if (path == Path::l2norm) {
+    *out = problem.download_q_hat();
+  } else {
+    *out = problem.download_out();
+    *final_state = problem.download_final_state();
+  }
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+}  // namespace
+
 PathCheck check_path(DeviceProblem& problem, Path path, const Golden& golden,
                      cudaStream_t stream, bool check_repeat) {
   PathCheck check;
   check.path = path;
-  auto run_once = [&](std::vector<float>* out, std::vector<float>* final_state) {
-    problem.poison(stream);
-    problem.enqueue(path, stream);
-    check_cuda(cudaStreamSynchronize(stream), "running the path");
-    if (path == Path::l2norm) {
-      *out = problem.download_q_hat();
-    } else {
-      *out = problem.download_out();
-      *final_state = problem.download_final_state();
-    }
-  };
-  run_once(&check.out, &check.final_state);
+  run_once(problem, path, stream, &check.out, &check.final_state);
 
   if (path == Path::l2norm) {
     check.out_judgement =
@@ -107,15 +120,38 @@ PathCheck check_path(DeviceProblem& problem, Path path, const Golden& golden,
 
   if (check_repeat) {
     std::vector<float> out2, final_state2;
-    run_once(&out2, &final_state2);
+    run_once(problem, path, stream, &out2, &final_state2);
     check.repeat_checked = true;
-    auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
-      return a.size() == b.size() &&
-             (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-    };
     check.repeat_bitwise = same_bits(check.out, out2) && same_bits(check.final_state, final_state2);
   }
   return check;
+}
+
+std::string SoakResult::verdict() const {
+  if (runs == 0) return "failed: the soak did not run";
+  char what[64];
+  std::snprintf(what, sizeof what, "%lld runs in %.1f s", static_cast<long long>(runs), seconds);
+  if (differing == 0) return std::string("passed: ") + what + ", all bitwise equal to the checked run";
+  return "failed: " + std::to_string(differing) + " of " + what +
+         " differed from the checked run (first: run " + std::to_string(first_differing_run) + ")";
+}
+
+SoakResult soak_path(DeviceProblem& problem, Path path, const PathCheck& first,
+                     cudaStream_t stream, double seconds) {
+  SoakResult soak;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> out, final_state;
+  do {
+    run_once(problem, path, stream, &out, &final_state);
+    ++soak.runs;
+    if (!same_bits(first.out, out) || !same_bits(first.final_state, final_state)) {
+      ++soak.differing;
+      if (soak.first_differing_run == 0) soak.first_differing_run = soak.runs;
+    }
+    soak.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } while (soak.seconds < seconds);
+  return soak;
 }
 
 }  // namespace kda::app

@@ -46,6 +46,20 @@ struct PathCheck {
 PathCheck check_path(DeviceProblem& problem, Path path, const Golden& golden,
                      cudaStream_t stream, bool check_repeat);
 
+// Soak (a long run for drift): re-runs `path` on NaN-poisoned outputs until `seconds` of wall
+// time have passed (at least once) and compares every run's output (and final state) bit for
+// bit with `first`, the run check_path judged. CUDA errors throw as everywhere else.
+struct SoakResult {
+  int64_t runs = 0;
+  int64_t differing = 0;            // runs whose bits differ from the checked run
+  int64_t first_differing_run = 0;  // 1-based; 0 when none
+  double seconds = 0.0;
+  bool passed() const { return runs > 0 && differing == 0; }
+  std::string verdict() const;      // "passed: ..." or "failed: ..."
+};
+SoakResult soak_path(DeviceProblem& problem, Path path, const PathCheck& first,
+                     cudaStream_t stream, double seconds);
+
 // Widen to double for the budget functions.
 std::vector<double> widen(const std::vector<float>& values);
 

@@ -147,7 +147,7 @@ void check_reference(const Job& job, const kda::harness::HostInputs& inputs,
 void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
                const std::vector<Path>& paths, const std::vector<kda::ForwardVariant>& variants,
                const kda::app::DeviceInfo& info, cudaStream_t stream, std::vector<Row>* rows,
-               const std::string& dump_dir) {
+               const std::string& dump_dir, double soak_seconds) {
   if (inputs.key_dim != kda::kHeadDim || inputs.value_dim != kda::kHeadDim) {
     Row row;
     row.shape = job.id;
@@ -207,6 +207,18 @@ void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
                                   ht_shape);
           }
         }
+      }
+      if (soak_seconds > 0.0) {
+        const kda::app::SoakResult soak =
+            kda::app::soak_path(problem, path, check, stream, soak_seconds);
+        Row srow;
+        srow.shape = job.id;
+        srow.path = name;
+        srow.tensor = "soak";
+        if (path != Path::l2norm) srow.variant = vname;
+        srow.repeat = soak.differing == 0 ? "bitwise" : "differs";
+        srow.verdict = soak.verdict();
+        rows->push_back(srow);
       }
       checks.emplace(path, std::move(check));
     }
@@ -330,6 +342,12 @@ int main(int argc, char** argv) {
                  "(docs/design.md)")
       ->check(CLI::IsMember(kda::app::variant_names()));
   app.add_flag("--force", force, "Overwrite existing report files");
+  double soak_seconds = 0.0;
+  app.add_option("--soak", soak_seconds,
+                 "After each GPU path's check, re-run it for SECONDS of wall time on NaN-poisoned "
+                 "outputs and require every run to be bitwise equal to the checked one (a "
+                 "'soak' row per shape and path)")
+      ->check(CLI::Range(0.0, 86400.0));
   app.set_version_flag("--version", std::string("kda-check ") + kda::build::git_commit + " (" +
                                         kda::build::flags + ")");
   app.footer(
@@ -352,7 +370,7 @@ int main(int argc, char** argv) {
     return usage_error("--seed has no effect with --load: the inputs come from " + load_dir);
   }
   if (backend == "reference") {
-    for (const char* gpu_only : {"--variant", "--device"}) {
+    for (const char* gpu_only : {"--variant", "--device", "--soak"}) {
       if (app.count(gpu_only) > 0) {
         return usage_error(std::string(gpu_only) +
                            " applies to the GPU backends; --backend reference runs no kernel");
@@ -492,7 +510,7 @@ int main(int argc, char** argv) {
         if (i == 0 && inputs.key_dim == kda::kHeadDim && inputs.value_dim == kda::kHeadDim) {
           rows.push_back(check_fused_refuses_f32(inputs));
         }
-        check_gpu(job, inputs, paths, variants, info, stream, &rows, dump_dir);
+        check_gpu(job, inputs, paths, variants, info, stream, &rows, dump_dir, soak_seconds);
       } else {
         check_reference(job, inputs, &rows, dump_dir);
       }
