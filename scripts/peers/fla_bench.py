@@ -99,18 +99,8 @@ def parse_args(argv):
                         "default: FLA_DISABLE_BACKEND_DISPATCH=1, the Triton kernels only")
     p.add_argument("--list", action="store_true", help="print the shapes and FLA calls, run nothing")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
-    # Testing only (local CPU runs under TRITON_INTERPRET=1; meaningless times):
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help=argparse.SUPPRESS)
-    p.add_argument("--fla-dtype", default="bf16", choices=("bf16", "fp32"), help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    args.only = [x for item in args.only for x in item.split(",") if x]
-    args.row_list = [r.strip() for r in args.rows.split(",") if r.strip()]
-    return args
-
-
-def log(args, text):
-    if not args.quiet:
-        print(text, file=sys.stderr, flush=True)
+    pc.add_testing_options(p)
+    return pc.split_list_options(p.parse_args(argv))
 
 
 def git_commit():
@@ -282,7 +272,7 @@ def main(argv=None) -> int:
                             "timing": vars(cfg), "rows_requested": args.row_list,
                             "schema": "kda-bench CSV columns + " + ", ".join(EXTRA_COLUMNS)},
                    "rows": raw}
-            pc.write_atomic(args.json, json.dumps(_json_safe(doc), indent=1) + "\n", force=True)
+            pc.write_atomic(args.json, json.dumps(pc.json_safe(doc), indent=1) + "\n", force=True)
 
     with torch.inference_mode():
         for index, pr in enumerate(problems, start=1):
@@ -305,7 +295,7 @@ def main(argv=None) -> int:
             except pc.InputError as e:
                 print(f"fla_bench: {e}", file=sys.stderr)
                 return pc.EXIT_USAGE
-            log(args, f"[{index}/{len(problems)}] {pr.id}: inputs ready ({time.perf_counter() - t_shape:.1f} s; "
+            pc.log(args, f"[{index}/{len(problems)}] {pr.id}: inputs ready ({time.perf_counter() - t_shape:.1f} s; "
                       f"FLA gate cumsum vs ours: max abs {recon:.3e})")
             seq_ids, heads = pc.slice_plan(inp.q.shape[0], inp.q.shape[1], inp.q.shape[2], inp.cu_list)
             floor = pc.forward_bytes(shape, inp.h0 is not None, inp.want_final_state)
@@ -348,7 +338,7 @@ def main(argv=None) -> int:
                     record.update(verdict="failed", verdict_detail=f"failed: FLA raised {type(e).__name__}: {e}")
                     rows.append(record)
                     raw.append(dict(record))
-                    log(args, f"  {path}: FLA raised {type(e).__name__}: {e}")
+                    pc.log(args, f"  {path}: FLA raised {type(e).__name__}: {e}")
                     flush()
                     continue
                 stats = pc.summarize(result.samples)
@@ -376,7 +366,7 @@ def main(argv=None) -> int:
                 rows.append(record)
                 raw.append(dict(record, samples_gpu_s=result.samples, host_enqueue_s=result.host_enqueue_s,
                                 sm_clock_hz=result.sm_clock_hz, first_call_s=first_s))
-                log(args, f"  {path}: median {stats['median'] * 1e3:.4f} ms (p20 {stats['p20'] * 1e3:.4f}, "
+                pc.log(args, f"  {path}: median {stats['median'] * 1e3:.4f} ms (p20 {stats['p20'] * 1e3:.4f}, "
                           f"p80 {stats['p80'] * 1e3:.4f}, noise {stats['noise'] * 100:.2f} %, "
                           f"{stats['n']} samples, {result.stop_reason}); {verdict}; {kcheck}")
                 flush()
@@ -416,16 +406,6 @@ def _time_host(fn, cfg):
     return TimingResult(samples=samples, host_enqueue_s=list(samples), stop_reason="budget",
                         wall_s=time.perf_counter() - t0, warmup_runs=cfg.warmup + 1, throttle_discards=0,
                         sm_clock_hz=[], batch=1)
-
-
-def _json_safe(x):
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    return x
 
 
 def markdown(args, rows, rt, dev, cfg) -> str:

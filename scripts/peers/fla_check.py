@@ -71,18 +71,8 @@ def parse_args(argv):
     p.add_argument("--allow-backends", action="store_true",
                    help="let FLA dispatch to other backends if installed (default: Triton only)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
-    # Testing only (local CPU runs under TRITON_INTERPRET=1):
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help=argparse.SUPPRESS)
-    p.add_argument("--fla-dtype", default="bf16", choices=("bf16", "fp32"), help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    args.only = [x for item in args.only for x in item.split(",") if x]
-    args.row_list = [r.strip() for r in args.rows.split(",") if r.strip()]
-    return args
-
-
-def log(args, text):
-    if not args.quiet:
-        print(text, file=sys.stderr, flush=True)
+    pc.add_testing_options(p)
+    return pc.split_list_options(p.parse_args(argv))
 
 
 def plan(args):
@@ -137,7 +127,7 @@ def check_problem(args, rt, pt, directory):
         t0 = time.perf_counter()
         low_out_np, low_ht = pc.recurrent_forward(d.q, d.k, d.v, d.gate, d.beta, cu, d.h0,
                                                   dtype=np.float32, final_state=golden_ht is not None)
-        log(args, f"  fp32 reference recomputed with NumPy ({time.perf_counter() - t0:.1f} s)")
+        pc.log(args, f"  fp32 reference recomputed with NumPy ({time.perf_counter() - t0:.1f} s)")
         if need_low_out:
             low = low_out_np
             low_source = "fla_check: NumPy fp32 recurrence (the dump has no out_reference_f32)"
@@ -186,7 +176,7 @@ def check_problem(args, rt, pt, directory):
             rows.append({"shape": d.id, "impl": "fla", "path": path, "variant": "-", "tensor": "out",
                          "low_source": low_source, "worst_location": "-",
                          "verdict": f"failed: FLA raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
-            log(args, f"  {path}: FLA raised {type(e).__name__}: {e}")
+            pc.log(args, f"  {path}: FLA raised {type(e).__name__}: {e}")
             continue
         actual = o.float().cpu().numpy().astype(np.float64)
         fla[path] = actual
@@ -305,7 +295,7 @@ def main(argv=None) -> int:
     rows, infos = [], []
     for i, directory in enumerate(dirs, start=1):
         t1 = time.perf_counter()
-        log(args, f"[{i}/{len(dirs)}] {os.path.basename(os.path.normpath(directory))}")
+        pc.log(args, f"[{i}/{len(dirs)}] {os.path.basename(os.path.normpath(directory))}")
         try:
             r, info = check_problem(args, rt, pt, directory)
         except pc.InputError as e:
@@ -314,7 +304,7 @@ def main(argv=None) -> int:
         rows += r
         infos.append(info)
         failed = sum(is_failure(x, "any") for x in r)
-        log(args, f"  {len(r)} rows, {failed} failed or disagreeing ({time.perf_counter() - t1:.1f} s)")
+        pc.log(args, f"  {len(r)} rows, {failed} failed or disagreeing ({time.perf_counter() - t1:.1f} s)")
         if rt.device == "cuda":
             rt.torch.cuda.empty_cache()
     report = markdown(args, rows, infos, rt, dev, time.perf_counter() - t0)
@@ -329,20 +319,8 @@ def main(argv=None) -> int:
                         "triton_version": rt.triton.__version__, "python_version": platform.python_version(),
                         "utc_time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")},
                "problems": infos, "rows": rows}
-        pc.write_atomic(args.json, json.dumps(_json_safe(doc), indent=1) + "\n", force=True)
+        pc.write_atomic(args.json, json.dumps(pc.json_safe(doc), indent=1) + "\n", force=True)
     return pc.EXIT_FAILED if any(is_failure(r, args.fail_on) for r in rows) else pc.EXIT_OK
-
-
-def _json_safe(x):
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, np.generic):
-        return _json_safe(x.item())
-    return x
 
 
 if __name__ == "__main__":

@@ -1080,3 +1080,40 @@ def sci(value) -> str:
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return f"{value:.3e}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Shared by fla_bench.py and fla_check.py.
+
+def add_testing_options(p) -> None:
+    """Options for local CPU runs under TRITON_INTERPRET=1 only (hidden from --help)."""
+    import argparse
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help=argparse.SUPPRESS)
+    p.add_argument("--fla-dtype", default="bf16", choices=("bf16", "fp32"), help=argparse.SUPPRESS)
+
+
+def split_list_options(args):
+    """--only may repeat and take comma lists; --rows is one comma list."""
+    args.only = [x for item in args.only for x in item.split(",") if x]
+    args.row_list = [r.strip() for r in args.rows.split(",") if r.strip()]
+    return args
+
+
+def log(args, text: str) -> None:
+    """A progress line on stderr unless --quiet."""
+    if not args.quiet:
+        import sys
+        print(text, file=sys.stderr, flush=True)
+
+
+def json_safe(x):
+    """Non-finite floats become null (JSON has no inf/NaN); NumPy scalars become Python ones."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, np.generic):
+        return json_safe(x.item())
+    return x
