@@ -52,6 +52,22 @@ __device__ __forceinline__ bool group_all(bool b) {
   return v != 0;
 }
 
+// Whether every element of the group's row is finite, and max|x| over the row: the same bits in
+// every thread of the group. All 32 lanes of the warp must call it (it shuffles).
+template <int kLanes, int kN>
+__device__ __forceinline__ void group_finite_max(const float (&x)[kN], bool& finite,
+                                                 float& largest) {
+  finite = true;
+  largest = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    finite = finite && isfinite(x[i]);
+    largest = fmaxf(largest, fabsf(x[i]));
+  }
+  finite = group_all<kLanes>(finite);
+  largest = group_max<kLanes>(largest);  // exact, identical in every thread of the group
+}
+
 // 2^k as a float, exactly, for k in [-149, 127] (subnormal below -126).
 __device__ __forceinline__ float exact_pow2(int k) {
   return k >= -126 ? __int_as_float((k + 127) << 23) : __int_as_float(1 << (k + 149));
@@ -62,15 +78,9 @@ __device__ __forceinline__ float exact_pow2(int k) {
 template <int kLanes, int kN>
 __device__ __forceinline__ void l2norm_row_bf16(const float (&x)[kN], __nv_bfloat16 (&y)[kN]) {
   static_assert(kLanes * kN == kHeadDim, "a group holds one 128-element row");
-  bool finite = true;
-  float largest = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    finite = finite && isfinite(x[i]);
-    largest = fmaxf(largest, fabsf(x[i]));
-  }
-  finite = group_all<kLanes>(finite);
-  largest = group_max<kLanes>(largest);  // exact, identical in every thread of the group
+  bool finite;
+  float largest;
+  group_finite_max<kLanes>(x, finite, largest);
 
   float scaled[kN];
   float eps = kL2NormEps;

@@ -117,32 +117,26 @@ __device__ __forceinline__ uint4 pack8_f16(const float (&x)[8]) {
 // All 32 lanes of the warp must call it (the shuffles sit outside the row-dependent branches).
 template <int kLanes, int kN>
 __device__ __forceinline__ float deferred_row_norm(float (&x)[kN]) {
-  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // Sum of squares of the row: 4 partial sums per thread (ILP), then the group butterfly.
+  auto row_ssq = [&x] {
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-  for (int c = 0; c < kN; ++c) part[c & 3] = fmaf(x[c], x[c], part[c & 3]);
-  float ssq = group_sum<kLanes>((part[0] + part[1]) + (part[2] + part[3]));
+    for (int c = 0; c < kN; ++c) part[c & 3] = fmaf(x[c], x[c], part[c & 3]);
+    return group_sum<kLanes>((part[0] + part[1]) + (part[2] + part[3]));
+  };
+  float ssq = row_ssq();
   float eps = kL2NormEps;
   if (__any_sync(0xffffffffu, isinf(ssq))) {  // rare: huge or non-finite rows in this warp
-    bool finite = true;
-    float largest = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kN; ++c) {
-      finite = finite && isfinite(x[c]);
-      largest = fmaxf(largest, fabsf(x[c]));
-    }
-    finite = group_all<kLanes>(finite);
-    largest = group_max<kLanes>(largest);
+    bool finite;
+    float largest;
+    group_finite_max<kLanes>(x, finite, largest);
     const bool rescale = finite && isinf(ssq);  // uniform in the group
     int e = 0;
     frexpf(largest, &e);
     const float down = rescale ? exact_pow2(-e) : 1.0f;  // e in [64, 128] when rescaling
 #pragma unroll
     for (int c = 0; c < kN; ++c) x[c] *= down;  // exact (bf16 values times a power of two)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) part[c] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kN; ++c) part[c & 3] = fmaf(x[c], x[c], part[c & 3]);
-    const float rescaled = group_sum<kLanes>((part[0] + part[1]) + (part[2] + part[3]));
+    const float rescaled = row_ssq();
     if (rescale) {
       ssq = rescaled;
       eps = 0.0f;  // 1e-6 * 2^-2e < 2^-147: nothing against ssq >= 0.25
