@@ -310,17 +310,6 @@ __global__ void __launch_bounds__(kThreads, 1) prep_kernel(const PrepArgs args) 
 // ------------------------------------------------------------------------------------------------
 // SCAN
 
-struct ScanArgs {
-  const RecordT* records;
-  __nv_bfloat16* out;
-  int64_t out_stride;          // elements between tokens
-  const float* initial_state;  // nullable
-  float* final_state;          // nullable
-  int heads;
-  int64_t capacity;
-  detail::Sequences seqs;
-};
-
 // Shared memory of SCAN, in floats.
 constexpr int kScanW = 0;                     // [64][kLdD] W
 constexpr int kScanQP = kScanW + kC * kLdD;   // [64][kLdD] q'
@@ -335,7 +324,7 @@ constexpr int kScanSmemBytes = kScanFloats * 4;
 static_assert(kScanSmemBytes <= 227 * 1024, "SCAN shared memory exceeds the sm_90 opt-in limit");
 static_assert(kBV == 32 && kThreads == 256, "SCAN's thread tiles assume 32 columns, 256 threads");
 
-__global__ void __launch_bounds__(kThreads, 1) scan_kernel(const ScanArgs args) {
+__global__ void __launch_bounds__(kThreads, 1) scan_kernel(const detail::ScanArgs args) {
   extern __shared__ __align__(16) float smem[];
   float* sw = smem + kScanW;
   float* sqp = smem + kScanQP;
@@ -380,7 +369,8 @@ __global__ void __launch_bounds__(kThreads, 1) scan_kernel(const ScanArgs args) 
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t left = length - c * kC;
     const int n = left < kC ? static_cast<int>(left) : kC;
-    const RecordT* rec = args.records + (first_slot + c) * detail::kRecElems;
+    const RecordT* rec =
+        static_cast<const RecordT*>(args.records) + (first_slot + c) * detail::kRecElems;
 
     // ---- Load the record (cp.async, 16 bytes per copy) into padded shared memory.
     for (int e = tid; e < kC * kD / 4; e += kThreads) {
@@ -579,21 +569,8 @@ void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
 }
 
 void run_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  if (p.variant == ForwardVariant::v1_mma || p.variant == ForwardVariant::v2_mma) {
-    detail::ScanV1Args args;
-    args.records = p.workspace;
-    args.out = static_cast<__nv_bfloat16*>(p.out);
-    args.out_stride = resolved(p.out_token_stride, p.heads);
-    args.initial_state = p.initial_state;
-    args.final_state = p.final_state;
-    args.heads = p.heads;
-    args.capacity = plan.capacity;
-    args.seqs = plan.seqs;
-    detail::launch_scan_v1(args, stream);
-    return;
-  }
-  ScanArgs args;
-  args.records = static_cast<const RecordT*>(p.workspace);
+  detail::ScanArgs args;
+  args.records = p.workspace;
   args.out = static_cast<__nv_bfloat16*>(p.out);
   args.out_stride = resolved(p.out_token_stride, p.heads);
   args.initial_state = p.initial_state;
@@ -601,6 +578,10 @@ void run_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.heads = p.heads;
   args.capacity = plan.capacity;
   args.seqs = plan.seqs;
+  if (p.variant == ForwardVariant::v1_mma || p.variant == ForwardVariant::v2_mma) {
+    detail::launch_scan_v1(args, stream);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(int64_t{plan.seqs.num_seqs} * detail::kScanSlices),
                   static_cast<unsigned>(p.heads));
   detail::set_dynamic_smem(reinterpret_cast<const void*>(&scan_kernel), kScanSmemBytes,

@@ -29,7 +29,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kBV = kScanSliceColumns;
 static_assert(kBV == 32 && kThreads == 256, "the v1 work split assumes 32 columns, 8 warps");
 
-__global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanV1Args args) {
+__global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanArgs args) {
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
   auto word = [&](int byte) -> uint32_t& { return *reinterpret_cast<uint32_t*>(smem + byte); };
@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanV1Args a
 
 }  // namespace
 
-void launch_scan_v1(const ScanV1Args& args, cudaStream_t stream) {
+void launch_scan_v1(const ScanArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(int64_t{args.seqs.num_seqs} * kScanSlices),
                   static_cast<unsigned>(args.heads));
   set_dynamic_smem(reinterpret_cast<const void*>(&scan_v1_kernel), kS1Bytes,

@@ -1,4 +1,5 @@
-// The v1 (tensor-core) SCAN: arguments and launcher (scan_v1.cu).
+// SCAN arguments (both SCAN kernels: v0 in forward.cu, v1 in scan_v1.cu) and the v1 (tensor-core)
+// launcher (scan_v1.cu).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,8 +11,8 @@
 
 namespace kda::detail {
 
-struct ScanV1Args {
-  const void* records;  // v1 records (layout.h kRec1*), head-major: [heads][capacity]
+struct ScanArgs {
+  const void* records;  // records of the variant (layout.h), head-major: [heads][capacity]
   __nv_bfloat16* out;
   int64_t out_stride;          // elements between tokens
   const float* initial_state;  // nullable
@@ -22,6 +23,6 @@ struct ScanV1Args {
 };
 
 // Grid (4 N, H), 256 threads, mma_layout.h kS1Bytes of dynamic shared memory.
-void launch_scan_v1(const ScanV1Args& args, cudaStream_t stream);
+void launch_scan_v1(const ScanArgs& args, cudaStream_t stream);
 
 }  // namespace kda::detail
