@@ -879,17 +879,18 @@ void check_variants_agree(const ForwardCase& c, uint64_t seed,
   }
 }
 
-TEST_F(KdaGpu, ForwardVariantsAgreeDense) {
+// Dense with states, and packed with an empty sequence, a 1-token one, states and strides.
+ForwardCase dense_agree_case() {
   ForwardCase c;
   c.batch = 2;
   c.tokens = 300;
   c.heads = 3;
   c.initial_state = true;
   c.final_state = true;
-  check_variants_agree(c, 41);
+  return c;
 }
 
-TEST_F(KdaGpu, ForwardVariantsAgreePacked) {
+ForwardCase packed_agree_case() {
   ForwardCase c;
   c.tokens = 400;
   c.cu = {0, 1, 1, 129, 200, 390};
@@ -898,30 +899,20 @@ TEST_F(KdaGpu, ForwardVariantsAgreePacked) {
   c.final_state = true;
   c.packed_qkv = true;
   c.out_stride = 2 * kD + 64;
-  check_variants_agree(c, 42);
+  return c;
 }
+
+TEST_F(KdaGpu, ForwardVariantsAgreeDense) { check_variants_agree(dense_agree_case(), 41); }
+
+TEST_F(KdaGpu, ForwardVariantsAgreePacked) { check_variants_agree(packed_agree_case(), 42); }
 
 // v2 (tensor-core PREP, v1 record and SCAN) against v0: the same checks as v1.
 TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2) {
-  ForwardCase c;
-  c.batch = 2;
-  c.tokens = 300;
-  c.heads = 3;
-  c.initial_state = true;
-  c.final_state = true;
-  check_variants_agree(c, 41, kda::ForwardVariant::v2_mma);
+  check_variants_agree(dense_agree_case(), 41, kda::ForwardVariant::v2_mma);
 }
 
 TEST_F(KdaGpu, ForwardVariantsAgreePackedV2) {
-  ForwardCase c;
-  c.tokens = 400;
-  c.cu = {0, 1, 1, 129, 200, 390};
-  c.heads = 2;
-  c.initial_state = true;
-  c.final_state = true;
-  c.packed_qkv = true;
-  c.out_stride = 2 * kD + 64;
-  check_variants_agree(c, 42, kda::ForwardVariant::v2_mma);
+  check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2_mma);
 }
 
 }  // namespace
