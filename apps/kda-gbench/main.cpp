@@ -192,12 +192,6 @@ bool take_flags(int* argc, char** argv, Flags* f) {
   return true;
 }
 
-// A shape that does not fit in the free device memory: reported as a benchmark error (exit 1),
-// as kda-bench skips it.
-struct DoesNotFit : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // The GPU state shared by every benchmark: one stream, an event pair, the flush buffer, and the
 // problem of the shape being run (one at a time, so device memory holds a single problem), with
 // the verdict of every (shape, path) verified so far. Copy deleted: owns CUDA handles.
@@ -227,11 +221,7 @@ class Context {
       golden_.reset();
       shape_id_.clear();
       // Refused before the inputs are generated or anything is allocated (docs/errors.md).
-      try {
-        kda::app::require_device_memory(shape.id, kda::app::device_footprint(shape), device_);
-      } catch (const kda::app::DeviceMemoryError& e) {
-        throw DoesNotFit(e.what());
-      }
+      kda::app::require_device_memory(shape.id, kda::app::device_footprint(shape), device_);
       inputs_ = std::make_unique<kda::harness::HostInputs>(
           kda::harness::make_inputs(shape, shape.seed.value_or(flags_.seed)));
       problem_ = std::make_unique<kda::app::DeviceProblem>(*inputs_);
@@ -317,7 +307,7 @@ void run_one(Runner* runner, const kda::harness::ShapeSpec& shape, Path path,
       if (runner->flags.cold) ctx.flush();
       state.SetIterationTime(ctx.time_once(problem, path));
     }
-  } catch (const DoesNotFit& e) {
+  } catch (const kda::app::DeviceMemoryError& e) {  // that benchmark errors (exit 1), the rest run
     ++runner->failed;
     state.SkipWithError((std::string("skipped: ") + e.what()).c_str());
     return;
