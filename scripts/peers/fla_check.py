@@ -70,6 +70,10 @@ def parse_args(argv):
                    help="which rows decide exit code 1: any (default) or only our own paths")
     p.add_argument("--allow-backends", action="store_true",
                    help="let FLA dispatch to other backends if installed (default: Triton only)")
+    p.add_argument("--retune", action="store_true",
+                   help="let FLA autotune every new key (head count, varlen, state...): minutes per "
+                        "new key on a fresh machine; by default each kernel keeps the config tuned "
+                        "on the first problem (launch parameters only: the results do not depend on it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     pc.add_testing_options(p)
     return pc.split_list_options(p.parse_args(argv))
@@ -239,6 +243,9 @@ def markdown(args, rows, infos, rt, dev, elapsed) -> str:
            f"- dump: {args.dump}",
            f"- device: {dev['device_name']} (cc {dev['cc']}); fla-core {rt.fla_version}, torch "
            f"{rt.torch.__version__}, triton {rt.triton.__version__}; kernels: {rt.dispatch}",
+           "- FLA autotuning: " + ("every new key tuned (--retune)" if args.retune else
+                                   "each kernel keeps the config tuned on the first problem "
+                                   "(launch parameters only; --retune tunes every new key)"),
            "- rule (kda-forward.md §9.4): pass iff all finite, max|actual-golden| <= 2 (max|low-golden| + "
            "2^-7 max|golden|) and RMS(actual-golden)/RMS(golden) < 5e-3; golden = CPU fp64 reference; "
            "ours vs FLA: agree iff max|ours-FLA| <= that tensor's budget",
@@ -290,6 +297,9 @@ def main(argv=None) -> int:
         return pc.EXIT_RUNTIME
     for w in rt.warnings:
         print(f"fla_check: warning: {w}", file=sys.stderr)
+    if not args.retune and rt.device == "cuda":
+        pc.log(args, f"autotuning: each of {pt.pin_first_tuning()} FLA autotuners keeps the config "
+                     f"it tunes on the first problem (--retune: tune every new key)")
     dev = pt.device_info(rt)
     t0 = time.perf_counter()
     rows, infos = [], []

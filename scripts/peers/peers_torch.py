@@ -444,6 +444,48 @@ def triton_kernel_names() -> set:
     return names
 
 
+def fla_autotuners() -> list:
+    """Every Triton Autotuner object that FLA's imported modules define (the @autotune /
+    @fla_cache_autotune wrappers around FLA's JIT kernels), each once."""
+    from triton.runtime.autotuner import Autotuner
+    found, seen = [], set()
+    for modname, mod in list(sys.modules.items()):
+        if not modname.startswith("fla.") or mod is None:
+            continue
+        for value in list(vars(mod).values()):
+            fn, depth = value, 0
+            while fn is not None and depth < 6:
+                if isinstance(fn, Autotuner) and id(fn) not in seen:
+                    seen.add(id(fn))
+                    found.append(fn)
+                fn, depth = getattr(fn, "fn", None), depth + 1
+    return found
+
+
+def pin_first_tuning() -> int:
+    """Makes each FLA autotuner reuse the config it picked on its first tuning for every later
+    key (a new head count, varlen or not, with a state or not...), so only the first problem
+    pays for autotuning and later problems pay one compile per new specialization.
+
+    For a correctness check this changes nothing that matters: a config holds launch parameters
+    only (block sizes, warps, stages), every one of them computes the same chunk_kda, and the
+    tuned config is a working one. (Triton's Autotuner benchmarks only when it holds more than
+    one config; after the first tuning it holds just the winner.) Not for timing: fla_bench.py
+    never calls this. Returns how many autotuners were wrapped."""
+    tuners = fla_autotuners()
+    for tuner in tuners:
+        tuned_run = tuner.run
+
+        def run(*args, _tuner=tuner, _tuned_run=tuned_run, **kwargs):
+            result = _tuned_run(*args, **kwargs)
+            if len(_tuner.configs) > 1 and _tuner.cache:
+                _tuner.configs = [next(iter(_tuner.cache.values()))]
+            return result
+
+        tuner.run = run  # KernelInterface.__getitem__ calls self.run: the instance attribute wins
+    return len(tuners)
+
+
 def list_kernels(rt: Runtime, fn) -> tuple[list, str]:
     """Runs fn once under torch.profiler and returns (GPU activity names, 'n/m Triton')."""
     torch = rt.torch

@@ -79,16 +79,16 @@ elif [[ -x $bin/kda-check ]]; then
     rm -rf "/tmp/dump-$s"
     step 120 "dump-$s" "$bin/kda-check" --shapes "shapes/$s.yaml" --dump "/tmp/dump-$s" \
       --csv "$r/ours-check-$s.csv" --force
-    step 180 "fla-check-$s" python3 scripts/peers/fla_check.py "/tmp/dump-$s" \
+    step 240 "fla-check-$s" python3 scripts/peers/fla_check.py "/tmp/dump-$s" \
       --md "$r/fla-check-$s.md" --csv "$r/fla-check-$s.csv" --json "$r/fla-check-$s.json" --force
   done
   cc=${CONTRACT_CHECK:-h64-ragged6}
   if [[ $cc != none ]]; then
     only=(); [[ $cc != all ]] && only=(--only "$cc")
     rm -rf /tmp/dump-contract
-    step 180 dump-contract "$bin/kda-check" --shapes shapes/contract.yaml "${only[@]}" \
+    step 240 dump-contract "$bin/kda-check" --shapes shapes/contract.yaml "${only[@]}" \
       --dump /tmp/dump-contract --csv "$r/ours-check-contract.csv" --force
-    step 180 fla-check-contract python3 scripts/peers/fla_check.py /tmp/dump-contract \
+    step 300 fla-check-contract python3 scripts/peers/fla_check.py /tmp/dump-contract \
       --md "$r/fla-check-contract.md" --csv "$r/fla-check-contract.csv" --force
     rm -rf /tmp/dump-contract
   fi

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import glob
+import importlib.util
 import math
 import os
 import shutil
@@ -604,6 +605,50 @@ for name, mod in list(sys.modules.items()):
 mod = __import__(sys.argv[1])
 sys.exit(mod.main(sys.argv[2:]))
 '''
+
+
+def test_pin_first_tuning_keeps_the_first_winner():
+    """fla_check's default: after an autotuner's first tuning, later keys reuse its winner
+    without benchmarking. Runs against a stand-in for Triton's Autotuner contract (benchmark
+    only when holding more than one config, winners cached per key) when triton is absent."""
+    import types
+    if importlib.util.find_spec("triton") is not None:
+        skip("triton is installed: the stand-in Autotuner would not be triton's class")
+    import peers_torch as pt
+
+    class Autotuner:  # Triton's contract, reduced to what pin_first_tuning relies on
+        def __init__(self, configs):
+            self.configs, self.cache, self.benchmarked = list(configs), {}, []
+
+        def run(self, key):
+            if len(self.configs) > 1:
+                if key not in self.cache:
+                    self.benchmarked.append(key)
+                    self.cache[key] = min(self.configs, key=lambda c: abs(c - 3))
+                return self.cache[key]
+            return self.configs[0]
+
+    names = ["triton", "triton.runtime", "triton.runtime.autotuner", "fla", "fla.fake_kernels"]
+    saved = {n: sys.modules.get(n) for n in names}
+    try:
+        for n in names:
+            sys.modules[n] = types.ModuleType(n)
+        sys.modules["triton.runtime.autotuner"].Autotuner = Autotuner
+        tuner, wrapped = Autotuner([1, 2, 3, 4]), types.SimpleNamespace()
+        wrapped.fn = tuner  # an autotuner found through a wrapper's .fn, as FLA's heuristics do
+        sys.modules["fla.fake_kernels"].kernel = wrapped
+        sys.modules["fla.fake_kernels"].same_kernel = tuner
+        assert pt.pin_first_tuning() == 1
+        assert tuner.run("H=4") == 3 and tuner.benchmarked == ["H=4"]
+        assert tuner.configs == [3]
+        assert tuner.run("H=96, varlen") == 3 and tuner.run("H=4") == 3
+        assert tuner.benchmarked == ["H=4"], tuner.benchmarked
+    finally:
+        for n, m in saved.items():
+            if m is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = m
 
 
 def test_fla_end_to_end_in_the_triton_interpreter():
