@@ -819,6 +819,42 @@ TEST_P(KdaForward, HugeAndZeroQRows) {
   check_forward(GetParam(), c, 28, &in);
 }
 
+// The v1 SCAN takes packed batches of up to 64 sequences longest first (scan_v1.cu): ranks by
+// length with ties by index, so equal lengths, empty sequences and the first index all matter.
+// 64 sequences (the largest batch that is reordered) and 65 (scanned in index order).
+std::vector<int32_t> ragged_offsets(int num_seqs, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> cu{0};
+  for (int s = 0; s < num_seqs; ++s) {
+    int length = static_cast<int>(rng() % 90);   // 0..89: empty, sub-chunk, 1-2 chunks
+    if (s % 7 == 3) length = 0;                  // several empty sequences
+    if (s % 11 == 5) length = 64;                // equal lengths: ties broken by index
+    if (s == num_seqs - 1) length = 200;         // the longest last: it must go first
+    cu.push_back(cu.back() + length);
+  }
+  return cu;
+}
+
+TEST_P(KdaForward, PackedLongestFirst64) {
+  ForwardCase c;
+  c.cu = ragged_offsets(64, 40);
+  c.tokens = c.cu.back() + 3;
+  c.heads = 1;
+  c.initial_state = true;
+  c.final_state = true;
+  check_forward(GetParam(), c, 40);
+}
+
+TEST_P(KdaForward, PackedIndexOrder65) {
+  ForwardCase c;
+  c.cu = ragged_offsets(65, 41);
+  c.tokens = c.cu.back();
+  c.heads = 1;
+  c.initial_state = true;
+  c.final_state = true;
+  check_forward(GetParam(), c, 41);
+}
+
 TEST_P(KdaForward, LongChainWithStates) {
   ForwardCase c;
   c.tokens = 4096 + 17;  // 65 chunks: the bf16 state operand of v1 over a long chain

@@ -14,15 +14,18 @@
 // bitwise reproducible.
 //
 // Phases (barriers between them):
-//   1  load q (l2-normalized when fused, exactly like the l2norm kernel), k, v (bf16), G (fp32),
-//      beta; rows >= n: zeros by selection, G = G_{n-1}
-//   2  q' = scale q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}) (same fp32 expressions as v1,
-//      so these parts of the record are bitwise v1's), zero upper blocks of A_qk
+//   1  load q, k, v (bf16), G (fp32), beta; rows >= n: zeros by selection, G = G_{n-1}
+//   2  the fused path's row factors r_i = 1 / |q_i| (deferred: q itself is never normalized),
+//      q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}), the grams' column
+//      operands, zero upper blocks of A_qk
 //   3  grams: warp w runs block pairs w and w + 8 (prep_v2.h); A_qk -> record, A_kk -> smem fp32
 //   4  inverse: diagonal blocks (warps 0..3, lane = column), Schur levels 1..3
 //   5  W, U: warp w owns columns 16w..16w+15, T fragments read from the fp32 inverse
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cstdlib>
+#include <string_view>
 
 #include "l2norm_row.cuh"
 #include "mma_layout.h"
@@ -63,20 +66,6 @@ __device__ __forceinline__ void put_pair(char* rec, int64_t byte, uint32_t bits)
   *reinterpret_cast<uint32_t*>(rec + byte) = bits;
 }
 
-// 32 consecutive values of one row -> bf16 at smem byte `byte` (16-byte aligned).
-__device__ __forceinline__ void store_run_bf16(unsigned char* s, int byte,
-                                               const float (&x)[kRowRun]) {
-#pragma unroll
-  for (int c = 0; c < kRowRun; c += 8) {
-    uint4 v;
-    v.x = pack_bf16(x[c], x[c + 1]);
-    v.y = pack_bf16(x[c + 2], x[c + 3]);
-    v.z = pack_bf16(x[c + 4], x[c + 5]);
-    v.w = pack_bf16(x[c + 6], x[c + 7]);
-    *reinterpret_cast<uint4*>(s + byte + 2 * c) = v;
-  }
-}
-
 // 8 consecutive fp32 / bf16 values at a 16-byte aligned smem byte offset.
 __device__ __forceinline__ void load8_f32(const unsigned char* s, int byte, float (&x)[8]) {
   const float4 a = *reinterpret_cast<const float4*>(s + byte);
@@ -115,8 +104,9 @@ __device__ __forceinline__ uint4 pack8_f16(const float (&x)[8]) {
 // row NaN, as the reference); an inf gives r = 0 (inf 0 = NaN there, 0 elsewhere, as the
 // reference). Tiny rows need no scaling: their sum of squares is negligible against 1e-6.
 // All 32 lanes of the warp must call it (the shuffles sit outside the row-dependent branches).
+// `rescaled` says whether x changed (uniform in the group).
 template <int kLanes, int kN>
-__device__ __forceinline__ float deferred_row_norm(float (&x)[kN]) {
+__device__ __forceinline__ float deferred_row_norm(float (&x)[kN], bool& rescaled) {
   // Sum of squares of the row: 4 partial sums per thread (ILP), then the group butterfly.
   auto row_ssq = [&x] {
     float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -126,11 +116,13 @@ __device__ __forceinline__ float deferred_row_norm(float (&x)[kN]) {
   };
   float ssq = row_ssq();
   float eps = kL2NormEps;
+  rescaled = false;
   if (__any_sync(0xffffffffu, isinf(ssq))) {  // rare: huge or non-finite rows in this warp
     bool finite;
     float largest;
     group_finite_max<kLanes>(x, finite, largest);
     const bool rescale = finite && isinf(ssq);  // uniform in the group
+    rescaled = rescale;
     int e = 0;
     frexpf(largest, &e);
     const float down = rescale ? exact_pow2(-e) : 1.0f;  // e in [64, 128] when rescaling
@@ -158,10 +150,10 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   char* const rec = static_cast<char*>(args.records) +
                     (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * kRecord1Bytes;
 
-  // ---- 1. Load. k, v (bf16, kept as bf16: exact) and G (fp32) go straight to shared memory
-  // with 16-byte cp.async (the validated strides keep every row 16-byte aligned); rows >= n: k, v
-  // zero by selection (never read), G = G_{n-1}. q as in the v0/v1 PREP: one quad of threads per
-  // row, a run of 32 channels each, the fused norm by the l2norm kernel's own function.
+  // ---- 1. Load. q, k, v (bf16, kept as bf16: exact) and G (fp32) go straight to shared memory
+  // with 16-byte cp.async (the validated strides keep every row 16-byte aligned); rows >= n: q,
+  // k, v zero by selection, G = G_{n-1}. q arrives un-normalized on the fused path too: its row
+  // norm is taken in phase 2, off this phase's wait for global memory.
   {
     const int64_t head_offset = static_cast<int64_t>(h) * kD;
     for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
@@ -169,9 +161,11 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
       const int c = (e & 15) * 8;
       const int64_t token = chunk.first_token + i;
       if (i < n) {
+        cp_async16(smem_u32(smem + sq(i, c)), args.q + token * args.q_stride + head_offset + c);
         cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
         cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
       } else {
+        *reinterpret_cast<uint4*>(smem + sq(i, c)) = make_uint4(0u, 0u, 0u, 0u);
         *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
         *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
       }
@@ -184,24 +178,24 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     }
     cp_async_commit();
   }
-  {
-    const int i = tid >> 2;
-    const int c0 = (tid & 3) * kRowRun;
-    float x[kRowRun];
-    if (i < n) {
-      load_run(args.q + (chunk.first_token + i) * args.q_stride + static_cast<int64_t>(h) * kD +
-                   c0,
-               x);
-    } else {
-#pragma unroll
-      for (int c = 0; c < kRowRun; ++c) x[c] = 0.0f;
+  // The CTA that will take this one's place about a wave later (launch order = linear block
+  // index): its q, k, v, G rows go to L2 now, one 256- or 512-byte row per thread, so its own
+  // phase 1 reads L2 instead of waiting for DRAM (and the DRAM reads spread over the wave).
+  if (args.prefetch_ahead > 0) {
+    const int64_t later = blockIdx.x + int64_t{gridDim.x} * blockIdx.y + args.prefetch_ahead;
+    ChunkRef next;
+    if (later < int64_t{gridDim.x} * gridDim.y &&
+        find_chunk(args.seqs, later % gridDim.x, next) && (tid >> 2) < next.rows) {
+      const int64_t token = next.first_token + (tid >> 2);
+      const int next_head = static_cast<int>(later / gridDim.x);
+      const int64_t channel0 = int64_t{next_head} * kD;
+      switch (tid & 3) {
+        case 0: prefetch_l2(args.q + token * args.q_stride + channel0, 2 * kD); break;
+        case 1: prefetch_l2(args.k + token * args.k_stride + channel0, 2 * kD); break;
+        case 2: prefetch_l2(args.v + token * args.v_stride + channel0, 2 * kD); break;
+        default: prefetch_l2(args.gate + (token * args.heads + next_head) * kD, 4 * kD); break;
+      }
     }
-    // The fused norm is deferred: q stays as loaded (or scaled by an exact power of two) and
-    // its row factor scale * r_i multiplies q' and the A_qk row in fp32 before their bf16
-    // rounding. The explicit path's factor is scale (r_i = 1: q arrives normalized).
-    const float r = args.fuse_q_l2norm ? deferred_row_norm<4>(x) : 1.0f;  // uniform branch
-    store_run_bf16(smem, sq(i, c0), x);  // bf16 values (times 2^-e): exact
-    if ((tid & 3) == 0) stf(smem, kSQScale + 4 * i, kScale * r);
   }
   if (tid < kC) {
     stf(smem, kSBeta + 4 * tid,
@@ -212,22 +206,34 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 
   // ---- 2. q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); the column
   // operands of the grams; the zero upper blocks of A_qk. One unit = one row and 8 consecutive
-  // channels (16-byte loads, 16-byte record stores: a swizzle group is 8 channels).
+  // channels (16-byte loads, 16-byte record stores: a swizzle group is 8 channels); the 16 units
+  // of a row are a half warp, in every iteration (the trip count is uniform).
+  //   The fused q norm is deferred: q stays as loaded (or scaled by an exact power of two, then
+  // written back for the grams) and its row factor scale r_i multiplies q' here and the A_qk row
+  // in phase 3, in fp32 before their bf16 rounding. The explicit path's factor is scale (r_i = 1:
+  // q arrives normalized). Rows >= n hold zeros: their r_i = 1e3 multiplies nothing.
 #pragma unroll 1
   for (int u = tid; u < kC * kD / 8; u += kThreads) {
     const int i = u >> 4;
     const int d0 = 8 * (u & 15);
+    float qv[8];
+    load8_bf16(smem, sq(i, d0), qv);
+    float rq = kScale;
+    if (args.fuse_q_l2norm) {  // uniform
+      bool rescaled = false;
+      rq = kScale * deferred_row_norm<16>(qv, rescaled);
+      if (rescaled) *reinterpret_cast<uint4*>(smem + sq(i, d0)) = pack8_bf16(qv);  // exact
+    }
+    if ((u & 15) == 0) stf(smem, kSQScale + 4 * i, rq);  // for the A_qk rows of phase 3
     uint4 qp_bits = make_uint4(0u, 0u, 0u, 0u);
     uint4 kg_bits = qp_bits;
     uint4 col_bits = qp_bits;
     if (i < n) {  // rows >= n: zeros (their G is G_{n-1}: 2^(G_m - G) could overflow there)
-      const float rq = ldf(smem, kSQScale + 4 * i);
       const int m = anchor(i >> 4, n);
-      float g[8], gl[8], gm[8], qv[8], kv[8];
+      float g[8], gl[8], gm[8], kv[8];
       load8_f32(smem, sg(i, d0), g);
       load8_f32(smem, sg(n - 1, d0), gl);
       load8_f32(smem, sg(m, d0), gm);
-      load8_bf16(smem, sq(i, d0), qv);
       load8_bf16(smem, sk(i, d0), kv);
       float qp[8], kg[8], col[8];
 #pragma unroll
@@ -515,9 +521,28 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 
 }  // namespace
 
-void launch_prep_v2(const PrepArgs& args, cudaStream_t stream) {
-  set_dynamic_smem(reinterpret_cast<const void*>(&prep_v2_kernel), kSBytes,
-                   "chunk_forward: prep (v2)", /*max_carveout=*/true);
+// The L2 prefetch distance: the CTAs resident at once (2 per SM), so a CTA prefetches for the
+// one that starts when it ends. KDA_PREP_L2_PREFETCH=0 in the environment turns the prefetch off
+// (an A/B switch for measurements: docs/perf-notes.md v2.5).
+int64_t prefetch_distance(const char* where) {
+  static const bool enabled = [] {
+    const char* env = std::getenv("KDA_PREP_L2_PREFETCH");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  if (!enabled) return 0;
+  int sms = 0;
+  const cudaError_t status =
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current_device(where));
+  if (status != cudaSuccess) throw_cuda(where, status);
+  return 2 * int64_t{sms};
+}
+
+void launch_prep_v2(const PrepArgs& prep, cudaStream_t stream) {
+  const char* where = "chunk_forward: prep (v2)";
+  set_dynamic_smem(reinterpret_cast<const void*>(&prep_v2_kernel), kSBytes, where,
+                   /*max_carveout=*/true);
+  PrepArgs args = prep;
+  args.prefetch_ahead = prefetch_distance(where);
   const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
   prep_v2_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
   check_launch("chunk_forward: prep (v2)");

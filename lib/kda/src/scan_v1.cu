@@ -12,7 +12,8 @@
 //   barrier X | issue KGA(c) (kg, A_qk, a) | phase A(c) | wait | barrier Y |
 //   issue WQU(c+1) (W, q', U slice) | phases B2, B1 (c) | wait | barrier X ...
 // Single buffer (74 KB of shared memory) so three CTAs share an SM and hide each other's
-// latencies. Fixed k order, no atomics: bitwise reproducible.
+// latencies. Packed batches are scanned longest sequence first (scan_v1_kernel's CTA map).
+// Fixed k order, no atomics: bitwise reproducible (the CTA map changes no arithmetic).
 #include <cuda_bf16.h>
 
 #include "mma_layout.h"
@@ -29,20 +30,66 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kBV = kScanSliceColumns;
 static_assert(kBV == 32 && kThreads == 256, "the v1 work split assumes 32 columns, 8 warps");
 
+// Sequences longer than this many are scanned in index order (see longest_first below).
+constexpr int kLongestFirstMaxSeqs = 64;
+
+// The sequence of rank `rank` in the order (length descending, index ascending), for at most
+// kLongestFirstMaxSeqs sequences; called by one whole warp, every lane gets the answer. Each lane
+// holds the lengths of sequences lane and lane + 32 and counts, over all sequences t (lengths
+// passed round by shuffles), how many come before its own: the ranks form a permutation, so
+// exactly one lane matches.
+__device__ __forceinline__ int longest_first(const Sequences& seqs, int rank, int lane) {
+  const int n = seqs.num_seqs;
+  auto length = [&](int s) { return static_cast<int>(seqs.begin(s + 1) - seqs.begin(s)); };
+  const int len0 = lane < n ? length(lane) : -1;
+  const int len1 = lane + 32 < n ? length(lane + 32) : -1;
+  int before0 = 0, before1 = 0;
+  for (int t = 0; t < n; ++t) {  // uniform trip count
+    const int len_t = __shfl_sync(0xffffffffu, t < 32 ? len0 : len1, t & 31);
+    before0 += (len_t > len0 || (len_t == len0 && t < lane)) ? 1 : 0;
+    before1 += (len_t > len1 || (len_t == len1 && t < lane + 32)) ? 1 : 0;
+  }
+  const int mine = (lane < n && before0 == rank) ? lane
+                   : (lane + 32 < n && before1 == rank) ? lane + 32
+                                                        : -1;
+  const unsigned match = __ballot_sync(0xffffffffu, mine >= 0);
+  return __shfl_sync(0xffffffffu, mine, __ffs(match) - 1);
+}
+
 __global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanArgs args) {
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
   auto word = [&](int byte) -> uint32_t& { return *reinterpret_cast<uint32_t*>(smem + byte); };
-
-  // The value slices of one (sequence, head) are adjacent CTAs: they run together and share the
-  // W / q' / kg / A_qk reads through L2.
-  const int s = static_cast<int>(blockIdx.x / kScanSlices);
-  const int slice = static_cast<int>(blockIdx.x % kScanSlices);
-  const int col0 = slice * kBV;
-  const int h = blockIdx.y;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
+
+  // Which (sequence, head, value slice) this CTA scans. CTAs are handed out in launch order, so
+  // the linear block index runs over ranks of the sequences, then heads, then slices: the value
+  // slices of one (sequence, head) are adjacent (they run together and share the W / q' / kg /
+  // A_qk reads through L2), and every head of a sequence is launched before the next sequence.
+  // Ranks follow the sequences' lengths, longest first (packed batches of at most
+  // kLongestFirstMaxSeqs sequences): the longest chains start in the first wave instead of
+  // wherever their index puts them, so they do not run alone at the end (a ragged batch's scan
+  // takes as long as its slowest wave, and varied from call to call with where its longest chains
+  // landed). The grid keeps the (4 N, H) shape: only its linear index is decoded this way.
+  const int64_t linear = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
+  const int64_t per_rank = int64_t{kScanSlices} * args.heads;
+  const int rank = static_cast<int>(linear / per_rank);
+  const int h = static_cast<int>((linear % per_rank) / kScanSlices);
+  const int slice = static_cast<int>(linear % kScanSlices);
+  const int col0 = slice * kBV;
+  int s = rank;
+  if (args.seqs.cu != nullptr && args.seqs.num_seqs > 1 &&
+      args.seqs.num_seqs <= kLongestFirstMaxSeqs) {  // uniform
+    __shared__ int ranked_seq;
+    if (warp == 0) {
+      const int found = longest_first(args.seqs, rank, lane);
+      if (lane == 0) ranked_seq = found;
+    }
+    __syncthreads();
+    s = ranked_seq;
+  }
   const int64_t begin = args.seqs.begin(s);
   const int64_t length = args.seqs.begin(s + 1) - begin;
   const int64_t chunks = (length + kChunk - 1) / kChunk;
