@@ -15,17 +15,14 @@
 //
 // Phases (barriers between them):
 //   1  load q, k, v (bf16), G (fp32), beta; rows >= n: zeros by selection, G = G_{n-1}
-//   2  the fused path's row factors r_i = 1 / |q_i| (deferred: q itself is never normalized),
-//      q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}), the grams' column
+//   2a the fused path's row factors r_i = 1 / |q_i| (deferred: q itself is never normalized)
+//   2  q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}), the grams' column
 //      operands, zero upper blocks of A_qk
 //   3  grams: warp w runs block pairs w and w + 8 (prep_v2.h); A_qk -> record, A_kk -> smem fp32
 //   4  inverse: diagonal blocks (warps 0..3, lane = column), Schur levels 1..3
 //   5  W, U: warp w owns columns 16w..16w+15, T fragments read from the fp32 inverse
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include <cstdlib>
-#include <string_view>
 
 #include "l2norm_row.cuh"
 #include "mma_layout.h"
@@ -105,15 +102,18 @@ __device__ __forceinline__ uint4 pack8_f16(const float (&x)[8]) {
 // reference). Tiny rows need no scaling: their sum of squares is negligible against 1e-6.
 // All 32 lanes of the warp must call it (the shuffles sit outside the row-dependent branches).
 // `rescaled` says whether x changed (uniform in the group).
+// One thread's share of a row's sum of squares: 4 partial sums (ILP), added in a fixed order.
+template <int kN>
+__device__ __forceinline__ float partial_ssq(const float (&x)[kN]) {
+  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int c = 0; c < kN; ++c) part[c & 3] = fmaf(x[c], x[c], part[c & 3]);
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
 template <int kLanes, int kN>
 __device__ __forceinline__ float deferred_row_norm(float (&x)[kN], bool& rescaled) {
-  // Sum of squares of the row: 4 partial sums per thread (ILP), then the group butterfly.
-  auto row_ssq = [&x] {
-    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int c = 0; c < kN; ++c) part[c & 3] = fmaf(x[c], x[c], part[c & 3]);
-    return group_sum<kLanes>((part[0] + part[1]) + (part[2] + part[3]));
-  };
+  auto row_ssq = [&x] { return group_sum<kLanes>(partial_ssq(x)); };
   float ssq = row_ssq();
   float eps = kL2NormEps;
   rescaled = false;
@@ -178,25 +178,6 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     }
     cp_async_commit();
   }
-  // The CTA that will take this one's place about a wave later (launch order = linear block
-  // index): its q, k, v, G rows go to L2 now, one 256- or 512-byte row per thread, so its own
-  // phase 1 reads L2 instead of waiting for DRAM (and the DRAM reads spread over the wave).
-  if (args.prefetch_ahead > 0) {
-    const int64_t later = blockIdx.x + int64_t{gridDim.x} * blockIdx.y + args.prefetch_ahead;
-    ChunkRef next;
-    if (later < int64_t{gridDim.x} * gridDim.y &&
-        find_chunk(args.seqs, later % gridDim.x, next) && (tid >> 2) < next.rows) {
-      const int64_t token = next.first_token + (tid >> 2);
-      const int next_head = static_cast<int>(later / gridDim.x);
-      const int64_t channel0 = int64_t{next_head} * kD;
-      switch (tid & 3) {
-        case 0: prefetch_l2(args.q + token * args.q_stride + channel0, 2 * kD); break;
-        case 1: prefetch_l2(args.k + token * args.k_stride + channel0, 2 * kD); break;
-        case 2: prefetch_l2(args.v + token * args.v_stride + channel0, 2 * kD); break;
-        default: prefetch_l2(args.gate + (token * args.heads + next_head) * kD, 4 * kD); break;
-      }
-    }
-  }
   if (tid < kC) {
     stf(smem, kSBeta + 4 * tid,
         tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
@@ -204,27 +185,66 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   cp_async_wait_all();
   __syncthreads();
 
+  // ---- 2a. Row factors scale r_i of q, in phase 2's unit map: thread tid owns channels
+  // d0 = 8 (tid % 16) .. d0 + 7 of rows tid / 16 + 16 k, k = 0..3, so the half warp of a row
+  // writes its factor and reads it back in phase 2 (a __syncwarp, no CTA barrier).
+  //   The fused q norm is deferred: q stays as loaded (or, for a row whose fp32 sum of squares
+  // overflows, scaled by an exact power of two and written back for phase 2 and the grams) and
+  // its factor scale r_i multiplies q' in phase 2 and the A_qk row in phase 3, in fp32 before
+  // their bf16 rounding. The explicit path's factor is scale (r_i = 1: q arrives normalized).
+  // The four rows' sums and butterflies are independent chains: their latencies overlap. Rows
+  // >= n hold zeros: their r_i = 1e3 multiplies nothing.
+  {
+    constexpr int kRows = kC * kD / 8 / kThreads;  // rows per thread
+    const int d0 = 8 * (tid & 15);
+    const int row0 = tid >> 4;
+    auto put_factor = [&](int k, float factor) {  // lane 0 of the half warp
+      if ((tid & 15) == 0) stf(smem, kSQScale + 4 * (row0 + 16 * k), factor);
+    };
+    if (args.fuse_q_l2norm) {  // uniform
+      float ssq[kRows];
+      bool overflow = false;
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        float qv[8];
+        load8_bf16(smem, sq(row0 + 16 * k, d0), qv);
+        ssq[k] = partial_ssq(qv);
+      }
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        ssq[k] = group_sum<16>(ssq[k]);
+        overflow = overflow || isinf(ssq[k]);
+      }
+      if (__any_sync(0xffffffffu, overflow)) {  // rare: huge or non-finite rows in this warp
+#pragma unroll 1
+        for (int k = 0; k < kRows; ++k) {
+          float qv[8];
+          load8_bf16(smem, sq(row0 + 16 * k, d0), qv);
+          bool rescaled = false;
+          put_factor(k, kScale * deferred_row_norm<16>(qv, rescaled));  // same sums, rescaling
+          if (rescaled) *reinterpret_cast<uint4*>(smem + sq(row0 + 16 * k, d0)) = pack8_bf16(qv);
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < kRows; ++k) put_factor(k, kScale * __frsqrt_rn(ssq[k] + kL2NormEps));
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) put_factor(k, kScale);
+    }
+    __syncwarp();
+  }
+
   // ---- 2. q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); the column
   // operands of the grams; the zero upper blocks of A_qk. One unit = one row and 8 consecutive
-  // channels (16-byte loads, 16-byte record stores: a swizzle group is 8 channels); the 16 units
-  // of a row are a half warp, in every iteration (the trip count is uniform).
-  //   The fused q norm is deferred: q stays as loaded (or scaled by an exact power of two, then
-  // written back for the grams) and its row factor scale r_i multiplies q' here and the A_qk row
-  // in phase 3, in fp32 before their bf16 rounding. The explicit path's factor is scale (r_i = 1:
-  // q arrives normalized). Rows >= n hold zeros: their r_i = 1e3 multiplies nothing.
+  // channels (16-byte loads, 16-byte record stores: a swizzle group is 8 channels).
 #pragma unroll 1
   for (int u = tid; u < kC * kD / 8; u += kThreads) {
     const int i = u >> 4;
     const int d0 = 8 * (u & 15);
+    const float rq = ldf(smem, kSQScale + 4 * i);  // written by this half warp in 2a
     float qv[8];
     load8_bf16(smem, sq(i, d0), qv);
-    float rq = kScale;
-    if (args.fuse_q_l2norm) {  // uniform
-      bool rescaled = false;
-      rq = kScale * deferred_row_norm<16>(qv, rescaled);
-      if (rescaled) *reinterpret_cast<uint4*>(smem + sq(i, d0)) = pack8_bf16(qv);  // exact
-    }
-    if ((u & 15) == 0) stf(smem, kSQScale + 4 * i, rq);  // for the A_qk rows of phase 3
     uint4 qp_bits = make_uint4(0u, 0u, 0u, 0u);
     uint4 kg_bits = qp_bits;
     uint4 col_bits = qp_bits;
@@ -521,28 +541,9 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 
 }  // namespace
 
-// The L2 prefetch distance: the CTAs resident at once (2 per SM), so a CTA prefetches for the
-// one that starts when it ends. KDA_PREP_L2_PREFETCH=0 in the environment turns the prefetch off
-// (an A/B switch for measurements: docs/perf-notes.md v2.5).
-int64_t prefetch_distance(const char* where) {
-  static const bool enabled = [] {
-    const char* env = std::getenv("KDA_PREP_L2_PREFETCH");
-    return env == nullptr || std::string_view(env) != "0";
-  }();
-  if (!enabled) return 0;
-  int sms = 0;
-  const cudaError_t status =
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current_device(where));
-  if (status != cudaSuccess) throw_cuda(where, status);
-  return 2 * int64_t{sms};
-}
-
-void launch_prep_v2(const PrepArgs& prep, cudaStream_t stream) {
-  const char* where = "chunk_forward: prep (v2)";
-  set_dynamic_smem(reinterpret_cast<const void*>(&prep_v2_kernel), kSBytes, where,
-                   /*max_carveout=*/true);
-  PrepArgs args = prep;
-  args.prefetch_ahead = prefetch_distance(where);
+void launch_prep_v2(const PrepArgs& args, cudaStream_t stream) {
+  set_dynamic_smem(reinterpret_cast<const void*>(&prep_v2_kernel), kSBytes,
+                   "chunk_forward: prep (v2)", /*max_carveout=*/true);
   const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
   prep_v2_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
   check_launch("chunk_forward: prep (v2)");

@@ -24,9 +24,6 @@ struct PrepArgs {
   Sequences seqs;
   void* records;  // head-major: [heads][capacity]
   bool fuse_q_l2norm;  // a runtime flag: it only changes the load phase
-  // v2 only: CTA b asks L2 for the inputs of CTA b + prefetch_ahead (linear block index), the
-  // one that will take its place about one wave later; 0: no prefetch. Set by launch_prep_v2.
-  int64_t prefetch_ahead = 0;
 };
 
 // Grid (capacity, H), 256 threads, prep_v2.h kSBytes of dynamic shared memory, 2 CTAs per SM.
