@@ -8,7 +8,8 @@
 # Environment: VARIANTS (kernel variants, the last one is benched with stages), REPEAT=1 (a
 # second kda-bench contract run, stages included, and `compare` against the first: SAME on every
 # row expected), ALLMODES=0 (skip the all-modes run), GBENCH=0 (skip the kda-gbench JSON run),
-# SOAK=SECONDS (kda-check --soak on the contract: 18 shape-paths x SECONDS),
+# SOAK=SECONDS (kda-check --soak on the contract: 18 shape-paths x SECONDS; in full mode the
+# contract check itself soaks),
 # DEADLINE (seconds; later steps are skipped, not killed), BENCH_ARGS (extra kda-bench options for
 # the contract run and its repeat, e.g. --warmup 300 so the SM clock settles before sampling).
 #   e.g. VARIANTS=v2_mma REPEAT=1 ALLMODES=0 scripts/h200-run.sh quick
@@ -48,9 +49,10 @@ for s in smoke edge; do
   step 120 "check-$s" "$bin/kda-check" "${vargs[@]}" --shapes shapes/$s.yaml --md "$r/check-$s.md" \
     --csv "$r/check-$s.csv" --json "$r/check-$s.json" --force
 done
-if [[ $mode == full ]]; then
-  step 240 check-contract "$bin/kda-check" "${vargs[@]}" --shapes shapes/contract.yaml --md "$r/check-contract.md" \
-    --csv "$r/check-contract.csv" --json "$r/check-contract.json" --force
+if [[ $mode == full ]]; then  # with SOAK, the contract check is also the soak (one reference pass)
+  soak=(); [[ ${SOAK:-0} != 0 ]] && soak=(--soak "$SOAK")
+  step $(( 240 + 18 * ${SOAK:-0} )) check-contract "$bin/kda-check" "${vargs[@]}" --shapes shapes/contract.yaml \
+    "${soak[@]}" --md "$r/check-contract.md" --csv "$r/check-contract.csv" --json "$r/check-contract.json" --force
 fi
 main=${variants[-1]}
 if [[ -x $bin/kda-bench ]]; then
@@ -79,7 +81,7 @@ if [[ ${GBENCH:-1} == 1 && -x $bin/kda-gbench ]]; then  # Google Benchmark JSON,
   step 240 gbench-contract "$bin/kda-gbench" --variant "$main" --shapes shapes/contract.yaml \
     --benchmark_out="$r/gbench-contract.json" --benchmark_out_format=json
 fi
-if [[ ${SOAK:-0} != 0 ]]; then  # every contract shape and path re-run for SOAK seconds: no drift
+if [[ ${SOAK:-0} != 0 && $mode != full ]]; then  # every contract shape and path re-run for SOAK seconds
   step $(( 18 * SOAK + 120 )) soak-contract "$bin/kda-check" --variant "${variants[-1]}" \
     --shapes shapes/contract.yaml --soak "$SOAK" --md "$r/soak-contract.md" --csv "$r/soak-contract.csv" --force
 fi
