@@ -152,29 +152,20 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 
   // ---- 1. Load. q, k, v (bf16, kept as bf16: exact) and G (fp32) go straight to shared memory
   // with 16-byte cp.async (the validated strides keep every row 16-byte aligned); rows >= n: q,
-  // k, v zero by selection, G = G_{n-1}. q arrives un-normalized on the fused path too, in a
-  // commit group of its own: its row norms (2a) are taken while k, v and G are still in flight.
+  // k, v zero by selection, G = G_{n-1}. q arrives un-normalized on the fused path too: its row
+  // norm is taken in phase 2, off this phase's wait for global memory.
   {
     const int64_t head_offset = static_cast<int64_t>(h) * kD;
     for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
       const int i = e >> 4;
       const int c = (e & 15) * 8;
-      if (i < n) {
-        cp_async16(smem_u32(smem + sq(i, c)),
-                   args.q + (chunk.first_token + i) * args.q_stride + head_offset + c);
-      } else {
-        *reinterpret_cast<uint4*>(smem + sq(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-      }
-    }
-    cp_async_commit();
-    for (int e = tid; e < kC * (kD / 8); e += kThreads) {
-      const int i = e >> 4;
-      const int c = (e & 15) * 8;
       const int64_t token = chunk.first_token + i;
       if (i < n) {
+        cp_async16(smem_u32(smem + sq(i, c)), args.q + token * args.q_stride + head_offset + c);
         cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
         cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
       } else {
+        *reinterpret_cast<uint4*>(smem + sq(i, c)) = make_uint4(0u, 0u, 0u, 0u);
         *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
         *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
       }
@@ -191,10 +182,12 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     stf(smem, kSBeta + 4 * tid,
         tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
   }
+  cp_async_wait_all();
+  __syncthreads();
 
-  // ---- 2a. Row factors scale r_i of q (fused path: q's own copies, then a barrier, then the
-  // sums while k, v and G are still arriving). Thread tid owns channels d0 = 8 (tid % 16) ..
-  // d0 + 7 of rows tid / 16 + 16 k, k = 0..3 (phase 2's unit map).
+  // ---- 2a. Row factors scale r_i of q, in phase 2's unit map: thread tid owns channels
+  // d0 = 8 (tid % 16) .. d0 + 7 of rows tid / 16 + 16 k, k = 0..3, so the half warp of a row
+  // writes its factor and reads it back in phase 2 (a __syncwarp, no CTA barrier).
   //   The fused q norm is deferred: q stays as loaded (or, for a row whose fp32 sum of squares
   // overflows, scaled by an exact power of two and written back for phase 2 and the grams) and
   // its factor scale r_i multiplies q' in phase 2 and the A_qk row in phase 3, in fp32 before
@@ -209,8 +202,6 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
       if ((tid & 15) == 0) stf(smem, kSQScale + 4 * (row0 + 16 * k), factor);
     };
     if (args.fuse_q_l2norm) {  // uniform
-      cp_async_wait_pending<1>();  // this thread's q copies (k, v, G: the newer group)
-      __syncthreads();             // everyone's
       float ssq[kRows];
       bool overflow = false;
 #pragma unroll
@@ -241,9 +232,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 #pragma unroll
       for (int k = 0; k < kRows; ++k) put_factor(k, kScale);
     }
+    __syncwarp();
   }
-  cp_async_wait_all();
-  __syncthreads();
 
   // ---- 2. q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); the column
   // operands of the grams; the zero upper blocks of A_qk. One unit = one row and 8 consecutive
@@ -252,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   for (int u = tid; u < kC * kD / 8; u += kThreads) {
     const int i = u >> 4;
     const int d0 = 8 * (u & 15);
-    const float rq = ldf(smem, kSQScale + 4 * i);
+    const float rq = ldf(smem, kSQScale + 4 * i);  // written by this half warp in 2a
     float qv[8];
     load8_bf16(smem, sq(i, d0), qv);
     uint4 qp_bits = make_uint4(0u, 0u, 0u, 0u);
