@@ -4,7 +4,8 @@
 # packs it as $OUT/h200.tar.gz (the device tool returns at most 8 files), plus a short summary.
 #   scripts/h200-run.sh [full|quick|sanitize]
 #     full: everything below; quick: no contract kda-check, no sanitizers; sanitize: only the
-#     compute-sanitizer runs (SAN_TOOLS, SANITIZE_SHAPES, SAN_TESTS=0 skips test_kda_gpu)
+#     compute-sanitizer runs (SAN_TOOLS, SANITIZE_SHAPES; SAN_TESTS=ops|all|0: test_kda_gpu's
+#     gate_cumsum and l2norm tests (default), all of it, or none)
 # Environment: VARIANTS (kernel variants, the last one is benched with stages), REPEAT=1 (a
 # second kda-bench contract run, stages included, and `compare` against the first: SAME on every
 # row expected), ALLMODES=0 (skip the all-modes run), GBENCH=0 (skip the kda-gbench JSON run),
@@ -97,8 +98,14 @@ if [[ $mode == full || $mode == sanitize ]] && command -v compute-sanitizer >/de
       step 200 "sanitizer-$tool-$s" compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$bin/kda-check" "${sargs[@]}" --shapes shapes/$s.yaml
     done
-    [[ ${SAN_TESTS:-1} == 1 ]] && step 200 "sanitizer-$tool-test_kda_gpu" compute-sanitizer \
-      --tool "$tool" --error-exitcode 9 "$bin/test_kda_gpu" --gtest_brief=1
+    # gate_cumsum is an op kda-check does not run: its GPU tests (and l2norm's) go through every
+    # tool by default (SAN_TESTS=ops, seconds); SAN_TESTS=all runs the whole test_kda_gpu.
+    case ${SAN_TESTS:-ops} in
+      ops) step 120 "sanitizer-$tool-ops" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+             "$bin/test_kda_gpu" --gtest_brief=1 --gtest_filter='KdaGpu.GateCumsum*:KdaGpu.L2Norm*' ;;
+      all|1) step 200 "sanitizer-$tool-test_kda_gpu" compute-sanitizer --tool "$tool" \
+             --error-exitcode 9 "$bin/test_kda_gpu" --gtest_brief=1 ;;
+    esac
   done
 fi
 tar -C "$OUT" -czf "$OUT/h200.tar.gz" r

@@ -810,6 +810,54 @@ TEST(Results, MarkdownReportAndWarnings) {
   EXPECT_NE(w[2].find("3 samples discarded as throttled"), std::string::npos);
 }
 
+TEST(Statistics, Correlation) {
+  const std::vector<double> x{1, 2, 3, 4, 5};
+  EXPECT_NEAR(kb::correlation(x, std::vector<double>{2, 1, 4, 3, 5}), 0.8, 1e-15);
+  EXPECT_NEAR(kb::correlation(x, std::vector<double>{10, 8, 6, 4, 2}), -1.0, 1e-15);
+  // Pairs with a non-finite side are left out: this is {1, 2, 4} against {3, 5, 9}.
+  EXPECT_NEAR(kb::correlation(x, std::vector<double>{3, 5, kNaN, 9, kInf}), 1.0, 1e-15);
+  EXPECT_TRUE(std::isnan(kb::correlation(x, std::vector<double>{1, kNaN, kNaN, kNaN, 2})));
+  EXPECT_TRUE(std::isnan(kb::correlation(x, std::vector<double>{7, 7, 7, 7, 7})));
+  EXPECT_TRUE(std::isnan(kb::correlation(std::vector<double>{}, std::vector<double>{})));
+}
+
+// Noise above the target that follows the per-sample SM clock is named as the card's clock steps
+// (the h96 rows on the H200: 1.31 ms at 1814 MHz, up to 1.55 ms at 1527 MHz); noise that does
+// not follow the clock, and rows that met the noise target, get no such line.
+TEST(Results, ClockDrivenNoiseWarning) {
+  kb::RunRow stepped = make_row("h96-fixed", "fused", 1.3e-3);
+  stepped.gpu_s.clear();
+  stepped.clock_hz.clear();
+  for (int i = 0; i < 200; ++i) {
+    const double hz = i % 4 == 0 ? 1.6e9 : 1.8e9;
+    const double jitter = 1.0 + 1e-4 * ((i * 37) % 11 - 5);
+    stepped.gpu_s.push_back(1.3e-3 * 1.8e9 / hz * jitter);
+    stepped.clock_hz.push_back(i == 7 ? kNaN : hz);  // an unknown clock is left out
+  }
+  stepped.stop = kb::StopReason::noise_stable;
+  stepped.finalize();
+  const auto clock = kb::clock_driven_noise(stepped);
+  ASSERT_TRUE(clock.has_value());
+  EXPECT_GT(clock->correlation, 0.99);
+  EXPECT_DOUBLE_EQ(clock->min_hz, 1.6e9);
+  EXPECT_DOUBLE_EQ(clock->max_hz, 1.8e9);
+
+  kb::RunRow unrelated = stepped;  // the same times, clocks that do not follow them
+  for (size_t i = 0; i < unrelated.clock_hz.size(); ++i) {
+    unrelated.clock_hz[i] = i % 4 == 2 ? 1.6e9 : 1.8e9;
+  }
+  EXPECT_FALSE(kb::clock_driven_noise(unrelated).has_value());
+
+  kb::RunRow met = stepped;  // stopped at the noise target: nothing to explain
+  met.stop = kb::StopReason::noise_target;
+
+  const auto w = kb::run_warnings({stepped, unrelated, met});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("h96-fixed fused warm: noise"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("follows the SM clock"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("1600-1800 MHz"), std::string::npos) << w[0];
+}
+
 // A run whose every shape was skipped (K != 128 on the GPU) still prints and writes its reports.
 TEST(Results, EmptyRunStillPrints) {
   const kb::RunContext ctx = make_context();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -219,8 +220,38 @@ std::vector<std::string> run_warnings(const std::vector<RunRow>& rows) {
       out.push_back(fmt::format("{}: {} samples discarded as throttled (SM clock below the "
                                 "threshold)",
                                 name, r.throttle_discards));
+    if (r.stop != StopReason::noise_target && r.gpu.noise >= kClockNoiseWorthNaming) {
+      if (const auto clock = clock_driven_noise(r)) {
+        out.push_back(fmt::format(
+            "{}: noise {} follows the SM clock (correlation of time with 1/clock {:.2f}; "
+            "samples at {:.0f}-{:.0f} MHz): the card changed clock steps during the row (power "
+            "or temperature), a spread the kernel does not cause; compare two runs to see that "
+            "the median repeats",
+            name, percent_text(r.gpu.noise), clock->correlation, clock->min_hz / 1e6,
+            clock->max_hz / 1e6));
+      }
+    }
   }
   return out;
+}
+
+std::optional<ClockNoise> clock_driven_noise(const RunRow& row) {
+  if (row.clock_hz.size() != row.gpu_s.size()) return std::nullopt;
+  std::vector<double> period(row.clock_hz.size());
+  ClockNoise c;
+  c.min_hz = std::numeric_limits<double>::infinity();
+  c.max_hz = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < period.size(); ++i) {
+    const double hz = row.clock_hz[i];
+    period[i] = hz > 0.0 ? 1.0 / hz : kNaN;  // NaN: clock unknown, the pair is left out
+    if (hz > 0.0) {
+      c.min_hz = std::min(c.min_hz, hz);
+      c.max_hz = std::max(c.max_hz, hz);
+    }
+  }
+  c.correlation = correlation(row.gpu_s, period);
+  if (!(c.correlation >= kClockNoiseCorrelation)) return std::nullopt;
+  return c;
 }
 
 std::string results_markdown(const RunContext& ctx, const std::vector<RunRow>& rows,

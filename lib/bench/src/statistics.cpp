@@ -58,6 +58,29 @@ double geomean(std::span<const double> values) {
   return std::exp(log_sum / static_cast<double>(values.size()));
 }
 
+double correlation(std::span<const double> x, std::span<const double> y) {
+  const size_t n = std::min(x.size(), y.size());
+  double sx = 0, sy = 0;
+  int64_t pairs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i]) || !std::isfinite(y[i])) continue;
+    sx += x[i];
+    sy += y[i];
+    ++pairs;
+  }
+  if (pairs < 3) return kNaN;
+  const double mx = sx / static_cast<double>(pairs), my = sy / static_cast<double>(pairs);
+  double cxy = 0, cxx = 0, cyy = 0;  // two passes: no cancellation in the centred sums
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i]) || !std::isfinite(y[i])) continue;
+    cxy += (x[i] - mx) * (y[i] - my);
+    cxx += (x[i] - mx) * (x[i] - mx);
+    cyy += (y[i] - my) * (y[i] - my);
+  }
+  if (!(cxx > 0.0) || !(cyy > 0.0)) return kNaN;
+  return std::clamp(cxy / std::sqrt(cxx * cyy), -1.0, 1.0);
+}
+
 Summary summarize(std::span<const double> samples) {
   Summary s;
   s.n = static_cast<int64_t>(samples.size());

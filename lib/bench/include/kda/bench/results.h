@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -130,7 +131,21 @@ RunSummary summarize_run(const std::vector<RunRow>& rows);
 // The human report: context, results table, fused vs explicit table, warnings.
 std::string results_markdown(const RunContext& ctx, const std::vector<RunRow>& rows,
                              const RunSummary& summary);
-// Lines worth a warning: failed verdicts, non-converged rows, throttling.
+// Lines worth a warning: failed verdicts, non-converged rows, throttling, and rows that stopped
+// above the noise target with a noise of at least kClockNoiseWorthNaming that follows the SM
+// clock (clock_driven_noise).
 std::vector<std::string> run_warnings(const std::vector<RunRow>& rows);
+
+// A row whose sample times rise as its per-sample SM clock falls: the card stepped its clock
+// during the row (power or temperature), so the spread is the card's, not the kernel's. Set when
+// the Pearson correlation of the times with 1 / clock (samples whose clock is known) is at least
+// kClockNoiseCorrelation.
+inline constexpr double kClockNoiseCorrelation = 0.7;
+inline constexpr double kClockNoiseWorthNaming = 0.01;  // 1 %: issue 4's bar for a row
+struct ClockNoise {
+  double correlation = 0;       // of time with 1 / clock
+  double min_hz = 0, max_hz = 0;  // the row's clock range
+};
+std::optional<ClockNoise> clock_driven_noise(const RunRow& row);
 
 }  // namespace kda::bench

@@ -30,6 +30,10 @@ double quantile_linear(std::span<const double> sorted, double p);  // torch.quan
 // Geometric mean; NaN when empty or when any value is not finite or not > 0.
 double geomean(std::span<const double> values);
 
+// Pearson correlation of x and y over the indices where both are finite (spans of equal
+// length); NaN below 3 such pairs or when either side has no spread.
+double correlation(std::span<const double> x, std::span<const double> y);
+
 struct Summary {
   int64_t n = 0;
   double mean = 0, stdev = 0, noise = 0;  // noise = relative stdev (fraction)
