@@ -21,7 +21,7 @@ size_t workspace_all_variants(const Dims& d) {
   if (d.key_dim != kda::kHeadDim || d.value_dim != kda::kHeadDim) return 0;
   size_t bytes = 0;
   for (kda::ForwardVariant v : {kda::ForwardVariant::v0_fp32, kda::ForwardVariant::v1_mma,
-                                kda::ForwardVariant::v2_mma}) {
+                                kda::ForwardVariant::v2_mma, kda::ForwardVariant::v2t_mma}) {
     kda::ForwardParams p;
     p.batch = d.batch;
     p.tokens = d.tokens;

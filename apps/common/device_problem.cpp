@@ -35,9 +35,9 @@ bool parse_path(const std::string& name, Path* path) {
 }
 
 namespace {
-constexpr kda::ForwardVariant kAllVariants[] = {kda::ForwardVariant::v0_fp32,
-                                                kda::ForwardVariant::v1_mma,
-                                                kda::ForwardVariant::v2_mma};
+constexpr kda::ForwardVariant kAllVariants[] = {
+    kda::ForwardVariant::v0_fp32, kda::ForwardVariant::v1_mma, kda::ForwardVariant::v2_mma,
+    kda::ForwardVariant::v2t_mma};
 }  // namespace
 
 bool parse_variant(const std::string& name, kda::ForwardVariant* variant) {

@@ -23,7 +23,7 @@ enum class Path { fused, explicit_, l2norm };
 const char* path_name(Path path);            // "fused", "explicit", "l2norm"
 bool parse_path(const std::string& name, Path* path);
 
-// Kernel variants by name ("v0_fp32", "v1_mma", "v2_mma"), for the command lines.
+// Kernel variants by name ("v0_fp32", "v1_mma", "v2_mma", "v2t_mma"), for the command lines.
 bool parse_variant(const std::string& name, kda::ForwardVariant* variant);
 std::vector<std::string> variant_names();
 

@@ -661,14 +661,15 @@ void check_outputs(const Inputs& in, const References& refs, const Outputs& gpu,
 }
 
 // v0 and v1 normalize q in PREP with the l2norm kernel's own row function: fused == explicit,
-// bitwise. v2 defers the norm (r_i multiplies q' and the A_qk row in fp32, before their bf16
-// rounding, instead of a bf16-rounded normalized q): the two paths differ by roundings, and the
+// bitwise. v2 (and v2t, which has v2's PREP) defers the norm (r_i multiplies q' and the A_qk row
+// in fp32, before their bf16 rounding, instead of a bf16-rounded normalized q): the two paths
+// differ by roundings, and the
 // fused one must pass review point (c) of kda-forward.md §9.4 against the explicit one:
 //   max|fused - golden| <= 2 (max|explicit - golden| + 2^-7 max|golden|).
 void check_fused_against_explicit(kda::ForwardVariant variant, const Inputs& in,
                                   const References& refs, const Outputs& fused,
                                   const Outputs& explicit_out, const std::string& what) {
-  if (variant != kda::ForwardVariant::v2_mma) {
+  if (variant != kda::ForwardVariant::v2_mma && variant != kda::ForwardVariant::v2t_mma) {
     EXPECT_TRUE(bitwise_equal(explicit_out.out, fused.out)) << what << "fused vs explicit output";
     EXPECT_TRUE(bitwise_equal(explicit_out.final_state, fused.final_state))
         << what << "fused vs explicit final state";
@@ -867,7 +868,8 @@ TEST_P(KdaForward, LongChainWithStates) {
 INSTANTIATE_TEST_SUITE_P(Variants, KdaForward,
                          ::testing::Values(kda::ForwardVariant::v0_fp32,
                                            kda::ForwardVariant::v1_mma,
-                                           kda::ForwardVariant::v2_mma),
+                                           kda::ForwardVariant::v2_mma,
+                                           kda::ForwardVariant::v2t_mma),
                          [](const ::testing::TestParamInfo<kda::ForwardVariant>& param_info) {
                            return std::string(kda::to_string(param_info.param));
                          });
@@ -949,6 +951,15 @@ TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2) {
 
 TEST_F(KdaGpu, ForwardVariantsAgreePackedV2) {
   check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2_mma);
+}
+
+// v2t (v2's PREP, the transposed-state SCAN) against v0.
+TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2T) {
+  check_variants_agree(dense_agree_case(), 41, kda::ForwardVariant::v2t_mma);
+}
+
+TEST_F(KdaGpu, ForwardVariantsAgreePackedV2T) {
+  check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2t_mma);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 //            image (mma_layout.h), and an mma.sync SCAN with the fp32 state in registers
 //            (scan_v1.cu).
 //   v2_mma   v1's record and SCAN; PREP on tensor cores with a blocked fp32 inverse (prep_v2.cu).
+//   v2t_mma   v2's PREP and record; the transposed-state SCAN (scan_t.cu). Experimental.
 //
 //   PREP      grid (chunk slots, H), 256 threads: one 64-token chunk of one head. Loads q (and
 //             normalizes it when fused), k, v, G, beta; builds the anchored grams A_kk and A_qk,
@@ -551,7 +552,7 @@ void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.seqs = plan.seqs;
   args.records = p.workspace;
   args.fuse_q_l2norm = p.fuse_q_l2norm;
-  if (p.variant == ForwardVariant::v2_mma) {
+  if (p.variant == ForwardVariant::v2_mma || p.variant == ForwardVariant::v2t_mma) {
     detail::launch_prep_v2(args, stream);
     return;
   }
@@ -580,6 +581,10 @@ void run_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.seqs = plan.seqs;
   if (p.variant == ForwardVariant::v1_mma || p.variant == ForwardVariant::v2_mma) {
     detail::launch_scan_v1(args, stream);
+    return;
+  }
+  if (p.variant == ForwardVariant::v2t_mma) {
+    detail::launch_scan_t(args, stream);
     return;
   }
   const dim3 grid(static_cast<unsigned>(int64_t{plan.seqs.num_seqs} * detail::kScanSlices),

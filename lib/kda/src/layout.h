@@ -51,9 +51,11 @@ static_assert(kRecord1Bytes % 256 == 0, "records keep the workspace's 256-byte a
 
 // Bytes of one record of `variant` (validated elsewhere: unknown values give the v0 size).
 inline int64_t record_bytes(ForwardVariant variant) {
-  // v2_mma writes exactly the v1 record (only its PREP differs).
-  return variant == ForwardVariant::v1_mma || variant == ForwardVariant::v2_mma ? kRecord1Bytes
-                                                                                : kRecordBytes;
+  // v2_mma and v2t_mma write exactly the v1 record (only their PREP / SCAN differ).
+  return variant == ForwardVariant::v1_mma || variant == ForwardVariant::v2_mma ||
+                 variant == ForwardVariant::v2t_mma
+             ? kRecord1Bytes
+             : kRecordBytes;
 }
 
 // Virtual chunks (kernel-design.md §7.4): sequence s owns the record slots

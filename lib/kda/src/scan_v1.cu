@@ -18,6 +18,7 @@
 
 #include "mma_layout.h"
 #include "ptx.cuh"
+#include "scan_order.cuh"
 #include "scan_v1.cuh"
 
 namespace kda::detail {
@@ -29,32 +30,6 @@ using namespace ptx;  // NOLINT: and so are the PTX wrappers
 constexpr int kThreads = kWarps * 32;
 constexpr int kBV = kScanSliceColumns;
 static_assert(kBV == 32 && kThreads == 256, "the v1 work split assumes 32 columns, 8 warps");
-
-// Sequences longer than this many are scanned in index order (see longest_first below).
-constexpr int kLongestFirstMaxSeqs = 64;
-
-// The sequence of rank `rank` in the order (length descending, index ascending), for at most
-// kLongestFirstMaxSeqs sequences; called by one whole warp, every lane gets the answer. Each lane
-// holds the lengths of sequences lane and lane + 32 and counts, over all sequences t (lengths
-// passed round by shuffles), how many come before its own: the ranks form a permutation, so
-// exactly one lane matches.
-__device__ __forceinline__ int longest_first(const Sequences& seqs, int rank, int lane) {
-  const int n = seqs.num_seqs;
-  auto length = [&](int s) { return static_cast<int>(seqs.begin(s + 1) - seqs.begin(s)); };
-  const int len0 = lane < n ? length(lane) : -1;
-  const int len1 = lane + 32 < n ? length(lane + 32) : -1;
-  int before0 = 0, before1 = 0;
-  for (int t = 0; t < n; ++t) {  // uniform trip count
-    const int len_t = __shfl_sync(0xffffffffu, t < 32 ? len0 : len1, t & 31);
-    before0 += (len_t > len0 || (len_t == len0 && t < lane)) ? 1 : 0;
-    before1 += (len_t > len1 || (len_t == len1 && t < lane + 32)) ? 1 : 0;
-  }
-  const int mine = (lane < n && before0 == rank) ? lane
-                   : (lane + 32 < n && before1 == rank) ? lane + 32
-                                                        : -1;
-  const unsigned match = __ballot_sync(0xffffffffu, mine >= 0);
-  return __shfl_sync(0xffffffffu, mine, __ffs(match) - 1);
-}
 
 __global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanArgs args) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -79,17 +54,7 @@ __global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanArgs arg
   const int h = static_cast<int>((linear % per_rank) / kScanSlices);
   const int slice = static_cast<int>(linear % kScanSlices);
   const int col0 = slice * kBV;
-  int s = rank;
-  if (args.seqs.cu != nullptr && args.seqs.num_seqs > 1 &&
-      args.seqs.num_seqs <= kLongestFirstMaxSeqs) {  // uniform
-    __shared__ int ranked_seq;
-    if (warp == 0) {
-      const int found = longest_first(args.seqs, rank, lane);
-      if (lane == 0) ranked_seq = found;
-    }
-    __syncthreads();
-    s = ranked_seq;
-  }
+  const int s = sequence_of_rank(args.seqs, rank);
   const int64_t begin = args.seqs.begin(s);
   const int64_t length = args.seqs.begin(s + 1) - begin;
   const int64_t chunks = (length + kChunk - 1) / kChunk;

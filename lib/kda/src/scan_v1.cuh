@@ -25,4 +25,8 @@ struct ScanArgs {
 // Grid (4 N, H), 256 threads, mma_layout.h kS1Bytes of dynamic shared memory.
 void launch_scan_v1(const ScanArgs& args, cudaStream_t stream);
 
+// The transposed-state SCAN of v2t_mma (scan_t.cu): grid (N, H), 256 threads, scan_t.h kSBytes of
+// dynamic shared memory (one CTA per SM); reads the same v1 record.
+void launch_scan_t(const ScanArgs& args, cudaStream_t stream);
+
 }  // namespace kda::detail

@@ -90,6 +90,8 @@ enum class ForwardVariant {
   v0_fp32,  // fp32 records, CUDA-core scan: the correct-first baseline
   v1_mma,   // bf16 records, tensor-core (mma.sync) scan with the fp32 state in registers
   v2_mma,   // v1's record and scan; tensor-core grams / W / U and a blocked fp32 inverse in PREP
+  v2t_mma,  // experimental: v2's PREP and record; the SCAN holds the whole state transposed in
+            // registers, one CTA per (sequence, head) (scan_t.cu). Not yet run on a GPU.
 };
 const char* to_string(ForwardVariant variant);
 // The default is the fastest variant that passed kda-check on the H200 (results/h200/).

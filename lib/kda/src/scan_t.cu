@@ -1,0 +1,210 @@
+// SCAN, variant v2t_mma (experimental): the chunk recurrence with the whole state of a (sequence,
+// head) held transposed, S^T [128 values][128 keys] in fp32 mma accumulators, one CTA of 8 warps
+// per (sequence, head), warp w owning value rows 16 w .. 16 w + 15 (scan_t.h has every map and the
+// phase list; docs/design.md "Worked plan" the reasons and the prediction). Against the v1 SCAN:
+//   - the state is the A operand of phase A straight from the accumulators (C -> A register
+//     reuse), so there is no bf16 state copy in shared memory, and V_new^T, also produced as
+//     accumulators, is the A operand of phases B1 and B2: no V_new round trip either;
+//   - one CTA reads each record once, where v1's four value-slice CTAs each copy and read W, q',
+//     kg and A_qk (about half the shared-memory traffic per chunk and head);
+//   - a warp needs only its own value rows: no CTA barrier between the phases of a chunk. Two per
+//     chunk remain: the record double buffer (chunk c + 1 arrives by cp.async during chunk c) and
+//     the output tile (O^T is transposed through shared memory by stmatrix for 16-byte stores).
+// Roundings as v1: the state operand and V_new to bf16 once per chunk, fp32 accumulation.
+// Fixed k order, no atomics: bitwise reproducible.
+#include <cuda_bf16.h>
+
+#include "ptx.cuh"
+#include "scan_order.cuh"
+#include "scan_t.h"
+#include "scan_v1.cuh"
+
+namespace kda::detail {
+namespace {
+
+using namespace tscan;  // NOLINT: the layout helpers are this file's vocabulary
+using namespace ptx;    // NOLINT: and so are the PTX wrappers
+
+constexpr int kKeyTiles = kHeadDim / 8;    // 16 state n-tiles per warp
+constexpr int kTokenTiles = kChunk / 8;    // 8 output n-tiles per warp
+
+__global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+
+  // CTA -> (sequence rank, head): ranks outermost, longest sequence first (scan_order.cuh).
+  const int64_t linear = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
+  const int rank = static_cast<int>(linear / args.heads);
+  const int h = static_cast<int>(linear % args.heads);
+  const int s = sequence_of_rank(args.seqs, rank);
+  const int64_t begin = args.seqs.begin(s);
+  const int64_t length = args.seqs.begin(s + 1) - begin;
+  const int64_t chunks = (length + kChunk - 1) / kChunk;
+  const char* first_record =
+      static_cast<const char*>(args.records) +
+      (static_cast<int64_t>(h) * args.capacity + args.seqs.chunk_base(s)) * kRecord1Bytes;
+  const int64_t state_offset = (static_cast<int64_t>(s) * args.heads + h) * kHeadDim * kHeadDim;
+
+  // ---- State: st[j][reg] = S[state_key(lane, j, reg)][state_value(warp, lane, reg)].
+  float st[kKeyTiles][4];
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      st[j][reg] = args.initial_state == nullptr
+                       ? 0.0f
+                       : args.initial_state[state_offset +
+                                            state_key(lane, j, reg) * kHeadDim +
+                                            state_value(warp, lane, reg)];
+    }
+  }
+
+  auto issue_record = [&](int64_t c) {  // record c -> buffer c % 2, one commit group
+    const char* rec = first_record + c * kRecord1Bytes;
+    const uint32_t dst = sbase + buffer(static_cast<int>(c & 1));
+    for (int e = tid; e < kCopyUnits; e += kThreads) cp_async16(dst + 16 * e, rec + 16 * e);
+    cp_async_commit();
+  };
+
+  if (chunks > 0) issue_record(0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (c + 1 < chunks) {
+      issue_record(c + 1);  // its buffer's last reader (chunk c - 1) passed the barrier below
+      cp_async_wait_pending<1>();
+    } else {
+      cp_async_wait_all();
+    }
+    __syncthreads();  // record c visible; the O tile of chunk c - 1 copied out by every thread
+    const uint32_t buf = sbase + buffer(static_cast<int>(c & 1));
+    const unsigned char* rec_smem = smem + buffer(static_cast<int>(c & 1));
+    const int64_t left = length - c * kChunk;
+    const int n = left < kChunk ? static_cast<int>(left) : kChunk;
+
+    // ---- Phase A: acc = S^T W^T and P^T = S^T q'^T over the 128 keys in order; A = the bf16
+    // state (C -> A), B = rows of W / q' (plain ldmatrix), two token tiles per ldmatrix.
+    float acc[kTokenTiles][4] = {};
+    float pq[kTokenTiles][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+      uint32_t a[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float* pair = &st[2 * ks + a_tile(q)][2 * a_half(q)];
+        a[q] = pack_bf16(pair[0], pair[1]);
+      }
+#pragma unroll
+      for (int p = 0; p < kChunk / 16; ++p) {
+        uint32_t bw[4], bq[4];
+        ldsm_x4(buf + a_w(lane, p, ks), bw);
+        ldsm_x4(buf + a_qp(lane, p, ks), bq);
+        mma_bf16(acc[2 * p], a, bw[0], bw[1]);
+        mma_bf16(acc[2 * p + 1], a, bw[2], bw[3]);
+        mma_bf16(pq[2 * p], a, bq[0], bq[1]);
+        mma_bf16(pq[2 * p + 1], a, bq[2], bq[3]);
+      }
+    }
+    // V_new^T = U^T - acc (fp32), rounded once to bf16: vn[tile][half] holds the pair of
+    // registers (2 half, 2 half + 1) of token tile `tile`, the form the C -> A reuse needs.
+    uint32_t vn[kTokenTiles][2];
+#pragma unroll
+    for (int p = 0; p < kChunk / 16; ++p) {
+      uint32_t u[4];
+      ldsm_x4_trans(buf + u_trans(warp, lane, p), u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tile = 2 * p + (i >> 1);
+        const int half = i & 1;
+        const float2 uu = unpack_bf16(u[i]);
+        vn[tile][half] =
+            pack_bf16(uu.x - acc[tile][2 * half], uu.y - acc[tile][2 * half + 1]);
+      }
+    }
+
+    // ---- Phase B1: O^T = P^T + V_new^T A_qk^T over the token blocks at or below the diagonal
+    // (A_qk is zero above it inside the record).
+#pragma unroll
+    for (int p = 0; p < kChunk / 16; ++p) {
+#pragma unroll
+      for (int kt = 0; kt <= p; ++kt) {
+        uint32_t a[4], b[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) a[q] = vn[2 * kt + a_tile(q)][a_half(q)];
+        ldsm_x4(buf + b1_aqk(lane, p, kt), b);
+        mma_bf16(pq[2 * p], a, b[0], b[1]);
+        mma_bf16(pq[2 * p + 1], a, b[2], b[3]);
+      }
+    }
+
+    // ---- Phase B2 (the chain): S^T <- S^T diag(a) + V_new^T kg on the register state.
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+      const float2 d =
+          *reinterpret_cast<const float2*>(rec_smem + decay(state_key(lane, j, 0)));
+      st[j][0] *= d.x;
+      st[j][1] *= d.y;
+      st[j][2] *= d.x;
+      st[j][3] *= d.y;
+    }
+#pragma unroll
+    for (int kt = 0; kt < kChunk / 16; ++kt) {
+      uint32_t a[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) a[q] = vn[2 * kt + a_tile(q)][a_half(q)];
+#pragma unroll
+      for (int q = 0; q < kHeadDim / 16; ++q) {
+        uint32_t b[4];
+        ldsm_x4_trans(buf + b2_kg(lane, q, kt), b);
+        mma_bf16(st[2 * q], a, b[0], b[1]);
+        mma_bf16(st[2 * q + 1], a, b[2], b[3]);
+      }
+    }
+
+    // ---- O^T -> the O tile [token][value] (stmatrix.trans), then rows < n out as 16-byte rows.
+#pragma unroll
+    for (int p = 0; p < kChunk / 16; ++p) {
+      uint32_t o[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tile = 2 * p + (i >> 1);
+        const int half = i & 1;
+        o[i] = pack_bf16(pq[tile][2 * half], pq[tile][2 * half + 1]);
+      }
+      stsm_x4_trans(sbase + o_trans(warp, lane, p), o);
+    }
+    __syncthreads();  // the O tile is complete; every read of buffer c % 2 is done
+    for (int e = tid; e < n * (kHeadDim / 8); e += kThreads) {
+      const int token = e >> 4;
+      const int u = e & 15;
+      *reinterpret_cast<uint4*>(args.out + (begin + c * kChunk + token) * args.out_stride +
+                                static_cast<int64_t>(h) * kHeadDim + 8 * u) =
+          *reinterpret_cast<const uint4*>(smem + o_row(token, u));
+    }
+  }
+
+  // ---- Final state straight from the fp32 registers (initial state or zeros when empty).
+  if (args.final_state != nullptr) {
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+      for (int reg = 0; reg < 4; ++reg) {
+        args.final_state[state_offset + state_key(lane, j, reg) * kHeadDim +
+                         state_value(warp, lane, reg)] = st[j][reg];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void launch_scan_t(const ScanArgs& args, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(args.seqs.num_seqs), static_cast<unsigned>(args.heads));
+  set_dynamic_smem(reinterpret_cast<const void*>(&scan_t_kernel), kSBytes,
+                   "chunk_forward: scan (v2t, transposed state)", /*max_carveout=*/true);
+  scan_t_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
+  check_launch("chunk_forward: scan (v2t, transposed state)");
+}
+
+}  // namespace kda::detail
