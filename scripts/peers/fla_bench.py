@@ -233,18 +233,11 @@ def main(argv=None) -> int:
     if args.list:
         print_plan(args, problems)
         return pc.EXIT_OK
-    try:
-        import peers_torch as pt
-        rt = pt.load_runtime(args.allow_backends, args.device)
-    except pc.Skip as e:
-        print(f"fla_bench: skipped: {e}", file=sys.stderr)
-        return pc.EXIT_SKIPPED
-    except RuntimeError as e:
-        print(f"fla_bench: {e}", file=sys.stderr)
-        return pc.EXIT_RUNTIME
+    import peers_torch as pt
+    rt, code = pt.runtime_for("fla_bench", args)
+    if rt is None:
+        return code
     torch = rt.torch
-    for w in rt.warnings:
-        print(f"fla_bench: warning: {w}", file=sys.stderr)
     dev = pt.device_info(rt)
     clock = pt.SmClock(torch) if rt.device == "cuda" else None
     start = datetime.datetime.now(datetime.timezone.utc)

@@ -286,17 +286,10 @@ def main(argv=None) -> int:
     except pc.InputError as e:
         print(f"fla_check: {e}", file=sys.stderr)
         return pc.EXIT_USAGE
-    try:
-        import peers_torch as pt
-        rt = pt.load_runtime(args.allow_backends, args.device)
-    except pc.Skip as e:
-        print(f"fla_check: skipped: {e}", file=sys.stderr)
-        return pc.EXIT_SKIPPED
-    except RuntimeError as e:
-        print(f"fla_check: {e}", file=sys.stderr)
-        return pc.EXIT_RUNTIME
-    for w in rt.warnings:
-        print(f"fla_check: warning: {w}", file=sys.stderr)
+    import peers_torch as pt
+    rt, code = pt.runtime_for("fla_check", args)
+    if rt is None:
+        return code
     if not args.retune and rt.device == "cuda":
         pc.log(args, f"autotuning: each of {pt.pin_first_tuning()} FLA autotuners keeps the config "
                      f"it tunes on the first problem (--retune: tune every new key)")

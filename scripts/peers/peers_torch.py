@@ -105,6 +105,23 @@ def load_runtime(allow_backends: bool = False, device: str = "cuda") -> Runtime:
                    dispatch=dispatch, warnings=warnings)
 
 
+def runtime_for(prog: str, args) -> tuple[Runtime | None, int | None]:
+    """load_runtime for a script's main (args.allow_backends, args.device): (runtime, None) with
+    its warnings printed, or (None, exit code) once the reason is printed: 77 skipped (no torch,
+    GPU or FLA), 3 FLA does not import."""
+    try:
+        rt = load_runtime(args.allow_backends, args.device)
+    except pc.Skip as e:
+        print(f"{prog}: skipped: {e}", file=sys.stderr)
+        return None, pc.EXIT_SKIPPED
+    except RuntimeError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None, pc.EXIT_RUNTIME
+    for w in rt.warnings:
+        print(f"{prog}: warning: {w}", file=sys.stderr)
+    return rt, None
+
+
 # ================================================================================================
 # Device facts
 # ================================================================================================

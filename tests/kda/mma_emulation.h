@@ -105,6 +105,13 @@ inline void mma(std::array<double, 4>* const d[32], const Frag4& a, const Frag4&
   }
 }
 
+// mma into one warp's accumulator tile: acc += A B with b registers b_reg0, b_reg0 + 1.
+inline void run_mma(Acc& acc, const Frag4& a, const Frag4& b, int b_reg0) {
+  std::array<double, 4>* d[32];
+  for (int l = 0; l < 32; ++l) d[l] = &acc[l];
+  mma(d, a, b, b_reg0);
+}
+
 // A 32-bit access per lane (C-fragment element pairs): conflict-free iff 32 distinct banks.
 inline void check_words(const std::array<int, 32>& byte) {
   std::set<int> banks;

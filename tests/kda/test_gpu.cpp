@@ -836,25 +836,20 @@ std::vector<int32_t> ragged_offsets(int num_seqs, uint64_t seed) {
   return cu;
 }
 
-TEST_P(KdaForward, PackedLongestFirst64) {
+// One head, states in and out; `tail` inactive tokens after the last sequence.
+void check_ragged(kda::ForwardVariant variant, int num_seqs, int64_t tail, uint64_t seed) {
   ForwardCase c;
-  c.cu = ragged_offsets(64, 40);
-  c.tokens = c.cu.back() + 3;
+  c.cu = ragged_offsets(num_seqs, seed);
+  c.tokens = c.cu.back() + tail;
   c.heads = 1;
   c.initial_state = true;
   c.final_state = true;
-  check_forward(GetParam(), c, 40);
+  check_forward(variant, c, seed);
 }
 
-TEST_P(KdaForward, PackedIndexOrder65) {
-  ForwardCase c;
-  c.cu = ragged_offsets(65, 41);
-  c.tokens = c.cu.back();
-  c.heads = 1;
-  c.initial_state = true;
-  c.final_state = true;
-  check_forward(GetParam(), c, 41);
-}
+TEST_P(KdaForward, PackedLongestFirst64) { check_ragged(GetParam(), 64, 3, 40); }
+
+TEST_P(KdaForward, PackedIndexOrder65) { check_ragged(GetParam(), 65, 0, 41); }
 
 TEST_P(KdaForward, LongChainWithStates) {
   ForwardCase c;

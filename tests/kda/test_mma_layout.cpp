@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mma_emulation.h"
+#include "record_chunk.h"
 #include "mma_layout.h"  // lib/kda/src
 
 namespace {
@@ -99,58 +100,6 @@ TEST(MmaLayout, RecordIsExactlyCovered) {
 
 // ------------------------------------------------------------------------------------------------
 // Whole-chunk emulation of scan_v1_kernel (same loop structure, same helpers).
-
-struct ChunkData {
-  int n = kC;
-  std::vector<double> w, qp, kg, u;  // [64][128] (rows >= n zero)
-  std::vector<double> aqk;           // [64][64] inclusive lower, rows >= n zero
-  std::vector<double> a;             // [128]
-};
-
-ChunkData random_chunk(std::mt19937_64& rng, int n) {
-  ChunkData c;
-  c.n = n;
-  std::uniform_int_distribution<int> small(-1, 1), mid(-2, 2);
-  auto fill = [&](std::vector<double>& m, int rows, int cols, bool lower) {
-    m.assign(static_cast<size_t>(rows * cols), 0.0);
-    for (int i = 0; i < n; ++i) {
-      for (int j = 0; j < cols; ++j) {
-        if (!lower || j <= i) m[static_cast<size_t>(i * cols + j)] = small(rng);
-      }
-    }
-  };
-  fill(c.w, kC, kD, false);
-  fill(c.qp, kC, kD, false);
-  fill(c.kg, kC, kD, false);
-  fill(c.aqk, kC, kC, true);
-  c.u.assign(static_cast<size_t>(kC * kD), 0.0);
-  for (int i = 0; i < n; ++i) {
-    for (int d = 0; d < kD; ++d) c.u[static_cast<size_t>(i * kD + d)] = mid(rng);
-  }
-  const double decays[3] = {0.5, 1.0, 2.0};
-  c.a.resize(kD);
-  for (double& x : c.a) x = decays[rng() % 3];
-  return c;
-}
-
-// PREP v1's writes (RecordV1 in forward.cu uses exactly these offsets).
-Memory write_record(const ChunkData& c) {
-  Memory rec(kRecord1Bytes);
-  for (int i = 0; i < kC; ++i) {
-    for (int d = 0; d < kD; ++d) {
-      const size_t e = static_cast<size_t>(i * kD + d);
-      rec.at(v1::rec1_w(i, d)) = c.w[e];
-      rec.at(v1::rec1_qp(i, d)) = c.qp[e];
-      rec.at(v1::rec1_kg(i, d)) = c.kg[e];
-      rec.at(v1::rec1_u(i, d)) = c.u[e];
-    }
-    for (int j = 0; j < kC; ++j) {
-      rec.at(v1::rec1_aqk(i, j)) = c.aqk[static_cast<size_t>(i * kC + j)];
-    }
-  }
-  for (int d = 0; d < kD; ++d) rec.at(v1::rec1_a(d)) = c.a[static_cast<size_t>(d)];
-  return rec;
-}
 
 void copy16(Memory& smem, int dst, Memory& rec, int64_t src) {
   for (int b = 0; b < 16; b += 2) smem.at(dst + b) = rec.at(src + b);
@@ -286,12 +235,6 @@ struct Emulator {
         }
       }
     }
-  }
-
-  static void run_mma(Acc& acc, const Frag4& a, const Frag4& b, int b_reg0) {
-    std::array<double, 4>* d[32];
-    for (int l = 0; l < 32; ++l) d[l] = &acc[l];
-    mma(d, a, b, b_reg0);
   }
 
   std::vector<double> state_matrix() const {  // [128][32] from the registers

@@ -53,11 +53,6 @@ Frag4 b_frag2(F value) {
   }
   return out;
 }
-void run_mma(Acc& acc, const Frag4& a, const Frag4& b, int b_reg0) {
-  std::array<double, 4>* d[32];
-  for (int l = 0; l < 32; ++l) d[l] = &acc[l];
-  mma(d, a, b, b_reg0);
-}
 
 // The record, with a write counter per 2-byte unit.
 struct Record {

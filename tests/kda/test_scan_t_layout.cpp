@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mma_emulation.h"
+#include "record_chunk.h"
 #include "scan_t.h"  // lib/kda/src
 
 namespace {
@@ -53,57 +54,9 @@ void stmatrix_x4(Memory& smem, const std::array<int, 32>& addr, const Frag4& reg
   }
 }
 
-struct Chunk {
-  int n = kC;
-  std::vector<double> w, qp, kg, u;  // [64][128], rows >= n zero
-  std::vector<double> aqk;           // [64][64] inclusive lower triangle, rows >= n zero
-  std::vector<double> a;             // [128]
-};
-
-Chunk random_chunk(std::mt19937_64& rng, int n) {
-  Chunk c;
-  c.n = n;
-  std::uniform_int_distribution<int> small(-1, 1), mid(-2, 2);
-  auto fill = [&](std::vector<double>& m, int cols, bool lower, auto& dist) {
-    m.assign(static_cast<size_t>(kC * cols), 0.0);
-    for (int i = 0; i < n; ++i) {
-      for (int j = 0; j < cols; ++j) {
-        if (!lower || j <= i) m[static_cast<size_t>(i * cols + j)] = dist(rng);
-      }
-    }
-  };
-  fill(c.w, kD, false, small);
-  fill(c.qp, kD, false, small);
-  fill(c.kg, kD, false, small);
-  fill(c.u, kD, false, mid);
-  fill(c.aqk, kC, true, small);
-  const double decays[3] = {0.5, 1.0, 2.0};
-  c.a.resize(kD);
-  for (double& x : c.a) x = decays[rng() % 3];
-  return c;
-}
-
-Memory write_record(const Chunk& c) {  // PREP's writes (v1::rec1_*)
-  Memory rec(kda::detail::kRecord1Bytes);
-  for (int i = 0; i < kC; ++i) {
-    for (int d = 0; d < kD; ++d) {
-      const size_t e = static_cast<size_t>(i * kD + d);
-      rec.at(v1::rec1_w(i, d)) = c.w[e];
-      rec.at(v1::rec1_qp(i, d)) = c.qp[e];
-      rec.at(v1::rec1_kg(i, d)) = c.kg[e];
-      rec.at(v1::rec1_u(i, d)) = c.u[e];
-    }
-    for (int j = 0; j < kC; ++j) {
-      rec.at(v1::rec1_aqk(i, j)) = c.aqk[static_cast<size_t>(i * kC + j)];
-    }
-  }
-  for (int d = 0; d < kD; ++d) rec.at(v1::rec1_a(d)) = c.a[static_cast<size_t>(d)];
-  return rec;
-}
-
 // The recurrence on S [key][value]: V_new = U - W S, O = q' S + A_qk V_new,
 // S <- diag(a) S + kg^T V_new.
-void reference_chunk(const Chunk& c, std::vector<double>& s, std::vector<double>& out,
+void reference_chunk(const ChunkData& c, std::vector<double>& s, std::vector<double>& out,
                      std::vector<double>& vnew) {
   vnew.assign(static_cast<size_t>(kC * kD), 0.0);
   out.assign(static_cast<size_t>(kC * kD), 0.0);
@@ -152,12 +105,6 @@ Frag4 c_to_a(const Tiles& c, int kb) {
     }
   }
   return a;
-}
-
-void run_mma(Acc& acc, const Frag4& a, const Frag4& b, int b_reg0) {
-  std::array<double, 4>* d[32];
-  for (int l = 0; l < 32; ++l) d[l] = &acc[l];
-  mma(d, a, b, b_reg0);
 }
 
 struct Emulator {
@@ -303,7 +250,7 @@ TEST(ScanTLayout, ChunksMatchTheRecurrence) {
   const int lengths[3] = {64, 64, 37};  // the last chunk is a tail
   for (int c = 0; c < 3; ++c) {
     SCOPED_TRACE("chunk " + std::to_string(c));
-    const Chunk chunk = random_chunk(rng, lengths[c]);
+    const ChunkData chunk = random_chunk(rng, lengths[c]);
     Memory rec = write_record(chunk);
     std::vector<double> out, vnew, ref_out, ref_vnew;
     emu.chunk(rec, c, out, vnew);

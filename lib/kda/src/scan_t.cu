@@ -40,12 +40,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
   const int rank = static_cast<int>(linear / args.heads);
   const int h = static_cast<int>(linear % args.heads);
   const int s = sequence_of_rank(args.seqs, rank);
-  const int64_t begin = args.seqs.begin(s);
-  const int64_t length = args.seqs.begin(s + 1) - begin;
-  const int64_t chunks = (length + kChunk - 1) / kChunk;
-  const char* first_record =
-      static_cast<const char*>(args.records) +
-      (static_cast<int64_t>(h) * args.capacity + args.seqs.chunk_base(s)) * kRecord1Bytes;
+  const auto [begin, length, chunks, first_record] = scan_chain(args, s, h);
   const int64_t state_offset = (static_cast<int64_t>(s) * args.heads + h) * kHeadDim * kHeadDim;
 
   // ---- State: st[j][reg] = S[state_key(lane, j, reg)][state_value(warp, lane, reg)].

@@ -22,6 +22,24 @@ struct ScanArgs {
   Sequences seqs;
 };
 
+// The chain one CTA of a v1-record SCAN (scan_v1.cu, scan_t.cu) walks: sequence s of head h.
+struct ScanChain {
+  int64_t begin;             // packed token index of its first token
+  int64_t length;            // tokens
+  int64_t chunks;            // 64-token chunks (the last one may be partial)
+  const char* first_record;  // its first record (layout.h kRecord1Bytes each, consecutive)
+};
+__device__ __forceinline__ ScanChain scan_chain(const ScanArgs& args, int s, int h) {
+  ScanChain chain;
+  chain.begin = args.seqs.begin(s);
+  chain.length = args.seqs.begin(s + 1) - chain.begin;
+  chain.chunks = (chain.length + kChunk - 1) / kChunk;
+  chain.first_record =
+      static_cast<const char*>(args.records) +
+      (static_cast<int64_t>(h) * args.capacity + args.seqs.chunk_base(s)) * kRecord1Bytes;
+  return chain;
+}
+
 // Grid (4 N, H), 256 threads, mma_layout.h kS1Bytes of dynamic shared memory.
 void launch_scan_v1(const ScanArgs& args, cudaStream_t stream);
 
