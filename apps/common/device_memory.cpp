@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "device_problem.h"
 #include "kda/kda.h"
 
 namespace kda::app {
@@ -20,8 +21,7 @@ struct Dims {
 size_t workspace_all_variants(const Dims& d) {
   if (d.key_dim != kda::kHeadDim || d.value_dim != kda::kHeadDim) return 0;
   size_t bytes = 0;
-  for (kda::ForwardVariant v : {kda::ForwardVariant::v0_fp32, kda::ForwardVariant::v1_mma,
-                                kda::ForwardVariant::v2_mma, kda::ForwardVariant::v2t_mma}) {
+  for (kda::ForwardVariant v : kAllVariants) {
     kda::ForwardParams p;
     p.batch = d.batch;
     p.tokens = d.tokens;

@@ -34,12 +34,6 @@ bool parse_path(const std::string& name, Path* path) {
   return false;
 }
 
-namespace {
-constexpr kda::ForwardVariant kAllVariants[] = {
-    kda::ForwardVariant::v0_fp32, kda::ForwardVariant::v1_mma, kda::ForwardVariant::v2_mma,
-    kda::ForwardVariant::v2t_mma};
-}  // namespace
-
 bool parse_variant(const std::string& name, kda::ForwardVariant* variant) {
   for (kda::ForwardVariant v : kAllVariants) {
     if (name == kda::to_string(v)) {

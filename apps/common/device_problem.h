@@ -23,7 +23,11 @@ enum class Path { fused, explicit_, l2norm };
 const char* path_name(Path path);            // "fused", "explicit", "l2norm"
 bool parse_path(const std::string& name, Path* path);
 
-// Kernel variants by name ("v0_fp32", "v1_mma", "v2_mma", "v2t_mma"), for the command lines.
+// Every kernel variant, and the variants by name ("v0_fp32", "v1_mma", "v2_mma", "v2t_mma") for
+// the command lines.
+inline constexpr kda::ForwardVariant kAllVariants[] = {
+    kda::ForwardVariant::v0_fp32, kda::ForwardVariant::v1_mma, kda::ForwardVariant::v2_mma,
+    kda::ForwardVariant::v2t_mma};
 bool parse_variant(const std::string& name, kda::ForwardVariant* variant);
 std::vector<std::string> variant_names();
 
