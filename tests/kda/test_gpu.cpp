@@ -22,6 +22,7 @@
 
 #include "kda/kda.h"
 #include "kda/ref/reference.h"
+#include "layout.h"  // lib/kda/src: transposed_scan_pays
 
 namespace kda {
 // Readable test parameters (gtest finds PrintTo by argument-dependent lookup).
@@ -955,6 +956,32 @@ TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2T) {
 
 TEST_F(KdaGpu, ForwardVariantsAgreePackedV2T) {
   check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2t_mma);
+}
+
+// v2_mma's SCAN is chosen per call (layout.h transposed_scan_pays): with one (sequence, head)
+// chain per SM it must be the transposed-state SCAN, so its output and state are v2t_mma's, bit
+// for bit (the two share PREP and record). The few-chain side (v1's SCAN) is every other v2_mma
+// test above.
+TEST_F(KdaGpu, V2TakesTheTransposedScanWhenChainsFillTheSms) {
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  ForwardCase c;
+  c.batch = 2;
+  c.tokens = 70;                     // two chunks per chain, the second a 6-row tail
+  c.heads = (sms + 1) / 2;           // 2 * heads >= sms chains
+  c.initial_state = true;
+  c.final_state = true;
+  ASSERT_TRUE(kda::detail::transposed_scan_pays(c.batch * c.heads, sms));
+  const Inputs in = make_inputs(c, 43);
+  const DeviceProblem v2(in, kda::ForwardVariant::v2_mma);
+  const DeviceProblem v2t(in, kda::ForwardVariant::v2t_mma);
+  for (const Path path : {Path::fused, Path::explicit_norm}) {
+    const Outputs a = v2.run(path);
+    const Outputs b = v2t.run(path);
+    EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "output";
+    EXPECT_TRUE(bitwise_equal(a.final_state, b.final_state)) << "final state";
+  }
 }
 
 }  // namespace

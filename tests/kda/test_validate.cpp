@@ -345,6 +345,20 @@ TEST(ValidateForward, WorkspaceSizeIsExact) {
   EXPECT_EQ(kda::detail::record_bytes(kda::ForwardVariant::v1_mma), kRecord1Bytes);
 }
 
+// v2_mma's SCAN choice (layout.h): the transposed-state SCAN from 60 % of the SMs' worth of
+// (sequence, head) chains, measured on the H200 to win at 96 chains and lose at 64 (132 SMs).
+TEST(ValidateForward, TransposedScanChoice) {
+  using kda::detail::transposed_scan_pays;
+  EXPECT_FALSE(transposed_scan_pays(64, 132));  // h64-fixed
+  EXPECT_TRUE(transposed_scan_pays(96, 132));   // h96-fixed
+  EXPECT_FALSE(transposed_scan_pays(79, 132));
+  EXPECT_TRUE(transposed_scan_pays(80, 132));   // 80 / 132 >= 0.6 > 79 / 132
+  EXPECT_TRUE(transposed_scan_pays(384, 132));  // h64-ragged6
+  EXPECT_FALSE(transposed_scan_pays(0, 132));   // nothing to fill: v1 (launches no work either)
+  EXPECT_FALSE(transposed_scan_pays(2, 8));
+  EXPECT_TRUE(transposed_scan_pays(int64_t{1} << 40, 132));  // no overflow in the product
+}
+
 TEST(ValidateForward, Variant) {
   EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v0_fp32), "v0_fp32");
   EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v1_mma), "v1_mma");

@@ -25,6 +25,24 @@ int current_device(const char* where) {
   return device;
 }
 
+int multiprocessor_count(const char* where) {
+  static std::mutex mutex;
+  static std::vector<std::pair<int, int>> known;  // (device, count)
+  const int device = current_device(where);
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [d, count] : known) {
+    if (d == device) return count;
+  }
+  int count = 0;
+  const cudaError_t status =
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  if (status != cudaSuccess) {
+    throw_cuda(std::string(where) + " (querying the multiprocessor count)", status);
+  }
+  known.emplace_back(device, count);
+  return count;
+}
+
 void set_dynamic_smem(const void* kernel, int bytes, const char* where, bool max_carveout) {
   // The attribute is per (function, device); remember where it is set so repeated calls (the
   // benchmark loop) cost no driver call.

@@ -24,6 +24,9 @@ void check_launch(const char* where);
 // The current device, or throws (no device / no driver).
 int current_device(const char* where);
 
+// The current device's multiprocessor count (one driver query per device, then cached).
+int multiprocessor_count(const char* where);
+
 // Sets cudaFuncAttributeMaxDynamicSharedMemorySize once per (kernel, device); with
 // max_carveout also asks for the largest shared-memory carveout (kernels that rely on several
 // CTAs per SM fitting in shared memory).

@@ -4,8 +4,10 @@
 //   v1_mma   the same PREP arithmetic writing bf16 records in the tensor-core SCAN's shared-memory
 //            image (mma_layout.h), and an mma.sync SCAN with the fp32 state in registers
 //            (scan_v1.cu).
-//   v2_mma   v1's record and SCAN; PREP on tensor cores with a blocked fp32 inverse (prep_v2.cu).
-//   v2t_mma   v2's PREP and record; the transposed-state SCAN (scan_t.cu). Experimental.
+//   v2_mma   v1's record; PREP on tensor cores with a blocked fp32 inverse (prep_v2.cu); the SCAN
+//            chosen per call (layout.h transposed_scan_pays): the transposed-state one when the
+//            (sequence, head) chains fill the SMs, else v1's value-sliced one.
+//   v2t_mma  v2's PREP and record; always the transposed-state SCAN (scan_t.cu).
 //
 //   PREP      grid (chunk slots, H), 256 threads: one 64-token chunk of one head. Loads q (and
 //             normalizes it when fused), k, v, G, beta; builds the anchored grams A_kk and A_qk,
@@ -579,12 +581,17 @@ void run_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.heads = p.heads;
   args.capacity = plan.capacity;
   args.seqs = plan.seqs;
-  if (p.variant == ForwardVariant::v1_mma || p.variant == ForwardVariant::v2_mma) {
-    detail::launch_scan_v1(args, stream);
+  const bool transposed =
+      p.variant == ForwardVariant::v2t_mma ||
+      (p.variant == ForwardVariant::v2_mma &&
+       detail::transposed_scan_pays(int64_t{plan.seqs.num_seqs} * p.heads,
+                                    detail::multiprocessor_count("chunk_forward: scan")));
+  if (transposed) {
+    detail::launch_scan_t(args, stream);
     return;
   }
-  if (p.variant == ForwardVariant::v2t_mma) {
-    detail::launch_scan_t(args, stream);
+  if (p.variant == ForwardVariant::v1_mma || p.variant == ForwardVariant::v2_mma) {
+    detail::launch_scan_v1(args, stream);
     return;
   }
   const dim3 grid(static_cast<unsigned>(int64_t{plan.seqs.num_seqs} * detail::kScanSlices),

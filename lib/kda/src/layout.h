@@ -58,6 +58,15 @@ inline int64_t record_bytes(ForwardVariant variant) {
              : kRecordBytes;
 }
 
+// v2_mma's SCAN, chosen per call from the number of (sequence, head) chains: the transposed-state
+// SCAN (scan_t.cu, one CTA per chain, one CTA per SM) once the chains fill 60 % of the SMs; below
+// that, v1's four value-slice CTAs per chain keep more SMs busy on the serial chunk chain. The
+// crossing is measured on the H200 (docs/perf-notes.md, "v2t"): 64 chains of 128 chunks, v1
+// 0.34 ms against 0.40; 96 chains, v1 0.51 ms against 0.40.
+inline bool transposed_scan_pays(int64_t chains, int multiprocessors) {
+  return chains * 5 >= int64_t{multiprocessors} * 3;
+}
+
 // Virtual chunks (kernel-design.md §7.4): sequence s owns the record slots
 // [floor(cu[s]/64) + s, floor(cu[s]/64) + s + ceil(len_s/64)). The ranges are disjoint and all
 // lie below floor(cu[N]/64) + N <= floor(total_tokens/64) + N, the per-head capacity.

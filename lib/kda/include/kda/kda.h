@@ -89,9 +89,11 @@ void gate_cumsum(const GateCumsumParams& params, cudaStream_t stream);
 enum class ForwardVariant {
   v0_fp32,  // fp32 records, CUDA-core scan: the correct-first baseline
   v1_mma,   // bf16 records, tensor-core (mma.sync) scan with the fp32 state in registers
-  v2_mma,   // v1's record and scan; tensor-core grams / W / U and a blocked fp32 inverse in PREP
-  v2t_mma,  // experimental: v2's PREP and record; the SCAN holds the whole state transposed in
-            // registers, one CTA per (sequence, head) (scan_t.cu). Not yet run on a GPU.
+  v2_mma,   // v1's record; tensor-core grams / W / U and a blocked fp32 inverse in PREP; the
+            // SCAN picked per call: v2t's when the (sequence, head) chains fill >= 60 % of the
+            // SMs, else v1's (four value slices per chain keep more SMs busy)
+  v2t_mma,  // v2's PREP and record; the SCAN holds the whole state transposed in registers, one
+            // CTA per (sequence, head) (scan_t.cu), whatever the number of chains
 };
 const char* to_string(ForwardVariant variant);
 // The default is the fastest variant that passed kda-check on the H200 (results/h200/).
