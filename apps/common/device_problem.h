@@ -23,11 +23,11 @@ enum class Path { fused, explicit_, l2norm };
 const char* path_name(Path path);            // "fused", "explicit", "l2norm"
 bool parse_path(const std::string& name, Path* path);
 
-// Every kernel variant, and the variants by name ("v0_fp32", "v1_mma", "v2_mma", "v2t_mma") for
+// Every kernel variant, and the variants by name ("v0_fp32", "v1_mma", "v2_mma", "v2t_mma", "v2w_mma") for
 // the command lines.
 inline constexpr kda::ForwardVariant kAllVariants[] = {
     kda::ForwardVariant::v0_fp32, kda::ForwardVariant::v1_mma, kda::ForwardVariant::v2_mma,
-    kda::ForwardVariant::v2t_mma};
+    kda::ForwardVariant::v2t_mma, kda::ForwardVariant::v2w_mma};
 bool parse_variant(const std::string& name, kda::ForwardVariant* variant);
 std::vector<std::string> variant_names();
 

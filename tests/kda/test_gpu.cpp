@@ -22,7 +22,7 @@
 
 #include "kda/kda.h"
 #include "kda/ref/reference.h"
-#include "layout.h"  // lib/kda/src: transposed_scan_pays
+#include "layout.h"  // lib/kda/src: transposed_scan_pays, uses_prep_v2
 
 namespace kda {
 // Readable test parameters (gtest finds PrintTo by argument-dependent lookup).
@@ -670,7 +670,7 @@ void check_outputs(const Inputs& in, const References& refs, const Outputs& gpu,
 void check_fused_against_explicit(kda::ForwardVariant variant, const Inputs& in,
                                   const References& refs, const Outputs& fused,
                                   const Outputs& explicit_out, const std::string& what) {
-  if (variant != kda::ForwardVariant::v2_mma && variant != kda::ForwardVariant::v2t_mma) {
+  if (!kda::detail::uses_prep_v2(variant)) {
     EXPECT_TRUE(bitwise_equal(explicit_out.out, fused.out)) << what << "fused vs explicit output";
     EXPECT_TRUE(bitwise_equal(explicit_out.final_state, fused.final_state))
         << what << "fused vs explicit final state";
@@ -865,7 +865,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, KdaForward,
                          ::testing::Values(kda::ForwardVariant::v0_fp32,
                                            kda::ForwardVariant::v1_mma,
                                            kda::ForwardVariant::v2_mma,
-                                           kda::ForwardVariant::v2t_mma),
+                                           kda::ForwardVariant::v2t_mma,
+                                           kda::ForwardVariant::v2w_mma),
                          [](const ::testing::TestParamInfo<kda::ForwardVariant>& param_info) {
                            return std::string(kda::to_string(param_info.param));
                          });
@@ -956,6 +957,15 @@ TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2T) {
 
 TEST_F(KdaGpu, ForwardVariantsAgreePackedV2T) {
   check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2t_mma);
+}
+
+// v2w (v2's PREP, the transposed-state SCAN on wgmma) against v0.
+TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2W) {
+  check_variants_agree(dense_agree_case(), 41, kda::ForwardVariant::v2w_mma);
+}
+
+TEST_F(KdaGpu, ForwardVariantsAgreePackedV2W) {
+  check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2w_mma);
 }
 
 // v2_mma's SCAN is chosen per call (layout.h transposed_scan_pays): with one (sequence, head)

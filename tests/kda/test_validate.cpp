@@ -364,6 +364,7 @@ TEST(ValidateForward, Variant) {
   EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v1_mma), "v1_mma");
   EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v2_mma), "v2_mma");
   EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v2t_mma), "v2t_mma");
+  EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v2w_mma), "v2w_mma");
   EXPECT_STREQ(kda::to_string(static_cast<kda::ForwardVariant>(7)), "unknown");
   EXPECT_EQ(kda::ForwardParams{}.variant, kda::kDefaultForwardVariant);
 
@@ -378,6 +379,8 @@ TEST(ValidateForward, Variant) {
   p.variant = kda::ForwardVariant::v2_mma;  // the v1 record
   EXPECT_EQ(kda::forward_workspace_bytes(p), v1_bytes);
   p.variant = kda::ForwardVariant::v2t_mma;  // the v1 record too
+  EXPECT_EQ(kda::forward_workspace_bytes(p), v1_bytes);
+  p.variant = kda::ForwardVariant::v2w_mma;  // and again
   EXPECT_EQ(kda::forward_workspace_bytes(p), v1_bytes);
   p.workspace_bytes = v1_bytes;
   EXPECT_NO_THROW(kda::validate(p));
@@ -397,12 +400,12 @@ TEST(ValidateForward, Variant) {
 
   // Values outside the enum are rejected by validation, sizing and the entry points, before any
   // CUDA call.
-  for (const int bad : {4, -1, 7}) {
+  for (const int bad : {5, -1, 7}) {
     p.variant = static_cast<kda::ForwardVariant>(bad);
     const std::string fragment = "chunk_forward: variant = " + std::to_string(bad) +
                                  " is not a ForwardVariant: use ForwardVariant::v0_fp32, "
-                                 "ForwardVariant::v1_mma, ForwardVariant::v2_mma or "
-                                 "ForwardVariant::v2t_mma";
+                                 "ForwardVariant::v1_mma, ForwardVariant::v2_mma, "
+                                 "ForwardVariant::v2t_mma or ForwardVariant::v2w_mma";
     expect_invalid(p, ErrorCode::invalid_argument, fragment);
     expect_error([&] { (void)kda::forward_workspace_bytes(p); }, ErrorCode::invalid_argument,
                  fragment);

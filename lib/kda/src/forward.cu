@@ -8,6 +8,7 @@
 //            chosen per call (layout.h transposed_scan_pays): the transposed-state one when the
 //            (sequence, head) chains fill the SMs, else v1's value-sliced one.
 //   v2t_mma  v2's PREP and record; always the transposed-state SCAN (scan_t.cu).
+//   v2w_mma  v2's PREP and record; the transposed-state SCAN on warpgroup MMA (scan_w.cu).
 //
 //   PREP      grid (chunk slots, H), 256 threads: one 64-token chunk of one head. Loads q (and
 //             normalizes it when fused), k, v, G, beta; builds the anchored grams A_kk and A_qk,
@@ -554,7 +555,7 @@ void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.seqs = plan.seqs;
   args.records = p.workspace;
   args.fuse_q_l2norm = p.fuse_q_l2norm;
-  if (p.variant == ForwardVariant::v2_mma || p.variant == ForwardVariant::v2t_mma) {
+  if (detail::uses_prep_v2(p.variant)) {
     detail::launch_prep_v2(args, stream);
     return;
   }
@@ -581,6 +582,10 @@ void run_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.heads = p.heads;
   args.capacity = plan.capacity;
   args.seqs = plan.seqs;
+  if (p.variant == ForwardVariant::v2w_mma) {
+    detail::launch_scan_w(args, stream);
+    return;
+  }
   const bool transposed =
       p.variant == ForwardVariant::v2t_mma ||
       (p.variant == ForwardVariant::v2_mma &&

@@ -49,13 +49,17 @@ inline constexpr int64_t kRecord1Bytes = kRec1A + int64_t{kHeadDim} * 4;
 static_assert(kRecord1Bytes == 74240, "v1 record: 4 x 16 KB + 8 KB + 512 B");
 static_assert(kRecord1Bytes % 256 == 0, "records keep the workspace's 256-byte alignment");
 
+// The variants whose PREP is v2's (prep_v2.cu); they all write the v1 record.
+inline bool uses_prep_v2(ForwardVariant variant) {
+  return variant == ForwardVariant::v2_mma || variant == ForwardVariant::v2t_mma ||
+         variant == ForwardVariant::v2w_mma;
+}
+
 // Bytes of one record of `variant` (validated elsewhere: unknown values give the v0 size).
 inline int64_t record_bytes(ForwardVariant variant) {
-  // v2_mma and v2t_mma write exactly the v1 record (only their PREP / SCAN differ).
-  return variant == ForwardVariant::v1_mma || variant == ForwardVariant::v2_mma ||
-                 variant == ForwardVariant::v2t_mma
-             ? kRecord1Bytes
-             : kRecordBytes;
+  // The v2 family writes exactly the v1 record (only their PREP / SCAN differ).
+  return variant == ForwardVariant::v1_mma || uses_prep_v2(variant) ? kRecord1Bytes
+                                                                    : kRecordBytes;
 }
 
 // v2_mma's SCAN, chosen per call from the number of (sequence, head) chains: the transposed-state

@@ -47,4 +47,8 @@ void launch_scan_v1(const ScanArgs& args, cudaStream_t stream);
 // dynamic shared memory (one CTA per SM); reads the same v1 record.
 void launch_scan_t(const ScanArgs& args, cudaStream_t stream);
 
+// The wgmma SCAN of v2w_mma (scan_w.cu): scan_t's grid and work split, the products on warpgroup
+// MMA; scan_w.h kSBytes of dynamic shared memory (one CTA per SM); reads the same v1 record.
+void launch_scan_w(const ScanArgs& args, cudaStream_t stream);
+
 }  // namespace kda::detail

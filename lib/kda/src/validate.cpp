@@ -32,6 +32,8 @@ const char* to_string(ForwardVariant variant) {
       return "v2_mma";
     case ForwardVariant::v2t_mma:
       return "v2t_mma";
+    case ForwardVariant::v2w_mma:
+      return "v2w_mma";
   }
   return "unknown";
 }
@@ -234,11 +236,12 @@ size_t forward_bytes(const ForwardParams& p, int64_t num_states) {
 void check_forward_dims(const ForwardParams& p) {
   const std::string op = "chunk_forward";
   if (p.variant != ForwardVariant::v0_fp32 && p.variant != ForwardVariant::v1_mma &&
-      p.variant != ForwardVariant::v2_mma && p.variant != ForwardVariant::v2t_mma) {
+      p.variant != ForwardVariant::v2_mma && p.variant != ForwardVariant::v2t_mma &&
+      p.variant != ForwardVariant::v2w_mma) {
     fail(ErrorCode::invalid_argument,
          op + ": variant = " + std::to_string(static_cast<int>(p.variant)) +
              " is not a ForwardVariant: use ForwardVariant::v0_fp32, ForwardVariant::v1_mma, "
-             "ForwardVariant::v2_mma or ForwardVariant::v2t_mma");
+             "ForwardVariant::v2_mma, ForwardVariant::v2t_mma or ForwardVariant::v2w_mma");
   }
   check_head_dim(op, "key_dim", p.key_dim);
   check_head_dim(op, "value_dim", p.value_dim);

@@ -94,6 +94,8 @@ enum class ForwardVariant {
             // SMs, else v1's (four value slices per chain keep more SMs busy)
   v2t_mma,  // v2's PREP and record; the SCAN holds the whole state transposed in registers, one
             // CTA per (sequence, head) (scan_t.cu), whatever the number of chains
+  v2w_mma,  // v2t with the SCAN's products on warpgroup MMA (wgmma, sm_90a): each B operand read
+            // once per 64 value rows instead of once per 16 (scan_w.cu)
 };
 const char* to_string(ForwardVariant variant);
 // The default is the fastest variant that passed kda-check on the H200 (results/h200/).

@@ -1,0 +1,206 @@
+// SCAN, variant v2w_mma: scan_t's transposed-state recurrence (one CTA of 8 warps per (sequence,
+// head), S^T [128 values][128 keys] fp32 in registers, warp w owning value rows 16 w .. +15) with
+// every product on warpgroup MMA. Warpgroup g (warps 4 g .. 4 g + 3) owns value rows
+// 64 g .. 64 g + 63, and its state is the accumulator of one m64n128 wgmma. Against scan_t:
+//   - a B operand (W, q', A_qk, kg) is read from shared memory once per warpgroup instead of
+//     once per warp: ~110 KB of operand traffic per chunk instead of ~430 KB, which bound scan_t
+//     (docs/perf-notes.md "v2t — measured");
+//   - the tensor pipe runs at wgmma's rate (kernel-design.md §5.2) and the q' product and the
+//     V_new pass overlap: phase A is two commit groups, V_new waits only for the first.
+// Per chunk and warpgroup (scan_w.h has the shared-memory plan):
+//   A   acc = S^T W^T (8 x m64n64k16), then P^T = S^T q'^T (8 more); A = the bf16 state
+//   V   V_new^T = U^T - acc, one bf16 rounding (the A operand of B1 and B2)
+//   B1  P^T += V_new^T A_qk^T (4 x m64n64k16)      B2  S^T = S^T diag(a) + V_new^T kg (4 x m64n128)
+//   O   O^T -> stmatrix.trans -> O tile -> 16-byte rows out
+// Roundings as v1 and scan_t (state operand and V_new to bf16 once per chunk, fp32 accumulation);
+// fixed k order, no atomics: bitwise reproducible.
+#include <cuda_bf16.h>
+
+#include "ptx.cuh"
+#include "scan_order.cuh"
+#include "scan_v1.cuh"
+#include "scan_w.h"
+#include "wgmma.cuh"
+
+namespace kda::detail {
+namespace {
+
+using namespace wscan;  // NOLINT: the shared-memory plan is this file's vocabulary
+using namespace ptx;    // NOLINT: and so are the PTX wrappers
+using tscan::a_half;
+using tscan::a_tile;
+using tscan::state_key;
+using tscan::state_value;
+
+constexpr int kKeyTiles = kHeadDim / 8;  // 16 state n-tiles per warp
+constexpr int kTokenTiles = kChunk / 8;  // 8 output n-tiles per warp
+
+__global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // The swizzled wgmma tiles need 1024-byte alignment; the dynamic base only promises 16.
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t sbase = (raw + 1023u) & ~1023u;
+  unsigned char* const smem = smem_raw + (sbase - raw);
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+
+  // CTA -> (sequence rank, head): ranks outermost, longest sequence first (scan_order.cuh).
+  const int64_t linear = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
+  const int rank = static_cast<int>(linear / args.heads);
+  const int h = static_cast<int>(linear % args.heads);
+  const int s = sequence_of_rank(args.seqs, rank);
+  const auto [begin, length, chunks, first_record] = scan_chain(args, s, h);
+  const int64_t state_offset = (static_cast<int64_t>(s) * args.heads + h) * kHeadDim * kHeadDim;
+
+  // ---- State: st[j][reg] = S[state_key(lane, j, reg)][state_value(warp, lane, reg)].
+  float st[kKeyTiles][4];
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      st[j][reg] = args.initial_state == nullptr
+                       ? 0.0f
+                       : args.initial_state[state_offset +
+                                            state_key(lane, j, reg) * kHeadDim +
+                                            state_value(warp, lane, reg)];
+    }
+  }
+
+  auto issue_record = [&](int64_t c) {  // record c -> buffer c % 2, one commit group
+    const char* rec = first_record + c * kRecord1Bytes;
+    const uint32_t dst = sbase + buffer(static_cast<int>(c & 1));
+    for (int e = tid; e < kCopyUnits; e += kThreads) cp_async16(dst + copy_dst(e), rec + 16 * e);
+    cp_async_commit();
+  };
+
+  if (chunks > 0) issue_record(0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (c + 1 < chunks) {
+      issue_record(c + 1);  // its buffer's last reader (chunk c - 1) passed the barrier below
+      cp_async_wait_pending<1>();
+    } else {
+      cp_async_wait_all();
+    }
+    wgmma::fence_proxy_async_smem();  // this thread's copies -> visible to wgmma's reads
+    __syncthreads();  // record c visible; the O tile of chunk c - 1 copied out by every thread
+    const uint32_t buf = sbase + buffer(static_cast<int>(c & 1));
+    const unsigned char* rec_smem = smem + buffer(static_cast<int>(c & 1));
+    const int64_t left = length - c * kChunk;
+    const int n = left < kChunk ? static_cast<int>(left) : kChunk;
+
+    // ---- Phase A: the bf16 state as the A operand (C -> A: key tiles 2 ks, 2 ks + 1 are the
+    // A fragment of k-step ks), held until both groups are done.
+    uint32_t sa[kHeadDim / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float* pair = &st[2 * ks + a_tile(q)][2 * a_half(q)];
+        sa[ks][q] = pack_bf16(pair[0], pair[1]);
+      }
+    }
+    // The decay of the state, before the groups are issued: the fp32 state registers are the
+    // accumulators of B2, and ptxas serializes wgmma around any access it cannot prove safe.
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+      const float2 d =
+          *reinterpret_cast<const float2*>(rec_smem + tscan::decay(state_key(lane, j, 0)));
+      st[j][0] *= d.x;
+      st[j][1] *= d.y;
+      st[j][2] *= d.x;
+      st[j][3] *= d.y;
+    }
+    float acc[kTokenTiles][4];
+    float pq[kTokenTiles][4];
+    wgmma::fence();
+    wgmma::m64n64k16_rs_first(acc, sa[0], desc_sw128(buf + a_w(0), 16, kSBO));
+#pragma unroll
+    for (int ks = 1; ks < kHeadDim / 16; ++ks) {
+      wgmma::m64n64k16_rs(acc, sa[ks], desc_sw128(buf + a_w(ks), 16, kSBO));
+    }
+    wgmma::commit();
+    wgmma::m64n64k16_rs_first(pq, sa[0], desc_sw128(buf + a_qp(0), 16, kSBO));
+#pragma unroll
+    for (int ks = 1; ks < kHeadDim / 16; ++ks) {
+      wgmma::m64n64k16_rs(pq, sa[ks], desc_sw128(buf + a_qp(ks), 16, kSBO));
+    }
+    wgmma::commit();
+
+    // ---- V_new^T = U^T - acc (fp32), rounded once to bf16 once acc's group is done: vn[tile]
+    // [half] = the pair (2 half, 2 half + 1) of token tile `tile`, the form C -> A needs.
+    wgmma::wait<1>();
+    uint32_t vn[kTokenTiles][2];
+#pragma unroll
+    for (int p = 0; p < kChunk / 16; ++p) {
+      uint32_t u[4];
+      ldsm_x4_trans(buf + tscan::u_trans(warp, lane, p), u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tile = 2 * p + (i >> 1);
+        const int half = i & 1;
+        const float2 uu = unpack_bf16(u[i]);
+        vn[tile][half] =
+            pack_bf16(uu.x - acc[tile][2 * half], uu.y - acc[tile][2 * half + 1]);
+      }
+    }
+
+    // ---- Phases B1 (onto P^T, after the q' group in issue order) and B2 (onto the state).
+    wgmma::fence();
+#pragma unroll
+    for (int kt = 0; kt < kChunk / 16; ++kt) {
+      uint32_t a[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) a[q] = vn[2 * kt + a_tile(q)][a_half(q)];
+      wgmma::m64n64k16_rs(pq, a, desc_sw128(buf + b1_aqk(kt), 16, kSBO));
+      wgmma::m64n128k16_rs_mn(st, a, desc_sw128(buf + b2_kg(kt), kKeyHalfLBO, kSBO));
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+
+    // ---- O^T -> the O tile [token][value] (stmatrix.trans), then rows < n out as 16-byte rows.
+#pragma unroll
+    for (int p = 0; p < kChunk / 16; ++p) {
+      uint32_t o[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tile = 2 * p + (i >> 1);
+        const int half = i & 1;
+        o[i] = pack_bf16(pq[tile][2 * half], pq[tile][2 * half + 1]);
+      }
+      stsm_x4_trans(sbase + o_trans(warp, lane, p), o);
+    }
+    __syncthreads();  // the O tile is complete; every read of buffer c % 2 is done
+    for (int e = tid; e < n * (kHeadDim / 8); e += kThreads) {
+      const int token = e >> 4;
+      const int u = e & 15;
+      *reinterpret_cast<uint4*>(args.out + (begin + c * kChunk + token) * args.out_stride +
+                                static_cast<int64_t>(h) * kHeadDim + 8 * u) =
+          *reinterpret_cast<const uint4*>(smem + o_row(token, u));
+    }
+  }
+
+  // ---- Final state straight from the fp32 registers (initial state or zeros when empty).
+  if (args.final_state != nullptr) {
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+      for (int reg = 0; reg < 4; ++reg) {
+        args.final_state[state_offset + state_key(lane, j, reg) * kHeadDim +
+                         state_value(warp, lane, reg)] = st[j][reg];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void launch_scan_w(const ScanArgs& args, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(args.seqs.num_seqs), static_cast<unsigned>(args.heads));
+  set_dynamic_smem(reinterpret_cast<const void*>(&scan_w_kernel), kSBytes,
+                   "chunk_forward: scan (v2w, wgmma)", /*max_carveout=*/true);
+  scan_w_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
+  check_launch("chunk_forward: scan (v2w, wgmma)");
+}
+
+}  // namespace kda::detail

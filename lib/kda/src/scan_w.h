@@ -1,0 +1,93 @@
+// Shared-memory plan of the wgmma SCAN (ForwardVariant::v2w_mma, scan_w.cu): scan_t's
+// transposed-state recurrence with the products on warpgroup MMA. Host and device, no CUDA
+// includes. The register maps (state, V_new, U^T, O^T) are scan_t.h's: warp w of the CTA owns
+// value rows 16 w .. 16 w + 15 in both kernels, and a wgmma m64nNk16 of warpgroup g = w / 4 gives
+// warp w exactly the mma.sync fragments of those rows (wgmma.cuh).
+//
+// wgmma reads its B operands from shared memory in the canonical 128-byte-swizzle tiles (8 rows
+// of 128 bytes, 16-byte unit u of row r at u ^ (r & 7)). The v1 record stores W, q' and kg as
+// [64 tokens][128 keys] bf16 with 256-byte rows, unit u of row r at (u ^ (r & 7)) | (u & 8)
+// (mma_layout.h swz128): each 128-byte half-row is already a canonical row, so the copy only
+// splits the 256-byte rows into two [64][128 B] tiles, one per key half, moving 16-byte units
+// without touching their order inside the half-row. A_qk ([64][64] bf16, swz64: 128-byte rows,
+// u ^ (r & 7)) is canonical as it is, and so is everything after it, copied verbatim.
+#pragma once
+
+#include <cstdint>
+
+#include "layout.h"
+#include "mma_layout.h"
+#include "scan_t.h"
+
+namespace kda::detail::wscan {
+
+inline constexpr int kWarps = tscan::kWarps;  // 8 = two warpgroups of 64 value rows
+inline constexpr int kThreads = tscan::kThreads;
+
+// ------------------------------------------------------------------------------------------------
+// One record buffer (bytes from its 1024-byte-aligned base).
+inline constexpr int kHalfTile = kChunk * 128;                   // [64 rows][128 B] = 8 KB
+inline constexpr int kSplitBytes = static_cast<int>(kRec1AQK);   // W, q', kg: the split part
+inline constexpr int kW = 0;                                     // W  key half h at kW + h 8 KB
+inline constexpr int kQP = static_cast<int>(kRec1QP);            // q' (16 KB further)
+inline constexpr int kKG = static_cast<int>(kRec1KG);            // kg
+inline constexpr int kAQK = static_cast<int>(kRec1AQK);          // verbatim from here on
+static_assert(kRec1W == 0 && kRec1QP == 2 * kHalfTile && kRec1KG == 4 * kHalfTile,
+              "W, q', kg: three [64][128] bf16 tiles, each split into two key halves in place");
+static_assert(kAQK % 1024 == 0 && kKG % 1024 == 0, "wgmma tiles are 1024-byte aligned");
+inline constexpr int kBuffer = 74 * 1024;                        // record (74,240 B) rounded up
+static_assert(kBuffer >= kRecord1Bytes && kBuffer % 1024 == 0, "buffers stay 1024-aligned");
+inline constexpr int kSO = 2 * kBuffer;                          // O tile [64][128] bf16 swz128
+inline constexpr int kSUsed = kSO + kChunk * kHeadDim * 2;       // 167,936
+inline constexpr int kSBytes = kSUsed + 1024;                    // + the base's alignment slack
+static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
+inline constexpr int kCopyUnits = static_cast<int>(kRecord1Bytes / 16);  // 4640
+KDA_HD constexpr int buffer(int chunk) { return (chunk & 1) * kBuffer; }
+
+// Where 16-byte unit e of the record lands in its buffer. Units of W, q', kg: tile t = e / 1024,
+// row r = (e / 16) % 64, stored unit s = e % 16 (key half s / 8, position s % 8 in the half-row,
+// already swizzled by r & 7) -> tile t's half s / 8, row r, unit s % 8.
+KDA_HD constexpr int copy_dst(int e) {
+  if (e >= kSplitBytes / 16) return 16 * e;
+  const int tile = e >> 10, row = (e >> 4) & 63, s = e & 15;
+  return tile * 2 * kHalfTile + (s >> 3) * kHalfTile + row * 128 + (s & 7) * 16;
+}
+
+// ------------------------------------------------------------------------------------------------
+// wgmma shared-memory matrix descriptor (PTX ISA "matrix descriptor"): start address >> 4 (bits
+// 0-13), leading byte offset >> 4 (16-29), stride byte offset >> 4 (32-45), swizzle mode (62-63,
+// 1 = 128-byte). With the 128-byte swizzle the canonical tiles are 8 rows of 128 bytes, 1024-
+// byte aligned, the swizzle applied to the final byte address: bits 4-6 ^= bits 7-9 (16-byte
+// unit u of row r at u ^ (r & 7)). Element (n, k) of the k16 slice of B is at, before the swizzle:
+//   K-major  (n rows of k, trans-b 0): start + 128 (n % 8) + SBO (n / 8) + 2 k, so a k16 step
+//            inside the 64-element row is +32 bytes on the start address; LBO unused;
+//   MN-major (k rows of n, trans-b 1): start + 2 (n % 64) + LBO (n / 64) + 128 (k % 8)
+//            + SBO (k / 8).
+// tests/kda/test_scan_w_layout.cpp decodes the descriptors below with exactly these formulas.
+KDA_HD constexpr uint64_t desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) |
+         (static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16) |
+         (static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32) | (uint64_t{1} << 62);
+}
+
+// B-operand descriptors' addresses and strides, relative to the buffer base.
+//   Phase A, k-step ks (keys 16 ks .. +15): W^T / q'^T, K-major (n = token rows): key half
+//   ks / 4, +32 bytes per k16 inside the half-row; SBO = 1024 (next 8 tokens).
+KDA_HD constexpr int a_w(int ks) { return kW + (ks >> 2) * kHalfTile + (ks & 3) * 32; }
+KDA_HD constexpr int a_qp(int ks) { return kQP + (ks >> 2) * kHalfTile + (ks & 3) * 32; }
+//   Phase B1, k-step kt (tokens j = 16 kt .. +15): A_qk^T, K-major ([t][j] rows of t).
+KDA_HD constexpr int b1_aqk(int kt) { return kAQK + kt * 32; }
+//   Phase B2, k-step kt (tokens 16 kt .. +15): kg [token][key], MN-major (64 keys per 128-byte
+//   row): +2 row groups of 8 tokens per k16; LBO = the second key half, SBO = 1024.
+KDA_HD constexpr int b2_kg(int kt) { return kKG + kt * 2048; }
+inline constexpr int kSBO = 1024;
+inline constexpr int kKeyHalfLBO = kHalfTile;
+
+// O^T -> O tile (stmatrix.trans) and the tile's 16-byte row segments: scan_t.h's maps moved to
+// this kernel's O tile.
+KDA_HD constexpr int o_trans(int warp, int lane, int p) {
+  return tscan::o_trans(warp, lane, p) - tscan::kSO + kSO;
+}
+KDA_HD constexpr int o_row(int token, int u) { return tscan::o_row(token, u) - tscan::kSO + kSO; }
+
+}  // namespace kda::detail::wscan

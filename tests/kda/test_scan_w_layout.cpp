@@ -1,0 +1,140 @@
+// CPU emulation of how the wgmma SCAN (ForwardVariant::v2w_mma, lib/kda/src/scan_w.cu) reads its
+// B operands: the v1 record is written with the PREP's own address helpers (mma_layout.h rec1_*),
+// copied into a record buffer with scan_w.h copy_dst, and every element of every wgmma B operand
+// the kernel issues is fetched through the descriptor the kernel builds (scan_w.h desc_sw128),
+// decoded and addressed with the canonical 128-byte-swizzle formulas of the PTX ISA (repeated
+// here independently of scan_w.h: K-major start + 128 (n % 8) + SBO (n / 8) + 2 k, MN-major
+// start + 2 (n % 64) + LBO (n / 64) + 128 (k % 8) + SBO (k / 8), then bits 4-6 ^= bits 7-9).
+// Each fetched element must be the matrix element the product needs. The register-side maps
+// (state, V_new, U^T, O^T) are scan_t.h's, emulated by test_scan_t_layout.cpp.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mma_layout.h"  // lib/kda/src
+#include "scan_w.h"      // lib/kda/src
+
+namespace {
+
+namespace ws = kda::detail::wscan;
+namespace v1 = kda::detail::v1;
+
+constexpr int kC = kda::kChunk;    // 64
+constexpr int kD = kda::kHeadDim;  // 128
+
+// A distinct 16-bit tag per (matrix, row, column): matrix 0 = W, 1 = q', 2 = kg, 3 = A_qk.
+uint16_t tag(int matrix, int row, int col) {
+  return static_cast<uint16_t>((matrix << 13) | (row << 7) | col);
+}
+
+// The record as the v2 PREP writes it (tags in place of bf16 values).
+std::vector<uint8_t> tagged_record() {
+  std::vector<uint8_t> rec(kda::detail::kRecord1Bytes, 0);
+  auto put = [&](int64_t offset, uint16_t value) { std::memcpy(&rec[offset], &value, 2); };
+  for (int i = 0; i < kC; ++i) {
+    for (int d = 0; d < kD; ++d) {
+      put(v1::rec1_w(i, d), tag(0, i, d));
+      put(v1::rec1_qp(i, d), tag(1, i, d));
+      put(v1::rec1_kg(i, d), tag(2, i, d));
+    }
+    for (int j = 0; j < kC; ++j) put(v1::rec1_aqk(i, j), tag(3, i, j));
+  }
+  return rec;
+}
+
+struct Smem {
+  uint32_t base = 0;  // the shared-memory address of bytes[0]
+  std::vector<uint8_t> bytes;
+  uint16_t at(uint32_t addr) const {
+    const uint32_t swizzled = addr ^ (((addr >> 7) & 7) << 4);
+    EXPECT_GE(swizzled, base);
+    EXPECT_LT(swizzled + 2, base + bytes.size() + 1);
+    uint16_t v = 0;
+    std::memcpy(&v, &bytes[swizzled - base], 2);
+    return v;
+  }
+};
+
+struct Desc {
+  uint32_t start, lbo, sbo;
+};
+Desc decode(uint64_t desc) {
+  EXPECT_EQ(desc >> 62, 1u) << "128-byte swizzle";
+  EXPECT_EQ((desc >> 49) & 7, 0u) << "base offset";
+  return {static_cast<uint32_t>(desc & 0x3FFF) << 4,
+          static_cast<uint32_t>((desc >> 16) & 0x3FFF) << 4,
+          static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4};
+}
+uint32_t kmajor(const Desc& d, int n, int k) { return d.start + 128 * (n % 8) + d.sbo * (n / 8) + 2 * k; }
+uint32_t mnmajor(const Desc& d, int n, int k) {
+  return d.start + 2 * (n % 64) + d.lbo * (n / 64) + 128 * (k % 8) + d.sbo * (k / 8);
+}
+
+TEST(ScanWLayout, CopyIsAPermutationOfTheRecord) {
+  std::set<int> dst;
+  for (int e = 0; e < ws::kCopyUnits; ++e) {
+    const int d = ws::copy_dst(e);
+    EXPECT_EQ(d % 16, 0);
+    EXPECT_LE(d + 16, static_cast<int>(kda::detail::kRecord1Bytes));
+    dst.insert(d);
+    if (e >= ws::kSplitBytes / 16) {
+      EXPECT_EQ(d, 16 * e) << "A_qk, U and a are copied verbatim";
+    }
+  }
+  EXPECT_EQ(static_cast<int>(dst.size()), ws::kCopyUnits);
+  for (int c = 0; c < 4; ++c) EXPECT_EQ(ws::buffer(c) % 1024, 0);
+  EXPECT_EQ(ws::kSO % 1024, 0);
+  EXPECT_LE(ws::kSUsed + 1023, ws::kSBytes) << "room to align the dynamic base up to 1024";
+}
+
+// Every B element of every wgmma of one chunk, through the kernel's descriptors, for both
+// buffers at a 1024-aligned base.
+TEST(ScanWLayout, DescriptorsFetchTheOperands) {
+  const std::vector<uint8_t> rec = tagged_record();
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    const uint32_t sbase = 3 * 1024;  // any 1024-aligned shared address
+    Smem smem{sbase, std::vector<uint8_t>(ws::kSUsed, 0xEE)};
+    const int b = ws::buffer(chunk);
+    for (int e = 0; e < ws::kCopyUnits; ++e) {
+      std::memcpy(&smem.bytes[b + ws::copy_dst(e)], &rec[16 * e], 16);
+    }
+    const uint32_t buf = sbase + b;
+    int mismatches = 0;
+    auto expect = [&](uint16_t got, uint16_t want, const std::string& what) {
+      if (got != want && ++mismatches <= 5) ADD_FAILURE() << what << ": got tag " << got << ", want " << want;
+    };
+    for (int ks = 0; ks < kD / 16; ++ks) {  // phase A: B[k = key][n = token] = W[n][16 ks + k]
+      const Desc w = decode(ws::desc_sw128(buf + ws::a_w(ks), 16, ws::kSBO));
+      const Desc q = decode(ws::desc_sw128(buf + ws::a_qp(ks), 16, ws::kSBO));
+      for (int n = 0; n < kC; ++n) {
+        for (int k = 0; k < 16; ++k) {
+          expect(smem.at(kmajor(w, n, k)), tag(0, n, 16 * ks + k), "W ks " + std::to_string(ks));
+          expect(smem.at(kmajor(q, n, k)), tag(1, n, 16 * ks + k), "q' ks " + std::to_string(ks));
+        }
+      }
+    }
+    for (int kt = 0; kt < kC / 16; ++kt) {
+      // B1: B[k = token j][n = token t] = A_qk[t][16 kt + k].
+      const Desc a = decode(ws::desc_sw128(buf + ws::b1_aqk(kt), 16, ws::kSBO));
+      for (int n = 0; n < kC; ++n) {
+        for (int k = 0; k < 16; ++k) {
+          expect(smem.at(kmajor(a, n, k)), tag(3, n, 16 * kt + k), "A_qk kt " + std::to_string(kt));
+        }
+      }
+      // B2: B[k = token][n = key] = kg[16 kt + k][n], MN-major.
+      const Desc g = decode(ws::desc_sw128(buf + ws::b2_kg(kt), ws::kKeyHalfLBO, ws::kSBO));
+      for (int n = 0; n < kD; ++n) {
+        for (int k = 0; k < 16; ++k) {
+          expect(smem.at(mnmajor(g, n, k)), tag(2, 16 * kt + k, n), "kg kt " + std::to_string(kt));
+        }
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << "buffer " << chunk;
+  }
+}
+
+}  // namespace
