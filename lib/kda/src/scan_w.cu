@@ -11,7 +11,7 @@
 //   A   acc = S^T W^T (8 x m64n64k16), then P^T = S^T q'^T (8 more); A = the bf16 state
 //   V   V_new^T = U^T - acc, one bf16 rounding (the A operand of B1 and B2)
 //   B1  P^T += V_new^T A_qk^T (4 x m64n64k16)      B2  S^T = S^T diag(a) + V_new^T kg (4 x m64n128)
-//   O   O^T -> stmatrix.trans -> O tile -> 16-byte rows out
+//   O   O^T -> stmatrix.trans -> O tile c % 2 -> 16-byte rows out during chunk c + 1
 // Roundings as v1 and scan_t (state operand and V_new to bf16 once per chunk, fp32 accumulation);
 // fixed k order, no atomics: bitwise reproducible.
 #include <cuda_bf16.h>
@@ -74,20 +74,32 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     cp_async_commit();
   };
 
+  // Chunk cc's output rows (fewer than 64 in a tail) from O tile cc % 2 to global memory.
+  auto copy_out = [&](int64_t cc) {
+    const int64_t left = length - cc * kChunk;
+    const int n = left < kChunk ? static_cast<int>(left) : kChunk;
+    const int tile = static_cast<int>(cc & 1);
+    for (int e = tid; e < n * (kHeadDim / 8); e += kThreads) {
+      const int token = e >> 4;
+      const int u = e & 15;
+      *reinterpret_cast<uint4*>(args.out + (begin + cc * kChunk + token) * args.out_stride +
+                                static_cast<int64_t>(h) * kHeadDim + 8 * u) =
+          *reinterpret_cast<const uint4*>(smem + o_row(token, u, tile));
+    }
+  };
+
+  // One CTA barrier per chunk, at its top. Between two of them a thread: waits for record c,
+  // issues phase A, issues record c + 1's copy into the other buffer (whose wgmma reads, chunk
+  // c - 1's, every thread waited for before the barrier), copies chunk c - 1's O tile out (its
+  // stmatrix writes are before the barrier), runs V_new and phase B, and writes O tile c % 2
+  // (last read by chunk c - 2's copy-out, before the barrier).
   if (chunks > 0) issue_record(0);
   for (int64_t c = 0; c < chunks; ++c) {
-    if (c + 1 < chunks) {
-      issue_record(c + 1);  // its buffer's last reader (chunk c - 1) passed the barrier below
-      cp_async_wait_pending<1>();
-    } else {
-      cp_async_wait_all();
-    }
+    cp_async_wait_all();              // record c, the only copy in flight
     wgmma::fence_proxy_async_smem();  // this thread's copies -> visible to wgmma's reads
-    __syncthreads();  // record c visible; the O tile of chunk c - 1 copied out by every thread
+    __syncthreads();
     const uint32_t buf = sbase + buffer(static_cast<int>(c & 1));
     const unsigned char* rec_smem = smem + buffer(static_cast<int>(c & 1));
-    const int64_t left = length - c * kChunk;
-    const int n = left < kChunk ? static_cast<int>(left) : kChunk;
 
     // ---- Phase A: the bf16 state as the A operand (C -> A: key tiles 2 ks, 2 ks + 1 are the
     // A fragment of k-step ks), held until both groups are done.
@@ -127,6 +139,10 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     }
     wgmma::commit();
 
+    // Under the tensor work: the next record's copy and the previous chunk's output rows.
+    if (c + 1 < chunks) issue_record(c + 1);
+    if (c > 0) copy_out(c - 1);
+
     // ---- V_new^T = U^T - acc (fp32), rounded once to bf16 once acc's group is done: vn[tile]
     // [half] = the pair (2 half, 2 half + 1) of token tile `tile`, the form C -> A needs.
     wgmma::wait<1>();
@@ -158,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     wgmma::commit();
     wgmma::wait<0>();
 
-    // ---- O^T -> the O tile [token][value] (stmatrix.trans), then rows < n out as 16-byte rows.
+    // ---- O^T -> O tile c % 2 [token][value] (stmatrix.trans); copied out during chunk c + 1.
 #pragma unroll
     for (int p = 0; p < kChunk / 16; ++p) {
       uint32_t o[4];
@@ -168,16 +184,12 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
         const int half = i & 1;
         o[i] = pack_bf16(pq[tile][2 * half], pq[tile][2 * half + 1]);
       }
-      stsm_x4_trans(sbase + o_trans(warp, lane, p), o);
+      stsm_x4_trans(sbase + o_trans(warp, lane, p, static_cast<int>(c & 1)), o);
     }
-    __syncthreads();  // the O tile is complete; every read of buffer c % 2 is done
-    for (int e = tid; e < n * (kHeadDim / 8); e += kThreads) {
-      const int token = e >> 4;
-      const int u = e & 15;
-      *reinterpret_cast<uint4*>(args.out + (begin + c * kChunk + token) * args.out_stride +
-                                static_cast<int64_t>(h) * kHeadDim + 8 * u) =
-          *reinterpret_cast<const uint4*>(smem + o_row(token, u));
-    }
+  }
+  if (chunks > 0) {
+    __syncthreads();  // the last O tile is complete
+    copy_out(chunks - 1);
   }
 
   // ---- Final state straight from the fp32 registers (initial state or zeros when empty).

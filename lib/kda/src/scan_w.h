@@ -37,8 +37,11 @@ static_assert(kRec1W == 0 && kRec1QP == 2 * kHalfTile && kRec1KG == 4 * kHalfTil
 static_assert(kAQK % 1024 == 0 && kKG % 1024 == 0, "wgmma tiles are 1024-byte aligned");
 inline constexpr int kBuffer = 74 * 1024;                        // record (74,240 B) rounded up
 static_assert(kBuffer >= kRecord1Bytes && kBuffer % 1024 == 0, "buffers stay 1024-aligned");
-inline constexpr int kSO = 2 * kBuffer;                          // O tile [64][128] bf16 swz128
-inline constexpr int kSUsed = kSO + kChunk * kHeadDim * 2;       // 167,936
+// Two output tiles O [64 tokens][128 values] bf16 swz128: chunk c's in tile c % 2, copied out
+// to global memory during chunk c + 1, so a chunk needs no CTA barrier after its epilogue.
+inline constexpr int kOTile = kChunk * kHeadDim * 2;              // 16 KB
+inline constexpr int kSO = 2 * kBuffer;
+inline constexpr int kSUsed = kSO + 2 * kOTile;                   // 184,320
 inline constexpr int kSBytes = kSUsed + 1024;                    // + the base's alignment slack
 static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
 inline constexpr int kCopyUnits = static_cast<int>(kRecord1Bytes / 16);  // 4640
@@ -83,11 +86,13 @@ KDA_HD constexpr int b2_kg(int kt) { return kKG + kt * 2048; }
 inline constexpr int kSBO = 1024;
 inline constexpr int kKeyHalfLBO = kHalfTile;
 
-// O^T -> O tile (stmatrix.trans) and the tile's 16-byte row segments: scan_t.h's maps moved to
-// this kernel's O tile.
-KDA_HD constexpr int o_trans(int warp, int lane, int p) {
-  return tscan::o_trans(warp, lane, p) - tscan::kSO + kSO;
+// O^T -> O tile `tile` (stmatrix.trans) and that tile's 16-byte row segments: scan_t.h's maps
+// moved to this kernel's O tiles.
+KDA_HD constexpr int o_trans(int warp, int lane, int p, int tile) {
+  return tscan::o_trans(warp, lane, p) - tscan::kSO + kSO + tile * kOTile;
 }
-KDA_HD constexpr int o_row(int token, int u) { return tscan::o_row(token, u) - tscan::kSO + kSO; }
+KDA_HD constexpr int o_row(int token, int u, int tile) {
+  return tscan::o_row(token, u) - tscan::kSO + kSO + tile * kOTile;
+}
 
 }  // namespace kda::detail::wscan
