@@ -467,6 +467,49 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
 
 // Phases 2, 3 and 5 together write every bf16 of the record exactly once (phase 2's q', kg pairs
 // and a included), so no stale bytes of an earlier chunk survive in a reused workspace.
+// Phase 2a's fused q norm: each warp's 8 sums of squares as the diagonal of X X^T (mma.sync with
+// one ldmatrix.x2 per k-step serving as both A and B). The rows are exactly the ones phase 2
+// gives the warp's half warps, each diagonal lands in one lane, and the values are the row sums.
+TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> value(-9, 9);
+  Memory smem(v2::kSBytes);
+  std::vector<std::vector<double>> q(kC, std::vector<double>(kD));
+  for (int i = 0; i < kC; ++i) {
+    for (int c = 0; c < kD; ++c) smem.at(v2::sq(i, c)) = q[i][c] = value(rng);
+  }
+  std::set<int> all_rows;
+  for (int warp = 0; warp < 8; ++warp) {
+    std::set<int> rows, phase2_rows;
+    for (int j = 0; j < 8; ++j) rows.insert(v2::ssq_row(warp, j));
+    for (int tid = 32 * warp; tid < 32 * warp + 32; ++tid) {
+      for (int k = 0; k < 4; ++k) phase2_rows.insert(tid / 16 + 16 * k);
+    }
+    EXPECT_EQ(rows, phase2_rows) << "warp " << warp;
+    all_rows.insert(rows.begin(), rows.end());
+    Acc acc{};
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      // ldmatrix.x2 = the x4 model's matrices 0 and 1 (lanes 16..31 repeat lanes 0..15).
+      const Frag4 x = ldmatrix_x4(
+          smem, per_lane([&](int l) { return v2::ssq_ldsm(warp, l & 15, ks); }), /*trans=*/false);
+      Frag4 a{};
+      for (int l = 0; l < 32; ++l) a[l] = {x[l][0], x[l][0], x[l][1], x[l][1]};
+      run_mma(acc, a, x, /*b_reg0=*/0);
+    }
+    int holders = 0;
+    for (int l = 0; l < 32; ++l) {
+      if (!v2::ssq_holds_diagonal(l)) continue;
+      ++holders;
+      const int row = v2::ssq_row(warp, l / 4);
+      double ssq = 0;
+      for (int c = 0; c < kD; ++c) ssq += q[row][c] * q[row][c];
+      EXPECT_EQ(acc[l][v2::ssq_diagonal_reg(l)], ssq) << "warp " << warp << " lane " << l;
+    }
+    EXPECT_EQ(holders, 8);
+  }
+  EXPECT_EQ(all_rows.size(), static_cast<size_t>(kC)) << "the 8 warps cover every row once";
+}
+
 TEST(PrepV2Layout, RecordIsExactlyCovered) {
   std::vector<int> hits(static_cast<size_t>(kda::detail::kRecord1Bytes), 0);
   auto mark = [&](int64_t byte, int size) {

@@ -192,8 +192,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   // overflows, scaled by an exact power of two and written back for phase 2 and the grams) and
   // its factor scale r_i multiplies q' in phase 2 and the A_qk row in phase 3, in fp32 before
   // their bf16 rounding. The explicit path's factor is scale (r_i = 1: q arrives normalized).
-  // The four rows' sums and butterflies are independent chains: their latencies overlap. Rows
-  // >= n hold zeros: their r_i = 1e3 multiplies nothing.
+  // Rows >= n hold zeros: their r_i = 1e3 multiplies nothing.
   {
     constexpr int kRows = kC * kD / 8 / kThreads;  // rows per thread
     const int d0 = 8 * (tid & 15);
@@ -202,20 +201,25 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
       if ((tid & 15) == 0) stf(smem, kSQScale + 4 * (row0 + 16 * k), factor);
     };
     if (args.fuse_q_l2norm) {  // uniform
-      float ssq[kRows];
-      bool overflow = false;
+      // The warp's 8 rows' sums of squares as the diagonal of X X^T on the tensor cores, X = the
+      // rows [8][128] (bf16 products are exact in the fp32 accumulation; prep_v2.h ssq_*): per
+      // k16 step one ldmatrix.x2 gives the A fragment halves a0 (cols 2t, 2t + 1 of row g) and
+      // a2 (cols 8 + 2t, +1), which are also B's b0 and b1 (B = X^T: k 2t, 2t + 1 of column
+      // n = g); A's rows 8..15 repeat rows 0..7. About 30 warp instructions for 8 rows where
+      // the half-warp sums and butterflies took ~120 (docs/perf-notes.md v2.7).
+      float diag[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int k = 0; k < kRows; ++k) {
-        float qv[8];
-        load8_bf16(smem, sq(row0 + 16 * k, d0), qv);
-        ssq[k] = partial_ssq(qv);
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        uint32_t x[2];
+        ldsm_x2(smem_u32(smem + ssq_ldsm(warp, lane, ks)), x);
+        const uint32_t a[4] = {x[0], x[0], x[1], x[1]};
+        mma_bf16(diag, a, x[0], x[1]);
       }
-#pragma unroll
-      for (int k = 0; k < kRows; ++k) {
-        ssq[k] = group_sum<16>(ssq[k]);
-        overflow = overflow || isinf(ssq[k]);
-      }
-      if (__any_sync(0xffffffffu, overflow)) {  // rare: huge or non-finite rows in this warp
+      const bool holds_diagonal = ssq_holds_diagonal(lane);
+      const float ssq = ssq_diagonal_reg(lane) != 0 ? diag[1] : diag[0];
+      // Rare: a huge or non-finite row in this warp (an fp32 sum of squares that overflowed):
+      // the half-warp path that rescales such rows by a power of two.
+      if (__any_sync(0xffffffffu, holds_diagonal && isinf(ssq))) {
 #pragma unroll 1
         for (int k = 0; k < kRows; ++k) {
           float qv[8];
@@ -224,9 +228,9 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           put_factor(k, kScale * deferred_row_norm<16>(qv, rescaled));  // same sums, rescaling
           if (rescaled) *reinterpret_cast<uint4*>(smem + sq(row0 + 16 * k, d0)) = pack8_bf16(qv);
         }
-      } else {
-#pragma unroll
-        for (int k = 0; k < kRows; ++k) put_factor(k, kScale * __frsqrt_rn(ssq[k] + kL2NormEps));
+      } else if (holds_diagonal) {
+        stf(smem, kSQScale + 4 * ssq_row(warp, lane >> 2),
+            kScale * __frsqrt_rn(ssq + kL2NormEps));
       }
     } else {
 #pragma unroll

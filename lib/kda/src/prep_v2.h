@@ -73,6 +73,19 @@ KDA_HD constexpr int sv(int row, int col) { return kSV + 2 * (row * kLdH + col);
 KDA_HD constexpr int sg(int row, int col) { return kSG + 4 * (row * kLdG + col); }
 KDA_HD constexpr int sa(int row, int col) { return kSA + 4 * (row * kLdA + col); }
 KDA_HD constexpr int sx(int row, int col) { return kSX + 4 * (row * kLdX + col); }
+
+// ---- 2a (fused q norm): the sums of squares of a warp's 8 rows of q as the diagonal of X X^T on
+// mma.sync. The rows are the ones phase 2's unit map gives the warp (half warp h of warp w owns
+// rows 2 w + h + 16 k): row j of X (j = 0..7) is q row ssq_row(w, j).
+KDA_HD constexpr int ssq_row(int warp, int j) { return 2 * warp + (j & 1) + 16 * (j >> 1); }
+// ldmatrix.x2 row address of `lane` at k-step ks: matrix m = (lane >> 3) & 1 is columns
+// 16 ks + 8 m .. +7 of X's rows (row lane & 7): register 0 = a0 = b0, register 1 = a2 = b1.
+KDA_HD constexpr int ssq_ldsm(int warp, int lane, int ks) {
+  return sq(ssq_row(warp, lane & 7), 16 * ks + 8 * ((lane >> 3) & 1));
+}
+// C[j][j] sits in lane 4 j + j / 2, accumulator register j & 1 (c0, c1 = row g, cols 2t, 2t + 1).
+KDA_HD constexpr bool ssq_holds_diagonal(int lane) { return (lane & 3) == ((lane >> 2) >> 1); }
+KDA_HD constexpr int ssq_diagonal_reg(int lane) { return (lane >> 2) & 1; }
 // Before the inverse the X region holds the grams' column operands (bf16, q/k/v row pitch):
 // row j = k_j 2^(G_{m_c} - G_j) of column block c = j / 16, rounded once (zero for j >= n).
 KDA_HD constexpr int scol(int row, int col) { return kSX + 2 * (row * kLdH + col); }

@@ -88,16 +88,17 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     }
   };
 
-  // One CTA barrier per chunk, at its top. Between two of them a thread: waits for record c,
-  // issues phase A, issues record c + 1's copy into the other buffer (whose wgmma reads, chunk
-  // c - 1's, every thread waited for before the barrier), copies chunk c - 1's O tile out (its
-  // stmatrix writes are before the barrier), runs V_new and phase B, and writes O tile c % 2
-  // (last read by chunk c - 2's copy-out, before the barrier).
+  // One CTA barrier per chunk, at its top. After it a thread issues record c + 1's copy into the
+  // other buffer (whose last reads, chunk c - 1's, every thread finished before the barrier) --
+  // as early as possible: the scan is bound by the record traffic --, issues phase A, copies
+  // chunk c - 1's O tile out (its stmatrix writes are before the barrier), runs V_new and
+  // phase B, and writes O tile c % 2 (last read by chunk c - 2's copy-out, before the barrier).
   if (chunks > 0) issue_record(0);
   for (int64_t c = 0; c < chunks; ++c) {
     cp_async_wait_all();              // record c, the only copy in flight
     wgmma::fence_proxy_async_smem();  // this thread's copies -> visible to wgmma's reads
     __syncthreads();
+    if (c + 1 < chunks) issue_record(c + 1);
     const uint32_t buf = sbase + buffer(static_cast<int>(c & 1));
     const unsigned char* rec_smem = smem + buffer(static_cast<int>(c & 1));
 
@@ -139,8 +140,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     }
     wgmma::commit();
 
-    // Under the tensor work: the next record's copy and the previous chunk's output rows.
-    if (c + 1 < chunks) issue_record(c + 1);
+    // Under the tensor work: the previous chunk's output rows.
     if (c > 0) copy_out(c - 1);
 
     // ---- V_new^T = U^T - acc (fp32), rounded once to bf16 once acc's group is done: vn[tile]
