@@ -8,6 +8,7 @@
 // of something the kernel never wrote shows up.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -487,14 +488,21 @@ TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
     }
     EXPECT_EQ(rows, phase2_rows) << "warp " << warp;
     all_rows.insert(rows.begin(), rows.end());
-    Acc acc{};
+    static_assert(v2::kSsqChains == 4, "the kernel adds (0 + 1) + (2 + 3)");
+    std::array<Acc, v2::kSsqChains> chains{};
     for (int ks = 0; ks < kD / 16; ++ks) {
       // ldmatrix.x2 = the x4 model's matrices 0 and 1 (lanes 16..31 repeat lanes 0..15).
       const Frag4 x = ldmatrix_x4(
           smem, per_lane([&](int l) { return v2::ssq_ldsm(warp, l & 15, ks); }), /*trans=*/false);
       Frag4 a{};
       for (int l = 0; l < 32; ++l) a[l] = {x[l][0], x[l][0], x[l][1], x[l][1]};
-      run_mma(acc, a, x, /*b_reg0=*/0);
+      run_mma(chains[ks % v2::kSsqChains], a, x, /*b_reg0=*/0);
+    }
+    Acc acc{};
+    for (int l = 0; l < 32; ++l) {
+      for (int r = 0; r < 4; ++r) {
+        acc[l][r] = (chains[0][l][r] + chains[1][l][r]) + (chains[2][l][r] + chains[3][l][r]);
+      }
     }
     int holders = 0;
     for (int l = 0; l < 32; ++l) {

@@ -207,16 +207,22 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
       // a2 (cols 8 + 2t, +1), which are also B's b0 and b1 (B = X^T: k 2t, 2t + 1 of column
       // n = g); A's rows 8..15 repeat rows 0..7. About 30 warp instructions for 8 rows where
       // the half-warp sums and butterflies took ~120 (docs/perf-notes.md v2.7).
-      float diag[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      // Four accumulators (k-steps ks % 4), added in a fixed order: the 2a pass sits between the
+      // load barrier and phase 2, so its latency is a chain of 2 mma, not 8.
+      float diag[kSsqChains][4] = {};
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks) {
         uint32_t x[2];
         ldsm_x2(smem_u32(smem + ssq_ldsm(warp, lane, ks)), x);
         const uint32_t a[4] = {x[0], x[0], x[1], x[1]};
-        mma_bf16(diag, a, x[0], x[1]);
+        mma_bf16(diag[ks % kSsqChains], a, x[0], x[1]);
       }
+      const bool odd = ssq_diagonal_reg(lane) != 0;  // selects, not an index: no local memory
       const bool holds_diagonal = ssq_holds_diagonal(lane);
-      const float ssq = ssq_diagonal_reg(lane) != 0 ? diag[1] : diag[0];
+      float part[kSsqChains];
+#pragma unroll
+      for (int c = 0; c < kSsqChains; ++c) part[c] = odd ? diag[c][1] : diag[c][0];
+      const float ssq = (part[0] + part[1]) + (part[2] + part[3]);
       // Rare: a huge or non-finite row in this warp (an fp32 sum of squares that overflowed):
       // the half-warp path that rescales such rows by a power of two.
       if (__any_sync(0xffffffffu, holds_diagonal && isinf(ssq))) {

@@ -86,6 +86,8 @@ KDA_HD constexpr int ssq_ldsm(int warp, int lane, int ks) {
 // C[j][j] sits in lane 4 j + j / 2, accumulator register j & 1 (c0, c1 = row g, cols 2t, 2t + 1).
 KDA_HD constexpr bool ssq_holds_diagonal(int lane) { return (lane & 3) == ((lane >> 2) >> 1); }
 KDA_HD constexpr int ssq_diagonal_reg(int lane) { return (lane >> 2) & 1; }
+// Independent accumulators (k-step ks feeds ks % kSsqChains), summed as (0 + 1) + (2 + 3).
+inline constexpr int kSsqChains = 4;
 // Before the inverse the X region holds the grams' column operands (bf16, q/k/v row pitch):
 // row j = k_j 2^(G_{m_c} - G_j) of column block c = j / 16, rounded once (zero for j >= n).
 KDA_HD constexpr int scol(int row, int col) { return kSX + 2 * (row * kLdH + col); }

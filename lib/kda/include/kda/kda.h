@@ -95,11 +95,11 @@ enum class ForwardVariant {
   v2t_mma,  // v2's PREP and record; the SCAN holds the whole state transposed in registers, one
             // CTA per (sequence, head) (scan_t.cu), whatever the number of chains
   v2w_mma,  // v2t with the SCAN's products on warpgroup MMA (wgmma, sm_90a): each B operand read
-            // once per 64 value rows instead of once per 16 (scan_w.cu)
+            // once per 64 value rows instead of once per 16 (scan_w.cu). The default.
 };
 const char* to_string(ForwardVariant variant);
 // The default is the fastest variant that passed kda-check on the H200 (results/h200/).
-inline constexpr ForwardVariant kDefaultForwardVariant = ForwardVariant::v2_mma;
+inline constexpr ForwardVariant kDefaultForwardVariant = ForwardVariant::v2w_mma;
 
 // Dense batches: N = B sequences of T tokens. Packed: B == 1, N = num_seqs, sequence s owns tokens
 // [cu[s], cu[s+1]); rows at or after cu[N] are written as zeros; empty sequences pass their state
