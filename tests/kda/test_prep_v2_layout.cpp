@@ -469,7 +469,7 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
 // Phases 2, 3 and 5 together write every bf16 of the record exactly once (phase 2's q', kg pairs
 // and a included), so no stale bytes of an earlier chunk survive in a reused workspace.
 // Phase 2a's fused q norm: each warp's 8 sums of squares as the diagonal of X X^T (mma.sync with
-// one ldmatrix.x4 per k-step serving as both A and B). The rows are exactly the ones phase 2
+// one ldmatrix.x2 per k-step serving as both A and B). The rows are exactly the ones phase 2
 // gives the warp's half warps, each diagonal lands in one lane, and the values are the row sums.
 TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
   std::mt19937 rng(7);
@@ -491,10 +491,12 @@ TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
     static_assert(v2::kSsqChains == 4, "the kernel adds (0 + 1) + (2 + 3)");
     std::array<Acc, v2::kSsqChains> chains{};
     for (int ks = 0; ks < kD / 16; ++ks) {
-      // One ldmatrix.x4: the registers are the A fragment, registers 0 and 1 the B fragment.
+      // ldmatrix.x2 = the x4 model's matrices 0 and 1 (lanes 16..31 repeat lanes 0..15).
       const Frag4 x = ldmatrix_x4(
-          smem, per_lane([&](int l) { return v2::ssq_ldsm(warp, l, ks); }), /*trans=*/false);
-      run_mma(chains[ks % v2::kSsqChains], x, x, /*b_reg0=*/0);
+          smem, per_lane([&](int l) { return v2::ssq_ldsm(warp, l & 15, ks); }), /*trans=*/false);
+      Frag4 a{};
+      for (int l = 0; l < 32; ++l) a[l] = {x[l][0], x[l][0], x[l][1], x[l][1]};
+      run_mma(chains[ks % v2::kSsqChains], a, x, /*b_reg0=*/0);
     }
     Acc acc{};
     for (int l = 0; l < 32; ++l) {

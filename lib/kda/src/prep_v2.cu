@@ -203,20 +203,19 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     if (args.fuse_q_l2norm) {  // uniform
       // The warp's 8 rows' sums of squares as the diagonal of X X^T on the tensor cores, X = the
       // rows [8][128] (bf16 products are exact in the fp32 accumulation; prep_v2.h ssq_*): per
-      // k16 step one ldmatrix.x4 gives the A fragment (a0 = cols 2t, 2t + 1 of row g, a2 = cols
-      // 8 + 2t, +1; rows 8..15 scrambled, their C rows unused), and registers 0, 1 are B's b0,
-      // b1 (B = X^T: k 2t, 2t + 1 of column n = g). The factor takes the MUFU rsqrt (relative error
-      // < 2^-22, far below the bf16 rounding of q' that follows) instead of the correctly
-      // rounded one's ~20-instruction sequence: the pass is ~50 warp instructions per warp
-      // (docs/perf-notes.md v2.8).
+      // k16 step one ldmatrix.x2 gives the A fragment halves a0 (cols 2t, 2t + 1 of row g) and
+      // a2 (cols 8 + 2t, +1), which are also B's b0 and b1 (B = X^T: k 2t, 2t + 1 of column
+      // n = g); A's rows 8..15 repeat rows 0..7. About 30 warp instructions for 8 rows where
+      // the half-warp sums and butterflies took ~120 (docs/perf-notes.md v2.7).
       // Four accumulators (k-steps ks % 4), added in a fixed order: the 2a pass sits between the
       // load barrier and phase 2, so its latency is a chain of 2 mma, not 8.
       float diag[kSsqChains][4] = {};
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks) {
-        uint32_t x[4];
-        ldsm_x4(smem_u32(smem + ssq_ldsm(warp, lane, ks)), x);
-        mma_bf16(diag[ks % kSsqChains], x, x[0], x[1]);
+        uint32_t x[2];
+        ldsm_x2(smem_u32(smem + ssq_ldsm(warp, lane, ks)), x);
+        const uint32_t a[4] = {x[0], x[0], x[1], x[1]};
+        mma_bf16(diag[ks % kSsqChains], a, x[0], x[1]);
       }
       const bool odd = ssq_diagonal_reg(lane) != 0;  // selects, not an index: no local memory
       const bool holds_diagonal = ssq_holds_diagonal(lane);
@@ -236,7 +235,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           if (rescaled) *reinterpret_cast<uint4*>(smem + sq(row0 + 16 * k, d0)) = pack8_bf16(qv);
         }
       } else if (holds_diagonal) {
-        stf(smem, kSQScale + 4 * ssq_row(warp, lane >> 2), kScale * rsqrtf(ssq + kL2NormEps));
+        stf(smem, kSQScale + 4 * ssq_row(warp, lane >> 2),
+            kScale * __frsqrt_rn(ssq + kL2NormEps));
       }
     } else {
 #pragma unroll

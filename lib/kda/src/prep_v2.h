@@ -78,13 +78,10 @@ KDA_HD constexpr int sx(int row, int col) { return kSX + 4 * (row * kLdX + col);
 // mma.sync. The rows are the ones phase 2's unit map gives the warp (half warp h of warp w owns
 // rows 2 w + h + 16 k): row j of X (j = 0..7) is q row ssq_row(w, j).
 KDA_HD constexpr int ssq_row(int warp, int j) { return 2 * warp + (j & 1) + 16 * (j >> 1); }
-// ldmatrix.x4 row address of `lane` at k-step ks: matrices 0 and 3 are columns 16 ks .. +7 of
-// X's rows (row lane & 7), matrices 1 and 2 columns 16 ks + 8 .. +15. Registers {0, 1} = {lo, hi}
-// are B's {b0, b1}, and all four are an A fragment whose rows 0..7 are X (a0 = lo, a2 = hi); its
-// rows 8..15 (a1 = hi, a3 = lo) are scrambled, which only touches C rows 8..15, never read. One
-// instruction and no register moves to assemble the operands.
+// ldmatrix.x2 row address of `lane` at k-step ks: matrix m = (lane >> 3) & 1 is columns
+// 16 ks + 8 m .. +7 of X's rows (row lane & 7): register 0 = a0 = b0, register 1 = a2 = b1.
 KDA_HD constexpr int ssq_ldsm(int warp, int lane, int ks) {
-  return sq(ssq_row(warp, lane & 7), 16 * ks + 8 * (((lane >> 3) ^ (lane >> 4)) & 1));
+  return sq(ssq_row(warp, lane & 7), 16 * ks + 8 * ((lane >> 3) & 1));
 }
 // C[j][j] sits in lane 4 j + j / 2, accumulator register j & 1 (c0, c1 = row g, cols 2t, 2t + 1).
 KDA_HD constexpr bool ssq_holds_diagonal(int lane) { return (lane & 3) == ((lane >> 2) >> 1); }
