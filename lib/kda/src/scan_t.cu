@@ -15,8 +15,8 @@
 #include <cuda_bf16.h>
 
 #include "ptx.cuh"
-#include "scan_order.cuh"
 #include "scan_t.h"
+#include "scan_transposed.cuh"
 #include "scan_v1.cuh"
 
 namespace kda::detail {
@@ -25,48 +25,27 @@ namespace {
 using namespace tscan;  // NOLINT: the layout helpers are this file's vocabulary
 using namespace ptx;    // NOLINT: and so are the PTX wrappers
 
-constexpr int kKeyTiles = kHeadDim / 8;    // 16 state n-tiles per warp
-constexpr int kTokenTiles = kChunk / 8;    // 8 output n-tiles per warp
-
 __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args) {
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
+  const Chain chain = cta_chain(args);
 
-  // CTA -> (sequence rank, head): ranks outermost, longest sequence first (scan_order.cuh).
-  const int64_t linear = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
-  const int rank = static_cast<int>(linear / args.heads);
-  const int h = static_cast<int>(linear % args.heads);
-  const int s = sequence_of_rank(args.seqs, rank);
-  const auto [begin, length, chunks, first_record] = scan_chain(args, s, h);
-  const int64_t state_offset = (static_cast<int64_t>(s) * args.heads + h) * kHeadDim * kHeadDim;
-
-  // ---- State: st[j][reg] = S[state_key(lane, j, reg)][state_value(warp, lane, reg)].
-  float st[kKeyTiles][4];
-#pragma unroll
-  for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-    for (int reg = 0; reg < 4; ++reg) {
-      st[j][reg] = args.initial_state == nullptr
-                       ? 0.0f
-                       : args.initial_state[state_offset +
-                                            state_key(lane, j, reg) * kHeadDim +
-                                            state_value(warp, lane, reg)];
-    }
-  }
+  float st[kKeyTiles][4];  // st[j][reg] = S[state_key(lane, j, reg)][state_value(warp, lane, reg)]
+  load_state(args, chain, warp, lane, st);
 
   auto issue_record = [&](int64_t c) {  // record c -> buffer c % 2, one commit group
-    const char* rec = first_record + c * kRecord1Bytes;
+    const char* rec = chain.first_record + c * kRecord1Bytes;
     const uint32_t dst = sbase + buffer(static_cast<int>(c & 1));
     for (int e = tid; e < kCopyUnits; e += kThreads) cp_async16(dst + 16 * e, rec + 16 * e);
     cp_async_commit();
   };
 
-  if (chunks > 0) issue_record(0);
-  for (int64_t c = 0; c < chunks; ++c) {
-    if (c + 1 < chunks) {
+  if (chain.chunks > 0) issue_record(0);
+  for (int64_t c = 0; c < chain.chunks; ++c) {
+    if (c + 1 < chain.chunks) {
       issue_record(c + 1);  // its buffer's last reader (chunk c - 1) passed the barrier below
       cp_async_wait_pending<1>();
     } else {
@@ -75,8 +54,6 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
     __syncthreads();  // record c visible; the O tile of chunk c - 1 copied out by every thread
     const uint32_t buf = sbase + buffer(static_cast<int>(c & 1));
     const unsigned char* rec_smem = smem + buffer(static_cast<int>(c & 1));
-    const int64_t left = length - c * kChunk;
-    const int n = left < kChunk ? static_cast<int>(left) : kChunk;
 
     // ---- Phase A: acc = S^T W^T and P^T = S^T q'^T over the 128 keys in order; A = the bf16
     // state (C -> A), B = rows of W / q' (plain ldmatrix), two token tiles per ldmatrix.
@@ -101,22 +78,8 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
         mma_bf16(pq[2 * p + 1], a, bq[2], bq[3]);
       }
     }
-    // V_new^T = U^T - acc (fp32), rounded once to bf16: vn[tile][half] holds the pair of
-    // registers (2 half, 2 half + 1) of token tile `tile`, the form the C -> A reuse needs.
-    uint32_t vn[kTokenTiles][2];
-#pragma unroll
-    for (int p = 0; p < kChunk / 16; ++p) {
-      uint32_t u[4];
-      ldsm_x4_trans(buf + u_trans(warp, lane, p), u);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int tile = 2 * p + (i >> 1);
-        const int half = i & 1;
-        const float2 uu = unpack_bf16(u[i]);
-        vn[tile][half] =
-            pack_bf16(uu.x - acc[tile][2 * half], uu.y - acc[tile][2 * half + 1]);
-      }
-    }
+    uint32_t vn[kTokenTiles][2];  // V_new^T = U^T - acc, bf16 A fragments
+    v_new(buf, warp, lane, acc, vn);
 
     // ---- Phase B1: O^T = P^T + V_new^T A_qk^T over the token blocks at or below the diagonal
     // (A_qk is zero above it inside the record).
@@ -125,8 +88,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
 #pragma unroll
       for (int kt = 0; kt <= p; ++kt) {
         uint32_t a[4], b[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) a[q] = vn[2 * kt + a_tile(q)][a_half(q)];
+        v_new_a(vn, kt, a);
         ldsm_x4(buf + b1_aqk(lane, p, kt), b);
         mma_bf16(pq[2 * p], a, b[0], b[1]);
         mma_bf16(pq[2 * p + 1], a, b[2], b[3]);
@@ -134,20 +96,11 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
     }
 
     // ---- Phase B2 (the chain): S^T <- S^T diag(a) + V_new^T kg on the register state.
-#pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-      const float2 d =
-          *reinterpret_cast<const float2*>(rec_smem + decay(state_key(lane, j, 0)));
-      st[j][0] *= d.x;
-      st[j][1] *= d.y;
-      st[j][2] *= d.x;
-      st[j][3] *= d.y;
-    }
+    decay_state(rec_smem, lane, st);
 #pragma unroll
     for (int kt = 0; kt < kChunk / 16; ++kt) {
       uint32_t a[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) a[q] = vn[2 * kt + a_tile(q)][a_half(q)];
+      v_new_a(vn, kt, a);
 #pragma unroll
       for (int q = 0; q < kHeadDim / 16; ++q) {
         uint32_t b[4];
@@ -158,38 +111,11 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
     }
 
     // ---- O^T -> the O tile [token][value] (stmatrix.trans), then rows < n out as 16-byte rows.
-#pragma unroll
-    for (int p = 0; p < kChunk / 16; ++p) {
-      uint32_t o[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int tile = 2 * p + (i >> 1);
-        const int half = i & 1;
-        o[i] = pack_bf16(pq[tile][2 * half], pq[tile][2 * half + 1]);
-      }
-      stsm_x4_trans(sbase + o_trans(warp, lane, p), o);
-    }
+    store_o_tile(sbase + kSO, warp, lane, pq);
     __syncthreads();  // the O tile is complete; every read of buffer c % 2 is done
-    for (int e = tid; e < n * (kHeadDim / 8); e += kThreads) {
-      const int token = e >> 4;
-      const int u = e & 15;
-      *reinterpret_cast<uint4*>(args.out + (begin + c * kChunk + token) * args.out_stride +
-                                static_cast<int64_t>(h) * kHeadDim + 8 * u) =
-          *reinterpret_cast<const uint4*>(smem + o_row(token, u));
-    }
+    copy_out_rows(args, chain, c, smem, kSO, tid, kThreads);
   }
-
-  // ---- Final state straight from the fp32 registers (initial state or zeros when empty).
-  if (args.final_state != nullptr) {
-#pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-      for (int reg = 0; reg < 4; ++reg) {
-        args.final_state[state_offset + state_key(lane, j, reg) * kHeadDim +
-                         state_value(warp, lane, reg)] = st[j][reg];
-      }
-    }
-  }
+  store_state(args, chain, warp, lane, st);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 #include <cuda_bf16.h>
 
 #include "ptx.cuh"
-#include "scan_order.cuh"
+#include "scan_transposed.cuh"
 #include "scan_v1.cuh"
 #include "scan_w.h"
 #include "wgmma.cuh"
@@ -29,11 +29,9 @@ using namespace wscan;  // NOLINT: the shared-memory plan is this file's vocabul
 using namespace ptx;    // NOLINT: and so are the PTX wrappers
 using tscan::a_half;
 using tscan::a_tile;
-using tscan::state_key;
-using tscan::state_value;
-
-constexpr int kKeyTiles = kHeadDim / 8;  // 16 state n-tiles per warp
-constexpr int kTokenTiles = kChunk / 8;  // 8 output n-tiles per warp
+using tscan::Chain;
+using tscan::kKeyTiles;
+using tscan::kTokenTiles;
 
 __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -44,48 +42,22 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
+  const Chain chain = tscan::cta_chain(args);
 
-  // CTA -> (sequence rank, head): ranks outermost, longest sequence first (scan_order.cuh).
-  const int64_t linear = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
-  const int rank = static_cast<int>(linear / args.heads);
-  const int h = static_cast<int>(linear % args.heads);
-  const int s = sequence_of_rank(args.seqs, rank);
-  const auto [begin, length, chunks, first_record] = scan_chain(args, s, h);
-  const int64_t state_offset = (static_cast<int64_t>(s) * args.heads + h) * kHeadDim * kHeadDim;
-
-  // ---- State: st[j][reg] = S[state_key(lane, j, reg)][state_value(warp, lane, reg)].
+  // The state, warpgroup g's m64n128 accumulators: st[j][reg] = S[state_key(lane, j, reg)]
+  // [state_value(warp, lane, reg)] (scan_t.h).
   float st[kKeyTiles][4];
-#pragma unroll
-  for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-    for (int reg = 0; reg < 4; ++reg) {
-      st[j][reg] = args.initial_state == nullptr
-                       ? 0.0f
-                       : args.initial_state[state_offset +
-                                            state_key(lane, j, reg) * kHeadDim +
-                                            state_value(warp, lane, reg)];
-    }
-  }
+  tscan::load_state(args, chain, warp, lane, st);
 
   auto issue_record = [&](int64_t c) {  // record c -> buffer c % 2, one commit group
-    const char* rec = first_record + c * kRecord1Bytes;
+    const char* rec = chain.first_record + c * kRecord1Bytes;
     const uint32_t dst = sbase + buffer(static_cast<int>(c & 1));
     for (int e = tid; e < kCopyUnits; e += kThreads) cp_async16(dst + copy_dst(e), rec + 16 * e);
     cp_async_commit();
   };
-
-  // Chunk cc's output rows (fewer than 64 in a tail) from O tile cc % 2 to global memory.
-  auto copy_out = [&](int64_t cc) {
-    const int64_t left = length - cc * kChunk;
-    const int n = left < kChunk ? static_cast<int>(left) : kChunk;
-    const int tile = static_cast<int>(cc & 1);
-    for (int e = tid; e < n * (kHeadDim / 8); e += kThreads) {
-      const int token = e >> 4;
-      const int u = e & 15;
-      *reinterpret_cast<uint4*>(args.out + (begin + cc * kChunk + token) * args.out_stride +
-                                static_cast<int64_t>(h) * kHeadDim + 8 * u) =
-          *reinterpret_cast<const uint4*>(smem + o_row(token, u, tile));
-    }
+  // Chunk c's output rows from O tile c % 2.
+  auto copy_out = [&](int64_t c) {
+    tscan::copy_out_rows(args, chain, c, smem, o_tile(static_cast<int>(c & 1)), tid, kThreads);
   };
 
   // One CTA barrier per chunk, at its top. After it a thread issues record c + 1's copy into the
@@ -93,12 +65,12 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
   // as early as possible: the scan is bound by the record traffic --, issues phase A, copies
   // chunk c - 1's O tile out (its stmatrix writes are before the barrier), runs V_new and
   // phase B, and writes O tile c % 2 (last read by chunk c - 2's copy-out, before the barrier).
-  if (chunks > 0) issue_record(0);
-  for (int64_t c = 0; c < chunks; ++c) {
+  if (chain.chunks > 0) issue_record(0);
+  for (int64_t c = 0; c < chain.chunks; ++c) {
     cp_async_wait_all();              // record c, the only copy in flight
     wgmma::fence_proxy_async_smem();  // this thread's copies -> visible to wgmma's reads
     __syncthreads();
-    if (c + 1 < chunks) issue_record(c + 1);
+    if (c + 1 < chain.chunks) issue_record(c + 1);
     const uint32_t buf = sbase + buffer(static_cast<int>(c & 1));
     const unsigned char* rec_smem = smem + buffer(static_cast<int>(c & 1));
 
@@ -115,15 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     }
     // The decay of the state, before the groups are issued: the fp32 state registers are the
     // accumulators of B2, and ptxas serializes wgmma around any access it cannot prove safe.
-#pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-      const float2 d =
-          *reinterpret_cast<const float2*>(rec_smem + tscan::decay(state_key(lane, j, 0)));
-      st[j][0] *= d.x;
-      st[j][1] *= d.y;
-      st[j][2] *= d.x;
-      st[j][3] *= d.y;
-    }
+    tscan::decay_state(rec_smem, lane, st);
     float acc[kTokenTiles][4];
     float pq[kTokenTiles][4];
     wgmma::fence();
@@ -143,31 +107,17 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     // Under the tensor work: the previous chunk's output rows.
     if (c > 0) copy_out(c - 1);
 
-    // ---- V_new^T = U^T - acc (fp32), rounded once to bf16 once acc's group is done: vn[tile]
-    // [half] = the pair (2 half, 2 half + 1) of token tile `tile`, the form C -> A needs.
+    // ---- V_new^T = U^T - acc, rounded once to bf16, once acc's group is done.
     wgmma::wait<1>();
     uint32_t vn[kTokenTiles][2];
-#pragma unroll
-    for (int p = 0; p < kChunk / 16; ++p) {
-      uint32_t u[4];
-      ldsm_x4_trans(buf + tscan::u_trans(warp, lane, p), u);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int tile = 2 * p + (i >> 1);
-        const int half = i & 1;
-        const float2 uu = unpack_bf16(u[i]);
-        vn[tile][half] =
-            pack_bf16(uu.x - acc[tile][2 * half], uu.y - acc[tile][2 * half + 1]);
-      }
-    }
+    tscan::v_new(buf, warp, lane, acc, vn);
 
     // ---- Phases B1 (onto P^T, after the q' group in issue order) and B2 (onto the state).
     wgmma::fence();
 #pragma unroll
     for (int kt = 0; kt < kChunk / 16; ++kt) {
       uint32_t a[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) a[q] = vn[2 * kt + a_tile(q)][a_half(q)];
+      tscan::v_new_a(vn, kt, a);
       wgmma::m64n64k16_rs(pq, a, desc_sw128(buf + b1_aqk(kt), 16, kSBO));
       wgmma::m64n128k16_rs_mn(st, a, desc_sw128(buf + b2_kg(kt), kKeyHalfLBO, kSBO));
     }
@@ -175,34 +125,13 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     wgmma::wait<0>();
 
     // ---- O^T -> O tile c % 2 [token][value] (stmatrix.trans); copied out during chunk c + 1.
-#pragma unroll
-    for (int p = 0; p < kChunk / 16; ++p) {
-      uint32_t o[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int tile = 2 * p + (i >> 1);
-        const int half = i & 1;
-        o[i] = pack_bf16(pq[tile][2 * half], pq[tile][2 * half + 1]);
-      }
-      stsm_x4_trans(sbase + o_trans(warp, lane, p, static_cast<int>(c & 1)), o);
-    }
+    tscan::store_o_tile(sbase + o_tile(static_cast<int>(c & 1)), warp, lane, pq);
   }
-  if (chunks > 0) {
+  if (chain.chunks > 0) {
     __syncthreads();  // the last O tile is complete
-    copy_out(chunks - 1);
+    copy_out(chain.chunks - 1);
   }
-
-  // ---- Final state straight from the fp32 registers (initial state or zeros when empty).
-  if (args.final_state != nullptr) {
-#pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-#pragma unroll
-      for (int reg = 0; reg < 4; ++reg) {
-        args.final_state[state_offset + state_key(lane, j, reg) * kHeadDim +
-                         state_value(warp, lane, reg)] = st[j][reg];
-      }
-    }
-  }
+  tscan::store_state(args, chain, warp, lane, st);
 }
 
 }  // namespace

@@ -86,13 +86,7 @@ KDA_HD constexpr int b2_kg(int kt) { return kKG + kt * 2048; }
 inline constexpr int kSBO = 1024;
 inline constexpr int kKeyHalfLBO = kHalfTile;
 
-// O^T -> O tile `tile` (stmatrix.trans) and that tile's 16-byte row segments: scan_t.h's maps
-// moved to this kernel's O tiles.
-KDA_HD constexpr int o_trans(int warp, int lane, int p, int tile) {
-  return tscan::o_trans(warp, lane, p) - tscan::kSO + kSO + tile * kOTile;
-}
-KDA_HD constexpr int o_row(int token, int u, int tile) {
-  return tscan::o_row(token, u) - tscan::kSO + kSO + tile * kOTile;
-}
+// Base of O tile `tile` (0, 1); inside it scan_t.h's o_trans_in_tile / o_row_in_tile maps.
+KDA_HD constexpr int o_tile(int tile) { return kSO + tile * kOTile; }
 
 }  // namespace kda::detail::wscan

@@ -1,0 +1,144 @@
+// Device pieces shared by the two transposed-state SCANs, scan_t.cu (mma.sync) and scan_w.cu
+// (wgmma): the CTA's (sequence, head) chain, the register state's load, decay and store, V_new^T
+// from U^T, O^T into an O tile and the tile's rows out. Every map is scan_t.h's: warp w owns
+// value rows 16 w .. 16 w + 15 in both kernels, with mma.sync's C-fragment layout (wgmma's
+// accumulators give each warp the same fragments).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "ptx.cuh"
+#include "scan_order.cuh"
+#include "scan_t.h"
+#include "scan_v1.cuh"
+
+namespace kda::detail::tscan {
+
+inline constexpr int kKeyTiles = kHeadDim / 8;  // 16 state n-tiles per warp
+inline constexpr int kTokenTiles = kChunk / 8;  // 8 output n-tiles per warp
+
+// The (sequence, head) chain of this CTA: ranks outermost, longest sequence first
+// (scan_order.cuh), so the grid's linear block index is rank * H + head.
+struct Chain {
+  int h;
+  int64_t begin, length, chunks;
+  const char* first_record;
+  int64_t state_offset;  // of S[s][h] in the [N, H, 128, 128] states
+};
+__device__ __forceinline__ Chain cta_chain(const ScanArgs& args) {
+  const int64_t linear = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
+  const int rank = static_cast<int>(linear / args.heads);
+  const int h = static_cast<int>(linear % args.heads);
+  const int s = sequence_of_rank(args.seqs, rank);
+  const auto [begin, length, chunks, first_record] = scan_chain(args, s, h);
+  return {h, begin, length, chunks, first_record,
+          (static_cast<int64_t>(s) * args.heads + h) * kHeadDim * kHeadDim};
+}
+
+// st[j][reg] = S[state_key(lane, j, reg)][state_value(warp, lane, reg)]: the initial state, or 0.
+__device__ __forceinline__ void load_state(const ScanArgs& args, const Chain& chain, int warp,
+                                           int lane, float (&st)[kKeyTiles][4]) {
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      st[j][reg] = args.initial_state == nullptr
+                       ? 0.0f
+                       : args.initial_state[chain.state_offset +
+                                            state_key(lane, j, reg) * kHeadDim +
+                                            state_value(warp, lane, reg)];
+    }
+  }
+}
+
+// The final state straight from the fp32 registers (initial state or zeros when empty).
+__device__ __forceinline__ void store_state(const ScanArgs& args, const Chain& chain, int warp,
+                                            int lane, const float (&st)[kKeyTiles][4]) {
+  if (args.final_state == nullptr) return;
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      args.final_state[chain.state_offset + state_key(lane, j, reg) * kHeadDim +
+                       state_value(warp, lane, reg)] = st[j][reg];
+    }
+  }
+}
+
+// S^T <- S^T diag(a): key column k of the state times the record's decay a[k] (fp32, in the
+// record buffer `rec_smem`).
+__device__ __forceinline__ void decay_state(const unsigned char* rec_smem, int lane,
+                                            float (&st)[kKeyTiles][4]) {
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+    const float2 d = *reinterpret_cast<const float2*>(rec_smem + decay(state_key(lane, j, 0)));
+    st[j][0] *= d.x;
+    st[j][1] *= d.y;
+    st[j][2] *= d.x;
+    st[j][3] *= d.y;
+  }
+}
+
+// V_new^T = U^T - acc (fp32), rounded once to bf16: vn[tile][half] holds the pair of registers
+// (2 half, 2 half + 1) of token tile `tile`, the form the C -> A reuse needs. U^T comes from the
+// record buffer at shared address `buf` by ldmatrix.trans.
+__device__ __forceinline__ void v_new(uint32_t buf, int warp, int lane,
+                                      const float (&acc)[kTokenTiles][4],
+                                      uint32_t (&vn)[kTokenTiles][2]) {
+#pragma unroll
+  for (int p = 0; p < kChunk / 16; ++p) {
+    uint32_t u[4];
+    ptx::ldsm_x4_trans(buf + u_trans(warp, lane, p), u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int tile = 2 * p + (i >> 1);
+      const int half = i & 1;
+      const float2 uu = ptx::unpack_bf16(u[i]);
+      vn[tile][half] =
+          ptx::pack_bf16(uu.x - acc[tile][2 * half], uu.y - acc[tile][2 * half + 1]);
+    }
+  }
+}
+
+// The A fragment of k-step kt (tokens 16 kt .. +15) from V_new^T (C -> A).
+__device__ __forceinline__ void v_new_a(const uint32_t (&vn)[kTokenTiles][2], int kt,
+                                        uint32_t (&a)[4]) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) a[q] = vn[2 * kt + a_tile(q)][a_half(q)];
+}
+
+// O^T (bf16) -> the O tile at shared address `tile` as [token][value] rows (stmatrix.trans).
+__device__ __forceinline__ void store_o_tile(uint32_t tile, int warp, int lane,
+                                             const float (&pq)[kTokenTiles][4]) {
+#pragma unroll
+  for (int p = 0; p < kChunk / 16; ++p) {
+    uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int t = 2 * p + (i >> 1);
+      const int half = i & 1;
+      o[i] = ptx::pack_bf16(pq[t][2 * half], pq[t][2 * half + 1]);
+    }
+    ptx::stsm_x4_trans(tile + o_trans_in_tile(warp, lane, p), o);
+  }
+}
+
+// Chunk c's output rows (fewer than 64 in a tail) from the O tile at byte `tile` of `smem` to
+// global memory, as 16-byte row segments spread over the CTA's threads.
+__device__ __forceinline__ void copy_out_rows(const ScanArgs& args, const Chain& chain, int64_t c,
+                                              const unsigned char* smem, int tile, int tid,
+                                              int threads) {
+  const int64_t left = chain.length - c * kChunk;
+  const int n = left < kChunk ? static_cast<int>(left) : kChunk;
+  for (int e = tid; e < n * (kHeadDim / 8); e += threads) {
+    const int token = e >> 4;
+    const int u = e & 15;
+    *reinterpret_cast<uint4*>(args.out + (chain.begin + c * kChunk + token) * args.out_stride +
+                              static_cast<int64_t>(chain.h) * kHeadDim + 8 * u) =
+        *reinterpret_cast<const uint4*>(smem + (tile + o_row_in_tile(token, u)));
+  }
+}
+
+}  // namespace kda::detail::tscan
