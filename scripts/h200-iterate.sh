@@ -6,7 +6,7 @@
 set -uo pipefail
 OUT=${OUT:?OUT must be set}
 bin=${BIN:-build/release/bin}
-v=${VARIANT:-v2_mma}
+v=${VARIANT:-v2w_mma}
 r=$OUT/iter; mkdir -p "$r"
 run() { local name=$1; shift; local t0=$SECONDS; timeout 200 "$@" > "$r/$name.log" 2>&1; echo "$name rc=$? $((SECONDS - t0))s" | tee -a "$r/summary.txt"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$r/machine.txt" 2>&1

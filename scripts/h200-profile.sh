@@ -8,7 +8,7 @@
 set -uo pipefail
 OUT=${OUT:?OUT must be set}
 bin=${BIN:-build/release/bin}
-kernels=${KERNELS:-prep_v2_kernel scan_v1_kernel}
+kernels=${KERNELS:-prep_v2_kernel scan_w_kernel}
 shapes=("$@"); (( ${#shapes[@]} )) || shapes=(h96-fixed h64-uniform8)
 p=$OUT/prof; mkdir -p "$p"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$p/machine.txt" 2>&1
@@ -17,7 +17,7 @@ for s in "${shapes[@]}"; do
     name=$s-$k
     timeout 150 ncu --clock-control none -k "regex:$k" -c 1 --set full \
       --import-source yes -o "$p/$name" -f \
-      "$bin/kda-check" --only "$s" --backend fused --variant "${VARIANT:-v2_mma}" > "$p/$name.log" 2>&1
+      "$bin/kda-check" --only "$s" --backend fused --variant "${VARIANT:-v2w_mma}" > "$p/$name.log" 2>&1
     echo "$name rc=$?"
     ncu -i "$p/$name.ncu-rep" --page details > "$p/$name-details.txt" 2>&1
     ncu -i "$p/$name.ncu-rep" --page source --csv --print-source cuda > "$p/$name-src-cuda.csv" 2>&1

@@ -6,7 +6,9 @@
 #     full: everything below; quick: no contract kda-check, no sanitizers; sanitize: only the
 #     compute-sanitizer runs (SAN_TOOLS, SANITIZE_SHAPES; SAN_TESTS=ops|all|0: test_kda_gpu's
 #     gate_cumsum and l2norm tests (default), all of it, or none)
-# Environment: VARIANTS (kernel variants, the last one is benched with stages), REPEAT=1 (a
+# Environment: VARIANTS (kernel variants, default "v2_mma v2w_mma": the last one, the library's
+# default, is benched with stages), STATES=1 (also time shapes/contract-states.yaml, verified:
+# the state-overhead rows of performance target 4), REPEAT=1 (a
 # second kda-bench contract run, stages included, and `compare` against the first: SAME on every
 # row expected), ALLMODES=0 (skip the all-modes run), GBENCH=0 (skip the kda-gbench JSON run),
 # SOAK=SECONDS (kda-check --soak on the contract: 18 shape-paths x SECONDS; in full mode the
@@ -39,7 +41,7 @@ step() {  # step SECONDS NAME CMD...: runs with a time limit, logs to $r/NAME.lo
   local rc=$?
   echo "$name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$summary"
 }
-variants=(${VARIANTS:-v0_fp32 v1_mma v2_mma})
+variants=(${VARIANTS:-v2_mma v2w_mma})
 vargs=()
 for v in "${variants[@]}"; do vargs+=(--variant "$v"); done
 if [[ $mode != sanitize ]]; then
@@ -67,6 +69,10 @@ if [[ -x $bin/kda-bench ]]; then
       --no-verify --csv "$r/bench-contract-$v.csv" --force
     step 30 "bench-compare-$v" "$bin/kda-bench" compare "$r/bench-contract-$v.csv" "$r/bench-contract.csv"
   done
+  if [[ ${STATES:-0} == 1 ]]; then  # the fixed shapes with initial and final state
+    step 150 bench-states "$bin/kda-bench" --variant "$main" --shapes shapes/contract-states.yaml \
+      ${BENCH_ARGS:-} --md "$r/bench-states.md" --csv "$r/bench-states.csv" --force
+  fi
   if [[ ${REPEAT:-0} == 1 ]]; then  # run B of the same binary: compare must say SAME everywhere
     step 150 bench-contract-repeat "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml \
       --stages --no-verify ${BENCH_ARGS:-} --csv "$r/bench-contract-repeat.csv" --force
