@@ -1,5 +1,6 @@
-// Warpgroup MMA (wgmma, sm_90a only) for the SCAN of v2w_mma (scan_w.cu): shared-memory matrix
-// descriptors and the two register-A shapes that kernel issues. PTX ISA facts used:
+// Warpgroup MMA (wgmma, sm_90a only) for the SCAN of v2w_mma (scan_w.cu): the fences and groups,
+// and the register-A shapes that kernel issues (m64n64k16 accumulating or starting from zero,
+// m64n128k16 with an MN-major B). PTX ISA facts used:
 //   - wgmma.mma_async m64nNk16, bf16 in, fp32 accumulate, issued by the 4 warps of a warpgroup;
 //     warp w of the group owns rows 16 w .. 16 w + 15 of A and D. The register A fragment of a
 //     warp is mma.sync m16n8k16's (mma_layout.h), and D register 4 j + r of a thread is mma.sync
@@ -18,7 +19,9 @@
 
 namespace kda::detail::wgmma {
 
-__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
