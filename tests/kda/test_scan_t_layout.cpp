@@ -225,14 +225,17 @@ struct Emulator {
             }
           }
         }
-        stmatrix_x4(smem, per_lane([&](int l) { return ts::o_trans(w, l, p); }), regs, true);
+        stmatrix_x4(smem,
+                    per_lane([&](int l) { return ts::kSO + ts::o_trans_in_tile(w, l, p); }), regs,
+                    true);
       }
     }
     out.assign(static_cast<size_t>(kC * kD), std::nan(""));
     for (int t = 0; t < kC; ++t) {
       for (int u = 0; u < kD / 8; ++u) {
         for (int e = 0; e < 8; ++e) {
-          out[static_cast<size_t>(t * kD + 8 * u + e)] = smem.at(ts::o_row(t, u) + 2 * e);
+          out[static_cast<size_t>(t * kD + 8 * u + e)] =
+              smem.at(ts::kSO + ts::o_row_in_tile(t, u) + 2 * e);
         }
       }
     }
@@ -283,7 +286,7 @@ TEST(ScanTLayout, RegionsAndCopies) {
   // Every (token, value) of the O tile has exactly one 16-byte row segment slot per 8 values.
   std::set<int> slots;
   for (int t = 0; t < kC; ++t) {
-    for (int u = 0; u < kD / 8; ++u) slots.insert(ts::o_row(t, u));
+    for (int u = 0; u < kD / 8; ++u) slots.insert(ts::kSO + ts::o_row_in_tile(t, u));
   }
   EXPECT_EQ(static_cast<int>(slots.size()), kC * kD / 8);
   EXPECT_EQ(*slots.begin(), ts::kSO);

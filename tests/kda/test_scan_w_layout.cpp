@@ -52,7 +52,7 @@ struct Smem {
   uint16_t at(uint32_t addr) const {
     const uint32_t swizzled = addr ^ (((addr >> 7) & 7) << 4);
     EXPECT_GE(swizzled, base);
-    EXPECT_LT(swizzled + 2, base + bytes.size() + 1);
+    EXPECT_LE(swizzled + 2, base + bytes.size());
     uint16_t v = 0;
     std::memcpy(&v, &bytes[swizzled - base], 2);
     return v;
@@ -69,7 +69,9 @@ Desc decode(uint64_t desc) {
           static_cast<uint32_t>((desc >> 16) & 0x3FFF) << 4,
           static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4};
 }
-uint32_t kmajor(const Desc& d, int n, int k) { return d.start + 128 * (n % 8) + d.sbo * (n / 8) + 2 * k; }
+uint32_t kmajor(const Desc& d, int n, int k) {
+  return d.start + 128 * (n % 8) + d.sbo * (n / 8) + 2 * k;
+}
 uint32_t mnmajor(const Desc& d, int n, int k) {
   return d.start + 2 * (n % 64) + d.lbo * (n / 64) + 128 * (k % 8) + d.sbo * (k / 8);
 }
@@ -105,7 +107,9 @@ TEST(ScanWLayout, DescriptorsFetchTheOperands) {
     const uint32_t buf = sbase + b;
     int mismatches = 0;
     auto expect = [&](uint16_t got, uint16_t want, const std::string& what) {
-      if (got != want && ++mismatches <= 5) ADD_FAILURE() << what << ": got tag " << got << ", want " << want;
+      if (got != want && ++mismatches <= 5) {
+        ADD_FAILURE() << what << ": got tag " << got << ", want " << want;
+      }
     };
     for (int ks = 0; ks < kD / 16; ++ks) {  // phase A: B[k = key][n = token] = W[n][16 ks + k]
       const Desc w = decode(ws::desc_sw128(buf + ws::a_w(ks), 16, ws::kSBO));

@@ -93,15 +93,6 @@ __device__ __forceinline__ uint4 pack8_f16(const float (&x)[8]) {
                     pack_f16(x[6], x[7]));
 }
 
-// The fused q norm, deferred (kda-forward.md §4.4): returns r = 1 / sqrt(sum x^2 + 1e-6) for the
-// row held by kLanes consecutive threads, and leaves x as it is, or, when the plain fp32 sum of
-// squares overflows on a finite row (max|x| >~ 2^63), scaled by the exact power of two 2^-e
-// (max|x| = f 2^e, f in [0.5, 1)) with r computed for the scaled row, so that r x is the
-// normalized row either way and r stays a normal float. A NaN anywhere gives r = NaN (the whole
-// row NaN, as the reference); an inf gives r = 0 (inf 0 = NaN there, 0 elsewhere, as the
-// reference). Tiny rows need no scaling: their sum of squares is negligible against 1e-6.
-// All 32 lanes of the warp must call it (the shuffles sit outside the row-dependent branches).
-// `rescaled` says whether x changed (uniform in the group).
 // One thread's share of a row's sum of squares: 4 partial sums (ILP), added in a fixed order.
 template <int kN>
 __device__ __forceinline__ float partial_ssq(const float (&x)[kN]) {
@@ -111,6 +102,15 @@ __device__ __forceinline__ float partial_ssq(const float (&x)[kN]) {
   return (part[0] + part[1]) + (part[2] + part[3]);
 }
 
+// The fused q norm, deferred (kda-forward.md §4.4): returns r = 1 / sqrt(sum x^2 + 1e-6) for the
+// row held by kLanes consecutive threads, and leaves x as it is, or, when the plain fp32 sum of
+// squares overflows on a finite row (max|x| >~ 2^63), scaled by the exact power of two 2^-e
+// (max|x| = f 2^e, f in [0.5, 1)) with r computed for the scaled row, so that r x is the
+// normalized row either way and r stays a normal float. A NaN anywhere gives r = NaN (the whole
+// row NaN, as the reference); an inf gives r = 0 (inf 0 = NaN there, 0 elsewhere, as the
+// reference). Tiny rows need no scaling: their sum of squares is negligible against 1e-6.
+// All 32 lanes of the warp must call it (the shuffles sit outside the row-dependent branches).
+// `rescaled` says whether x changed (uniform in the group).
 template <int kLanes, int kN>
 __device__ __forceinline__ float deferred_row_norm(float (&x)[kN], bool& rescaled) {
   auto row_ssq = [&x] { return group_sum<kLanes>(partial_ssq(x)); };

@@ -114,16 +114,12 @@ KDA_HD constexpr int decay(int key) { return static_cast<int>(kRec1A) + 4 * key;
 // (value g [+8], tokens 2t, 2t + 1) goes to O[token][value]. One x4 = token tiles 2 p, 2 p + 1 of
 // the warp's 16 values, register i = tile 2 p + (i >> 1), values half (i & 1); lanes 8 i .. 8 i + 7
 // address the 8 token rows of matrix i.
-// The *_in_tile forms are relative to the O tile's base (shared with scan_w.h's O tiles).
+// Bytes from the O tile's base (scan_t's tile at kSO, scan_w.h's two tiles).
 KDA_HD constexpr int o_trans_in_tile(int warp, int lane, int p) {
   const int i = lane >> 3;
   return 2 * swz128(16 * p + 8 * (i >> 1) + (lane & 7), 16 * warp + 8 * (i & 1));
 }
-KDA_HD constexpr int o_trans(int warp, int lane, int p) {
-  return kSO + o_trans_in_tile(warp, lane, p);
-}
-// O row segment u (0..15: 8 values, 16 bytes) of token row `token` in the output tile.
+// O row segment u (0..15: 8 values, 16 bytes) of token row `token`, from the O tile's base.
 KDA_HD constexpr int o_row_in_tile(int token, int u) { return 2 * swz128(token, 8 * u); }
-KDA_HD constexpr int o_row(int token, int u) { return kSO + o_row_in_tile(token, u); }
 
 }  // namespace kda::detail::tscan
