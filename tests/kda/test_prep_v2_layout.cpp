@@ -469,8 +469,9 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
 // Phases 2, 3 and 5 together write every bf16 of the record exactly once (phase 2's q', kg pairs
 // and a included), so no stale bytes of an earlier chunk survive in a reused workspace.
 // Phase 2a's fused q norm: each warp's 8 sums of squares as the diagonal of X X^T (mma.sync with
-// one ldmatrix.x2 per k-step serving as both A and B). The rows are exactly the ones phase 2
-// gives the warp's half warps, each diagonal lands in one lane, and the values are the row sums.
+// one ldmatrix.x4 per k-step serving as both A and B). The rows are exactly the ones the warp
+// loads itself (2a runs before the CTA's load barrier), each diagonal lands in one lane, the
+// values are the row sums, and no ldmatrix phase has a shared-memory bank conflict.
 TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> value(-9, 9);
@@ -480,23 +481,34 @@ TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
     for (int c = 0; c < kD; ++c) smem.at(v2::sq(i, c)) = q[i][c] = value(rng);
   }
   std::set<int> all_rows;
+  std::set<std::pair<int, int>> loaded_units;
   for (int warp = 0; warp < 8; ++warp) {
-    std::set<int> rows, phase2_rows;
+    std::set<int> rows, loaded_rows;
     for (int j = 0; j < 8; ++j) rows.insert(v2::ssq_row(warp, j));
-    for (int tid = 32 * warp; tid < 32 * warp + 32; ++tid) {
-      for (int k = 0; k < 4; ++k) phase2_rows.insert(tid / 16 + 16 * k);
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int it = 0; it < 4; ++it) {
+        const int row = v2::q_load_row(warp, lane, it);
+        loaded_rows.insert(row);
+        EXPECT_TRUE(loaded_units.insert({row, v2::q_load_col(lane)}).second)
+            << "q unit loaded twice: warp " << warp << " lane " << lane << " it " << it;
+      }
     }
-    EXPECT_EQ(rows, phase2_rows) << "warp " << warp;
+    EXPECT_EQ(rows, loaded_rows) << "warp " << warp << " reads only rows it loaded";
     all_rows.insert(rows.begin(), rows.end());
     static_assert(v2::kSsqChains == 4, "the kernel adds (0 + 1) + (2 + 3)");
     std::array<Acc, v2::kSsqChains> chains{};
     for (int ks = 0; ks < kD / 16; ++ks) {
-      // ldmatrix.x2 = the x4 model's matrices 0 and 1 (lanes 16..31 repeat lanes 0..15).
-      const Frag4 x = ldmatrix_x4(
-          smem, per_lane([&](int l) { return v2::ssq_ldsm(warp, l & 15, ks); }), /*trans=*/false);
-      Frag4 a{};
-      for (int l = 0; l < 32; ++l) a[l] = {x[l][0], x[l][0], x[l][1], x[l][1]};
-      run_mma(chains[ks % v2::kSsqChains], a, x, /*b_reg0=*/0);
+      const auto address = per_lane([&](int l) { return v2::ssq_ldsm(warp, l, ks); });
+      // Each matrix's 8 row addresses (one shared-memory wavefront when conflict-free) fall in
+      // 8 distinct 16-byte bank groups.
+      for (int m = 0; m < 4; ++m) {
+        std::set<int> groups;
+        for (int l = 8 * m; l < 8 * m + 8; ++l) groups.insert((address[l] / 16) % 8);
+        EXPECT_EQ(groups.size(), 8u) << "bank conflict: warp " << warp << " ks " << ks;
+      }
+      // One ldmatrix.x4: the registers are the A fragment, registers 0 and 1 the B fragment.
+      const Frag4 x = ldmatrix_x4(smem, address, /*trans=*/false);
+      run_mma(chains[ks % v2::kSsqChains], x, x, /*b_reg0=*/0);
     }
     Acc acc{};
     for (int l = 0; l < 32; ++l) {
@@ -516,6 +528,7 @@ TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
     EXPECT_EQ(holders, 8);
   }
   EXPECT_EQ(all_rows.size(), static_cast<size_t>(kC)) << "the 8 warps cover every row once";
+  EXPECT_EQ(loaded_units.size(), static_cast<size_t>(kC * kD / 8)) << "every q unit is loaded";
 }
 
 TEST(PrepV2Layout, RecordIsExactlyCovered) {

@@ -152,98 +152,101 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 
   // ---- 1. Load. q, k, v (bf16, kept as bf16: exact) and G (fp32) go straight to shared memory
   // with 16-byte cp.async (the validated strides keep every row 16-byte aligned); rows >= n: q,
-  // k, v zero by selection, G = G_{n-1}. q arrives un-normalized on the fused path too: its row
-  // norm is taken in phase 2, off this phase's wait for global memory.
-  {
-    const int64_t head_offset = static_cast<int64_t>(h) * kD;
-    for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
-      const int i = e >> 4;
-      const int c = (e & 15) * 8;
+  // k, v zero by selection, G = G_{n-1}. q arrives un-normalized on the fused path too. Each warp
+  // loads its own 8 rows of q first, in a cp.async group of their own, so that the fused norm's
+  // pass 2a runs on them while k, v and G are still in flight.
+  const int64_t head_offset = static_cast<int64_t>(h) * kD;
+#pragma unroll
+  for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 rows of 16 units each
+    const int i = q_load_row(warp, lane, it);
+    const int c = q_load_col(lane);
+    if (i < n) {
       const int64_t token = chunk.first_token + i;
-      if (i < n) {
-        cp_async16(smem_u32(smem + sq(i, c)), args.q + token * args.q_stride + head_offset + c);
-        cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
-        cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
-      } else {
-        *reinterpret_cast<uint4*>(smem + sq(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-        *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-        *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-      }
+      cp_async16(smem_u32(smem + sq(i, c)), args.q + token * args.q_stride + head_offset + c);
+    } else {
+      *reinterpret_cast<uint4*>(smem + sq(i, c)) = make_uint4(0u, 0u, 0u, 0u);
     }
-    for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
-      const int i = e >> 5;
-      const int c = (e & 31) * 4;
-      const int64_t g_token = chunk.first_token + min(i, n - 1);
-      cp_async16(smem_u32(smem + sg(i, c)), args.gate + (g_token * args.heads + h) * kD + c);
-    }
-    cp_async_commit();
   }
+  cp_async_commit();
+  for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
+    const int i = e >> 4;
+    const int c = (e & 15) * 8;
+    const int64_t token = chunk.first_token + i;
+    if (i < n) {
+      cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
+      cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
+    } else {
+      *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
+    const int i = e >> 5;
+    const int c = (e & 31) * 4;
+    const int64_t g_token = chunk.first_token + min(i, n - 1);
+    cp_async16(smem_u32(smem + sg(i, c)), args.gate + (g_token * args.heads + h) * kD + c);
+  }
+  cp_async_commit();
   if (tid < kC) {
     stf(smem, kSBeta + 4 * tid,
         tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
   }
-  cp_async_wait_all();
-  __syncthreads();
 
-  // ---- 2a. Row factors scale r_i of q, in phase 2's unit map: thread tid owns channels
-  // d0 = 8 (tid % 16) .. d0 + 7 of rows tid / 16 + 16 k, k = 0..3, so the half warp of a row
-  // writes its factor and reads it back in phase 2 (a __syncwarp, no CTA barrier).
+  // ---- 2a. Row factors scale r_i of q, one per row, read by phase 2 after the load barrier.
   //   The fused q norm is deferred: q stays as loaded (or, for a row whose fp32 sum of squares
   // overflows, scaled by an exact power of two and written back for phase 2 and the grams) and
   // its factor scale r_i multiplies q' in phase 2 and the A_qk row in phase 3, in fp32 before
   // their bf16 rounding. The explicit path's factor is scale (r_i = 1: q arrives normalized).
   // Rows >= n hold zeros: their r_i = 1e3 multiplies nothing.
-  {
-    constexpr int kRows = kC * kD / 8 / kThreads;  // rows per thread
-    const int d0 = 8 * (tid & 15);
-    const int row0 = tid >> 4;
-    auto put_factor = [&](int k, float factor) {  // lane 0 of the half warp
-      if ((tid & 15) == 0) stf(smem, kSQScale + 4 * (row0 + 16 * k), factor);
-    };
-    if (args.fuse_q_l2norm) {  // uniform
-      // The warp's 8 rows' sums of squares as the diagonal of X X^T on the tensor cores, X = the
-      // rows [8][128] (bf16 products are exact in the fp32 accumulation; prep_v2.h ssq_*): per
-      // k16 step one ldmatrix.x2 gives the A fragment halves a0 (cols 2t, 2t + 1 of row g) and
-      // a2 (cols 8 + 2t, +1), which are also B's b0 and b1 (B = X^T: k 2t, 2t + 1 of column
-      // n = g); A's rows 8..15 repeat rows 0..7. About 30 warp instructions for 8 rows where
-      // the half-warp sums and butterflies took ~120 (docs/perf-notes.md v2.7).
-      // Four accumulators (k-steps ks % 4), added in a fixed order: the 2a pass sits between the
-      // load barrier and phase 2, so its latency is a chain of 2 mma, not 8.
-      float diag[kSsqChains][4] = {};
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        uint32_t x[2];
-        ldsm_x2(smem_u32(smem + ssq_ldsm(warp, lane, ks)), x);
-        const uint32_t a[4] = {x[0], x[0], x[1], x[1]};
-        mma_bf16(diag[ks % kSsqChains], a, x[0], x[1]);
-      }
-      const bool odd = ssq_diagonal_reg(lane) != 0;  // selects, not an index: no local memory
-      const bool holds_diagonal = ssq_holds_diagonal(lane);
-      float part[kSsqChains];
-#pragma unroll
-      for (int c = 0; c < kSsqChains; ++c) part[c] = odd ? diag[c][1] : diag[c][0];
-      const float ssq = (part[0] + part[1]) + (part[2] + part[3]);
-      // Rare: a huge or non-finite row in this warp (an fp32 sum of squares that overflowed):
-      // the half-warp path that rescales such rows by a power of two.
-      if (__any_sync(0xffffffffu, holds_diagonal && isinf(ssq))) {
-#pragma unroll 1
-        for (int k = 0; k < kRows; ++k) {
-          float qv[8];
-          load8_bf16(smem, sq(row0 + 16 * k, d0), qv);
-          bool rescaled = false;
-          put_factor(k, kScale * deferred_row_norm<16>(qv, rescaled));  // same sums, rescaling
-          if (rescaled) *reinterpret_cast<uint4*>(smem + sq(row0 + 16 * k, d0)) = pack8_bf16(qv);
-        }
-      } else if (holds_diagonal) {
-        stf(smem, kSQScale + 4 * ssq_row(warp, lane >> 2),
-            kScale * __frsqrt_rn(ssq + kL2NormEps));
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < kRows; ++k) put_factor(k, kScale);
-    }
+  if (args.fuse_q_l2norm) {  // uniform
+    // Only this warp's rows are read, and this warp loaded them: its group's wait and a
+    // __syncwarp order the copies (and the zero stores of rows >= n) before the ldmatrix.
+    cp_async_wait_pending<1>();
     __syncwarp();
+    // The warp's 8 rows' sums of squares as the diagonal of X X^T on the tensor cores, X = the
+    // rows [8][128] (bf16 products are exact in the fp32 accumulation; prep_v2.h ssq_*): per
+    // k16 step one ldmatrix.x4 gives the A fragment (a0 = cols 2t, 2t + 1 of row g, a2 = cols
+    // 8 + 2t, +1; rows 8..15 scrambled, their C rows unused), and registers 0, 1 are B's b0,
+    // b1 (B = X^T: k 2t, 2t + 1 of column n = g). Four accumulators (k-steps ks % 4), added in
+    // a fixed order. The factor takes the MUFU rsqrt (relative error < 2^-22, far below the
+    // bf16 rounding of q' that follows) instead of the correctly rounded one's ~20 instructions
+    // (docs/perf-notes.md v2.7 - v2.9).
+    float diag[kSsqChains][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t x[4];
+      ldsm_x4(smem_u32(smem + ssq_ldsm(warp, lane, ks)), x);
+      mma_bf16(diag[ks % kSsqChains], x, x[0], x[1]);
+    }
+    const bool odd = ssq_diagonal_reg(lane) != 0;  // selects, not an index: no local memory
+    const bool holds_diagonal = ssq_holds_diagonal(lane);
+    float part[kSsqChains];
+#pragma unroll
+    for (int c = 0; c < kSsqChains; ++c) part[c] = odd ? diag[c][1] : diag[c][0];
+    const float ssq = (part[0] + part[1]) + (part[2] + part[3]);
+    // Rare: a huge or non-finite row in this warp (an fp32 sum of squares that overflowed):
+    // the half-warp path that rescales such rows by a power of two, on the same 8 rows (half
+    // warp h takes the warp's rows 2 k + h, the ones its lanes loaded).
+    if (__any_sync(0xffffffffu, holds_diagonal && isinf(ssq))) {
+#pragma unroll 1
+      for (int it = 0; it < kC / 8 / 2; ++it) {
+        const int i = q_load_row(warp, lane, it);
+        const int c = q_load_col(lane);
+        float qv[8];
+        load8_bf16(smem, sq(i, c), qv);
+        bool rescaled = false;
+        const float factor = kScale * deferred_row_norm<16>(qv, rescaled);  // same sums
+        if ((lane & 15) == 0) stf(smem, kSQScale + 4 * i, factor);
+        if (rescaled) *reinterpret_cast<uint4*>(smem + sq(i, c)) = pack8_bf16(qv);
+      }
+    } else if (holds_diagonal) {
+      stf(smem, kSQScale + 4 * ssq_row(warp, lane >> 2), kScale * rsqrtf(ssq + kL2NormEps));
+    }
+  } else if (tid < kC) {
+    stf(smem, kSQScale + 4 * tid, kScale);
   }
+  cp_async_wait_all();
+  __syncthreads();
 
   // ---- 2. q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); the column
   // operands of the grams; the zero upper blocks of A_qk. One unit = one row and 8 consecutive
@@ -252,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   for (int u = tid; u < kC * kD / 8; u += kThreads) {
     const int i = u >> 4;
     const int d0 = 8 * (u & 15);
-    const float rq = ldf(smem, kSQScale + 4 * i);  // written by this half warp in 2a
+    const float rq = ldf(smem, kSQScale + 4 * i);  // 2a, before the load barrier
     float qv[8];
     load8_bf16(smem, sq(i, d0), qv);
     uint4 qp_bits = make_uint4(0u, 0u, 0u, 0u);

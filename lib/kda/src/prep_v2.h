@@ -75,13 +75,24 @@ KDA_HD constexpr int sa(int row, int col) { return kSA + 4 * (row * kLdA + col);
 KDA_HD constexpr int sx(int row, int col) { return kSX + 4 * (row * kLdX + col); }
 
 // ---- 2a (fused q norm): the sums of squares of a warp's 8 rows of q as the diagonal of X X^T on
-// mma.sync. The rows are the ones phase 2's unit map gives the warp (half warp h of warp w owns
-// rows 2 w + h + 16 k): row j of X (j = 0..7) is q row ssq_row(w, j).
-KDA_HD constexpr int ssq_row(int warp, int j) { return 2 * warp + (j & 1) + 16 * (j >> 1); }
-// ldmatrix.x2 row address of `lane` at k-step ks: matrix m = (lane >> 3) & 1 is columns
-// 16 ks + 8 m .. +7 of X's rows (row lane & 7): register 0 = a0 = b0, register 1 = a2 = b1.
+// mma.sync. Warp w owns q rows 8 w .. 8 w + 7: it loads them (its own cp.async group, so 2a runs
+// while k, v and G are still in flight, ordered by a __syncwarp) and row j of X is q row
+// ssq_row(w, j). Eight consecutive rows of a 272-byte pitch (17 16-byte units) start in 8
+// distinct 16-byte bank groups, so every 8-row ldmatrix phase is conflict-free.
+KDA_HD constexpr int ssq_row(int warp, int j) { return 8 * warp + j; }
+// Row and 16-byte column unit of warp `warp`'s q load number `it` (0..3) by `lane`: two rows of
+// 256 contiguous bytes per instruction.
+KDA_HD constexpr int q_load_row(int warp, int lane, int it) {
+  return 8 * warp + 2 * it + (lane >> 4);
+}
+KDA_HD constexpr int q_load_col(int lane) { return 8 * (lane & 15); }
+// ldmatrix.x4 row address of `lane` at k-step ks: matrices 0 and 3 are columns 16 ks .. +7 of
+// X's rows (row lane & 7), matrices 1 and 2 columns 16 ks + 8 .. +15. Registers {0, 1} = {lo, hi}
+// are B's {b0, b1}, and all four are an A fragment whose rows 0..7 are X (a0 = lo, a2 = hi); its
+// rows 8..15 (a1 = hi, a3 = lo) are scrambled, which only touches C rows 8..15, never read. One
+// instruction and no register moves to assemble the operands.
 KDA_HD constexpr int ssq_ldsm(int warp, int lane, int ks) {
-  return sq(ssq_row(warp, lane & 7), 16 * ks + 8 * ((lane >> 3) & 1));
+  return sq(ssq_row(warp, lane & 7), 16 * ks + 8 * (((lane >> 3) ^ (lane >> 4)) & 1));
 }
 // C[j][j] sits in lane 4 j + j / 2, accumulator register j & 1 (c0, c1 = row g, cols 2t, 2t + 1).
 KDA_HD constexpr bool ssq_holds_diagonal(int lane) { return (lane & 3) == ((lane >> 2) >> 1); }
