@@ -155,58 +155,36 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   // k, v zero by selection, G = G_{n-1}. q arrives un-normalized on the fused path too. Each warp
   // loads its own 8 rows of q first, in a cp.async group of their own, so that the fused norm's
   // pass 2a runs on them while k, v and G are still in flight.
-  // Each thread's source pointers are formed once (64-bit token x stride products) and advanced
-  // by a fixed number of rows per copy: recomputed per copy, the address arithmetic of ~20 copies
-  // per thread made phase 1 ~4.5 k warp instructions per CTA (docs/perf-notes.md v2.10).
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
-  {
-    const int i0 = q_load_row(warp, lane, 0);  // rows i0 + 2 it
-    const int c = q_load_col(lane);
-    const __nv_bfloat16* src = args.q + (chunk.first_token + i0) * args.q_stride + head_offset + c;
-    const int64_t step = 2 * args.q_stride;
 #pragma unroll
-    for (int it = 0; it < kC / 8 / 2; ++it, src += step) {  // 4 copies: 2 rows of 16 units each
-      const int i = i0 + 2 * it;
-      static_assert(q_load_row(0, 0, 1) - q_load_row(0, 0, 0) == 2, "q rows advance by 2");
-      if (i < n) {
-        cp_async16(smem_u32(smem + sq(i, c)), src);
-      } else {
-        *reinterpret_cast<uint4*>(smem + sq(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-      }
+  for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 rows of 16 units each
+    const int i = q_load_row(warp, lane, it);
+    const int c = q_load_col(lane);
+    if (i < n) {
+      const int64_t token = chunk.first_token + i;
+      cp_async16(smem_u32(smem + sq(i, c)), args.q + token * args.q_stride + head_offset + c);
+    } else {
+      *reinterpret_cast<uint4*>(smem + sq(i, c)) = make_uint4(0u, 0u, 0u, 0u);
     }
   }
   cp_async_commit();
-  {
-    const int i0 = tid >> 4;  // rows i0 + 16 it, 16 units of 8 bf16 per row
-    const int c = (tid & 15) * 8;
-    const int64_t token = chunk.first_token + i0;
-    const __nv_bfloat16* k_src = args.k + token * args.k_stride + head_offset + c;
-    const __nv_bfloat16* v_src = args.v + token * args.v_stride + head_offset + c;
-    const int64_t k_step = 16 * args.k_stride;
-    const int64_t v_step = 16 * args.v_stride;
-#pragma unroll
-    for (int it = 0; it < kC / 16; ++it, k_src += k_step, v_src += v_step) {
-      const int i = i0 + 16 * it;
-      if (i < n) {
-        cp_async16(smem_u32(smem + sk(i, c)), k_src);
-        cp_async16(smem_u32(smem + sv(i, c)), v_src);
-      } else {
-        *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-        *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-      }
+  for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
+    const int i = e >> 4;
+    const int c = (e & 15) * 8;
+    const int64_t token = chunk.first_token + i;
+    if (i < n) {
+      cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
+      cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
+    } else {
+      *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
     }
   }
-  {
-    const int i0 = tid >> 5;  // rows i0 + 8 it, 32 units of 4 floats per row; rows >= n: G_{n-1}
-    const int c = (tid & 31) * 4;
-    const float* g_src = args.gate + (chunk.first_token * args.heads + h) * kD + c;
-    const int row_elems = args.heads * kD;  // heads <= 65535 (validated): < 2^23
-#pragma unroll
-    for (int it = 0; it < kC / 8; ++it) {
-      const int i = i0 + 8 * it;
-      cp_async16(smem_u32(smem + sg(i, c)),
-                 g_src + static_cast<int64_t>(min(i, n - 1)) * row_elems);
-    }
+  for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
+    const int i = e >> 5;
+    const int c = (e & 31) * 4;
+    const int64_t g_token = chunk.first_token + min(i, n - 1);
+    cp_async16(smem_u32(smem + sg(i, c)), args.gate + (g_token * args.heads + h) * kD + c);
   }
   cp_async_commit();
   if (tid < kC) {
