@@ -15,7 +15,8 @@
 //
 // Phases (barriers between them):
 //   1  load q, k, v (bf16), G (fp32), beta; rows >= n: zeros by selection, G = G_{n-1}
-//   2a the fused path's row factors r_i = 1 / |q_i| (deferred: q itself is never normalized)
+//   2a the fused path's row factors r_i = 1 / |q_i| (deferred: q itself is never normalized), each
+//      warp on its own 8 rows of q, before the load barrier (k, v, G still in flight)
 //   2  q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}), the grams' column
 //      operands, zero upper blocks of A_qk
 //   3  grams: warp w runs block pairs w and w + 8 (prep_v2.h); A_qk -> record, A_kk -> smem fp32
