@@ -80,10 +80,10 @@ KDA_HD constexpr int sx(int row, int col) { return kSX + 4 * (row * kLdX + col);
 // ssq_row(w, j). Eight consecutive rows of a 272-byte pitch (17 16-byte units) start in 8
 // distinct 16-byte bank groups, so every 8-row ldmatrix phase is conflict-free.
 KDA_HD constexpr int ssq_row(int warp, int j) { return 8 * warp + j; }
-// Row and 16-byte column unit of warp `warp`'s q load number `it` (0..3) by `lane`: two rows of
-// 256 contiguous bytes per instruction.
+// Row and 16-byte column unit of warp `warp`'s q load number `it` (0..3) by `lane`: two of the
+// warp's own rows, 256 contiguous bytes each, per instruction.
 KDA_HD constexpr int q_load_row(int warp, int lane, int it) {
-  return 8 * warp + 2 * it + (lane >> 4);
+  return ssq_row(warp, 2 * it + (lane >> 4));
 }
 KDA_HD constexpr int q_load_col(int lane) { return 8 * (lane & 15); }
 // ldmatrix.x4 row address of `lane` at k-step ks: matrices 0 and 3 are columns 16 ks .. +7 of
