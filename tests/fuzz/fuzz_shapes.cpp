@@ -2,6 +2,7 @@
 // A refusal must be a ShapeFileError; anything else escaping (a yaml-cpp exception, a crash, a
 // sanitizer report, a hang) is a bug. An accepted file must satisfy the invariants the tools
 // rely on (sizes positive, offsets int32 and consistent).
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -38,6 +39,15 @@ void check_invariants(const kda::harness::ShapeFile& file) {
       check(s.q_rows.min_scale > 0 && s.q_rows.max_scale >= s.q_rows.min_scale);
       check(s.q_rows.zero_rows >= 0);
     }
+    // The gate recipe: finite ranges in order, a lower bound inside the contract, a_log whose
+    // exp stays finite in fp32; the parser reads no file (values come with load_shape_file).
+    const kda::harness::GateRecipe& g = s.gate;
+    check(std::isfinite(g.a_log.lo) && g.a_log.lo <= g.a_log.hi && g.a_log.hi <= 88.0);
+    check(std::isfinite(g.dt_bias.lo) && g.dt_bias.lo <= g.dt_bias.hi && std::isfinite(g.dt_bias.hi));
+    check(g.lower_bound >= -5.9148559407783 && g.lower_bound <= 0.0);
+    check(std::isfinite(g.raw_mean) && std::isfinite(g.raw_std) && g.raw_std >= 0.0);
+    check(g.a_log_values.empty() && g.dt_bias_values.empty());
+    check(kda::harness::gate_preset(g.preset).has_value());
   }
 }
 

@@ -374,5 +374,95 @@ TEST(Inputs, RowScaleSuiteWithAMillionZeroRowsIsQuick) {
   EXPECT_EQ(zero_rows, 4096 * 8);  // j * 4096 / 1000001 for j = 1..10^6 hits every token
 }
 
+// ---------------------------------------------------------------------------------------------
+// Gate recipes (shapes/README.md `gate:`)
+
+// Mean per-token log2 decay of each (head, channel) over the active tokens of a dense batch row 0.
+std::vector<double> mean_decay_per_channel(const HostInputs& in) {
+  const int64_t dim = in.key_dim;
+  std::vector<double> mean(static_cast<size_t>(in.heads * dim), 0.0);
+  for (int64_t t = 0; t < in.tokens; ++t) {
+    for (int64_t h = 0; h < in.heads; ++h) {
+      for (int64_t d = 0; d < dim; ++d) {
+        const double g = in.gate[(t * in.heads + h) * dim + d];
+        const double previous = t % 64 == 0 ? 0.0 : in.gate[((t - 1) * in.heads + h) * dim + d];
+        mean[h * dim + d] += (g - previous) / static_cast<double>(in.tokens);
+      }
+    }
+  }
+  return mean;
+}
+
+TEST(InputsGate, AnExplicitContractMapKeepsEveryBit) {
+  const std::string base = "id: a, heads: 3, seq_lens: [70, 0, 100], initial_state: true";
+  const HostInputs plain = make_inputs(shape_from("{" + base + "}"), 5);
+  const HostInputs map = make_inputs(
+      shape_from("{" + base +
+                 ", gate: {preset: contract, a_log: [0, 1], dt_bias: [0, 1], lower_bound: -5, "
+                 "raw_mean: 0, raw_std: 1}}"),
+      5);
+  EXPECT_EQ(fingerprint(plain), fingerprint(map));
+  EXPECT_EQ(plain.gate_recipe, "contract");
+}
+
+TEST(InputsGate, ARecipeChangesTheGateAndNothingElse) {
+  const std::string base = "id: a, heads: 2, seq_lens: [70, 100], initial_state: true";
+  const HostInputs contract = make_inputs(shape_from("{" + base + "}"), 5);
+  const HostInputs mixed = make_inputs(shape_from("{" + base + ", gate: mixed}"), 5);
+  EXPECT_EQ(mixed.gate_recipe, "mixed");
+  EXPECT_EQ(contract.q, mixed.q);
+  EXPECT_EQ(contract.k, mixed.k);
+  EXPECT_EQ(contract.v, mixed.v);
+  EXPECT_EQ(contract.beta, mixed.beta);
+  EXPECT_EQ(contract.initial_state, mixed.initial_state);
+  EXPECT_NE(contract.gate, mixed.gate);
+  check_gate(mixed, {{0, 70}, {70, 100}});
+  // Same recipe, same seed: same bits.
+  EXPECT_EQ(fingerprint(mixed), fingerprint(make_inputs(shape_from("{" + base + ", gate: mixed}"), 5)));
+}
+
+TEST(InputsGate, ContractGatesForgetWithinAChunk) {
+  const HostInputs in = make_inputs(shape_from("{id: a, heads: 2, batch: 1, seq_len: 512}"), 7);
+  const std::vector<double> mean = mean_decay_per_channel(in);
+  // Every channel decays by more than 1 bit per token: a chunk keeps < 2^-64 of its state.
+  EXPECT_LT(*std::max_element(mean.begin(), mean.end()), -1.0);
+}
+
+TEST(InputsGate, MixedGatesSpanShortAndLongMemories) {
+  const HostInputs in = make_inputs(shape_from("{id: a, heads: 4, batch: 1, seq_len: 512, gate: mixed}"), 7);
+  check_gate(in, {{0, 512}});
+  const std::vector<double> mean = mean_decay_per_channel(in);
+  EXPECT_LT(*std::min_element(mean.begin(), mean.end()), -3.0);   // forgets within a few tokens
+  EXPECT_GT(*std::max_element(mean.begin(), mean.end()), -1e-4);  // remembers past 10^4 tokens
+  // A good share of channels keeps more than half of its state across a whole chunk.
+  const auto long_channels =
+      std::count_if(mean.begin(), mean.end(), [](double m) { return m > -1.0 / 64.0; });
+  EXPECT_GT(long_channels, static_cast<int64_t>(mean.size() / 4));
+  EXPECT_LT(long_channels, static_cast<int64_t>(mean.size() * 3 / 4));
+}
+
+TEST(InputsGate, LongGatesRememberBeyondAChunkInEveryChannel) {
+  const HostInputs in = make_inputs(shape_from("{id: a, heads: 4, batch: 1, seq_len: 512, gate: long}"), 7);
+  check_gate(in, {{0, 512}});
+  const std::vector<double> mean = mean_decay_per_channel(in);
+  // Every channel keeps more than a quarter of its state across a chunk (2 bits per 64 tokens).
+  EXPECT_GT(*std::min_element(mean.begin(), mean.end()), -2.0 / 64.0);
+}
+
+TEST(InputsGate, ZeroGatesAreExactlyZero) {
+  const HostInputs in = make_inputs(shape_from("{id: a, heads: 2, seq_lens: [70, 3], gate: zero}"), 7);
+  for (float g : in.gate) ASSERT_EQ(g, 0.0f);
+}
+
+TEST(InputsGate, GivenValuesReplaceTheDraws) {
+  ShapeSpec given = shape_from("{id: a, heads: 2, seq_lens: [70], gate: {dt_bias: [-4, 1]}}");
+  given.gate.a_log_values = {0.5f, 0.5f};
+  const ShapeSpec constant =
+      shape_from("{id: a, heads: 2, seq_lens: [70], gate: {a_log: 0.5, dt_bias: [-4, 1]}}");
+  EXPECT_EQ(make_inputs(given, 3).gate, make_inputs(constant, 3).gate);
+  given.gate.a_log_values = {0.5f, 1.5f};
+  EXPECT_NE(make_inputs(given, 3).gate, make_inputs(constant, 3).gate);
+}
+
 }  // namespace
 }  // namespace kda::harness

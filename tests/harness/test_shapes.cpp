@@ -2,11 +2,15 @@
 // its message (file, line, shape, field, expected, got).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "kda/harness/npy.h"
 #include "kda/harness/shapes.h"
 
 namespace kda::harness {
@@ -371,6 +375,171 @@ TEST(ShapeRefusals, MissingFileNamesPathAndReason) {
     EXPECT_NE(message.find("No such file or directory"), std::string::npos) << message;
   }
   EXPECT_THROW(load_shape_file(kShapesDir), ShapeFileError);  // a directory
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gate recipes (`gate:`)
+
+TEST(ShapeGate, DefaultIsTheContractGenerator) {
+  const ShapeSpec s = parse_shape_file("shapes:\n- {id: a, heads: 1, seq_lens: [3]}\n", "t.yaml").shapes[0];
+  EXPECT_EQ(s.gate.preset, "contract");
+  EXPECT_FALSE(s.gate.customized);
+  EXPECT_EQ(s.gate.label(), "contract");
+  EXPECT_EQ(s.gate.a_log, (GateRecipe::Range{0.0, 1.0}));
+  EXPECT_EQ(s.gate.dt_bias, (GateRecipe::Range{0.0, 1.0}));
+  EXPECT_EQ(s.gate.lower_bound, -5.0);
+  EXPECT_EQ(s.gate.raw_mean, 0.0);
+  EXPECT_EQ(s.gate.raw_std, 1.0);
+  EXPECT_EQ(s.gate.describe(), "A_log ~ U(0, 1), dt_bias ~ U(0, 1), lb -5, raw ~ N(0, 1^2)");
+}
+
+TEST(ShapeGate, Presets) {
+  for (const std::string& name : gate_preset_names()) {
+    const ShapeSpec s = parse_shape_file(
+        "shapes:\n- {id: a, heads: 1, seq_lens: [3], gate: " + name + "}\n", "t.yaml").shapes[0];
+    EXPECT_EQ(s.gate.label(), name);
+    EXPECT_FALSE(s.gate.customized);
+  }
+  EXPECT_EQ(gate_preset("mixed")->dt_bias, (GateRecipe::Range{-12.0, 1.0}));
+  EXPECT_EQ(gate_preset("long")->dt_bias, (GateRecipe::Range{-12.0, -7.0}));
+  EXPECT_EQ(gate_preset("zero")->lower_bound, 0.0);
+  EXPECT_FALSE(gate_preset("Mixed").has_value());
+}
+
+TEST(ShapeGate, MapStartsFromItsPresetAndSaysItIsCustom) {
+  const std::string text = R"(shapes:
+  - id: a
+    heads: 2
+    seq_lens: [3]
+    gate:
+      preset: mixed
+      a_log: 0.5
+      lower_bound: -2.5
+      raw_mean: -1
+      raw_std: 0.25
+  - id: b
+    heads: 2
+    seq_lens: [3]
+    gate: {preset: long}
+  - id: c
+    heads: 2
+    seq_lens: [3]
+    gate: {dt_bias: [-3, -3]}
+)";
+  const ShapeFile file = parse_shape_file(text, "t.yaml");
+  const GateRecipe& a = file.shapes[0].gate;
+  EXPECT_TRUE(a.customized);
+  EXPECT_EQ(a.label(), "custom(mixed)");
+  EXPECT_EQ(a.a_log, (GateRecipe::Range{0.5, 0.5}));
+  EXPECT_EQ(a.dt_bias, (GateRecipe::Range{-12.0, 1.0}));  // from the preset
+  EXPECT_EQ(a.lower_bound, -2.5);
+  EXPECT_EQ(a.raw_mean, -1.0);
+  EXPECT_EQ(a.raw_std, 0.25);
+  EXPECT_EQ(a.describe(), "A_log ~ 0.5, dt_bias ~ U(-12, 1), lb -2.5, raw ~ N(-1, 0.25^2)");
+  EXPECT_EQ(file.shapes[1].gate.label(), "long");  // a map that changes nothing
+  EXPECT_EQ(file.shapes[2].gate.label(), "custom(contract)");
+  EXPECT_EQ(file.shapes[2].gate.dt_bias, (GateRecipe::Range{-3.0, -3.0}));
+}
+
+TEST(ShapeGate, Refusals) {
+  const std::string head = "shapes:\n  - id: a\n    heads: 1\n    seq_lens: [3]\n    gate: ";
+  EXPECT_REFUSED(head + "slow\n",
+                 "t.yaml:5: shape 'a': field 'gate': expected a gate preset (contract, mixed, long, "
+                 "zero), got 'slow'");
+  EXPECT_REFUSED(head + "[1, 2]\n", "field 'gate': expected a preset (contract, mixed, long, zero) or a map");
+  EXPECT_REFUSED(head + "{preset: fast}\n", "field 'gate.preset': expected a gate preset");
+  EXPECT_REFUSED(head + "{bias: 1}\n", "field 'gate.bias': expected one of preset, a_log, dt_bias");
+  EXPECT_REFUSED(head + "{lower_bound: 0.5}\n",
+                 "field 'gate.lower_bound': expected a number in [-5.914855940778, 0] (the "
+                 "bounded-gate contract), got '0.5'");
+  EXPECT_REFUSED(head + "{lower_bound: -6}\n", "field 'gate.lower_bound': expected a number in");
+  EXPECT_REFUSED(head + "{lower_bound: .nan}\n", "field 'gate.lower_bound'");
+  EXPECT_REFUSED(head + "{lower_bound: nan}\n", "field 'gate.lower_bound'");
+  EXPECT_REFUSED(head + "{lower_bound: \"-1\"}\n", "field 'gate.lower_bound'");
+  EXPECT_REFUSED(head + "{raw_std: -1}\n", "field 'gate.raw_std': expected a finite number >= 0");
+  EXPECT_REFUSED(head + "{raw_mean: inf}\n", "field 'gate.raw_mean': expected a finite number");
+  EXPECT_REFUSED(head + "{dt_bias: [1, 0]}\n",
+                 "field 'gate.dt_bias': expected a number, a [lo, hi] list of numbers with lo <= "
+                 "hi, or a .npy file, got [1, 0]");
+  EXPECT_REFUSED(head + "{dt_bias: [1, 2, 3]}\n", "field 'gate.dt_bias': expected a number, a [lo, hi]");
+  EXPECT_REFUSED(head + "{dt_bias: [1, x]}\n", "field 'gate.dt_bias'");
+  EXPECT_REFUSED(head + "{dt_bias: inf}\n", "field 'gate.dt_bias'");
+  EXPECT_REFUSED(head + "{dt_bias: bias.txt}\n", "field 'gate.dt_bias': expected a number, a [lo, hi]");
+  EXPECT_REFUSED(head + "{dt_bias: {lo: 1}}\n", "field 'gate.dt_bias'");
+  EXPECT_REFUSED(head + "{a_log: [0, 89]}\n",
+                 "field 'gate.a_log': expected values <= 88 (exp(A_log) must be finite in fp32)");
+  EXPECT_REFUSED(head + "{preset: zero, preset: long}\n", "field 'gate.preset': expected each key once");
+}
+
+// .npy parameters, as a real checkpoint's A_log and dt_bias would be given.
+class ShapeGateFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(KDA_TEST_SCRATCH_DIR) / "gate_files";
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  std::string write_yaml(const std::string& gate) {
+    const std::string path = (dir_ / "s.yaml").string();
+    std::ofstream(path) << "shapes:\n  - id: a\n    heads: 2\n    key_dim: 4\n    value_dim: 4\n"
+                           "    seq_lens: [3]\n    gate: " << gate << "\n";
+    return path;
+  }
+  std::string load_error(const std::string& path) {
+    try {
+      load_shape_file(path);
+    } catch (const ShapeFileError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ShapeGateFiles, RelativePathsResolveAgainstTheShapeFileAndValuesAreRead) {
+  write_npy((dir_ / "a_log.npy").string(), std::vector<float>{0.25f, 2.0f}, {2});
+  std::vector<double> dt(8);
+  for (size_t i = 0; i < dt.size(); ++i) dt[i] = -1.0 - static_cast<double>(i);
+  write_npy((dir_ / "dt.npy").string(), dt, {2, 4});
+  const ShapeFile file = load_shape_file(write_yaml("{preset: mixed, a_log: a_log.npy, dt_bias: dt.npy}"));
+  const GateRecipe& g = file.shapes[0].gate;
+  EXPECT_EQ(g.a_log_file, (dir_ / "a_log.npy").string());
+  EXPECT_EQ(g.a_log_values, (std::vector<float>{0.25f, 2.0f}));
+  ASSERT_EQ(g.dt_bias_values.size(), 8u);
+  EXPECT_EQ(g.dt_bias_values[7], -8.0f);
+  EXPECT_EQ(g.label(), "custom(mixed)");
+  // Flat [H * K] is accepted for dt_bias (FLA keeps it that way).
+  write_npy((dir_ / "dt.npy").string(), dt, {8});
+  EXPECT_EQ(load_shape_file(write_yaml("{dt_bias: dt.npy}")).shapes[0].gate.dt_bias_values.size(), 8u);
+}
+
+TEST_F(ShapeGateFiles, BadFilesAreRefusedNamingFileAndField) {
+  const std::string path = write_yaml("{a_log: missing.npy}");
+  std::string message = load_error(path);
+  EXPECT_NE(message.find("missing.npy"), std::string::npos) << message;
+  EXPECT_NE(message.find("shape 'a': field 'gate.a_log'"), std::string::npos) << message;
+
+  write_npy((dir_ / "a3.npy").string(), std::vector<float>{0.f, 1.f, 2.f}, {3});
+  message = load_error(write_yaml("{a_log: a3.npy}"));
+  EXPECT_NE(message.find("expected shape [2] (H = 2), got [3]"), std::string::npos) << message;
+
+  write_npy((dir_ / "dt.npy").string(), std::vector<float>(6, 0.f), {2, 3});
+  message = load_error(write_yaml("{dt_bias: dt.npy}"));
+  EXPECT_NE(message.find("expected shape [2, 4] (H = 2, K = 4), got [2, 3]"), std::string::npos)
+      << message;
+
+  write_npy((dir_ / "big.npy").string(), std::vector<float>{0.f, 100.f}, {2});
+  message = load_error(write_yaml("{a_log: big.npy}"));
+  EXPECT_NE(message.find("element 1 is 100; expected finite values <= 88"), std::string::npos)
+      << message;
+
+  write_npy((dir_ / "nan.npy").string(), std::vector<float>{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, NAN}, {2, 4});
+  message = load_error(write_yaml("{dt_bias: nan.npy}"));
+  EXPECT_NE(message.find("element 7 is nan"), std::string::npos) << message;
+
+  write_npy((dir_ / "int.npy").string(), std::vector<int32_t>{0, 1}, {2});
+  message = load_error(write_yaml("{a_log: int.npy}"));
+  EXPECT_NE(message.find("expected float32 or float64 values, got int32"), std::string::npos) << message;
 }
 
 }  // namespace

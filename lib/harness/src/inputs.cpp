@@ -79,7 +79,6 @@ enum Stream : uint64_t {
   kStreamHugeMagnitude = 10,
 };
 
-constexpr double kLowerBound = -5.0;   // §9.3 gate lower bound (natural log)
 constexpr int kGateChunk = 64;         // the kernels' chunk size
 constexpr double kStateScale = 0.01;   // initial state = 0.01 * randn
 constexpr double kBf16Max = 3.3895313892515355e38;  // largest finite bf16 (0x7F7F)
@@ -199,27 +198,38 @@ void fill_k(const Layout& layout, uint64_t seed, std::vector<uint16_t>& k) {
   });
 }
 
-// Cumulative log2 gate from the §3.1 producer: raw randn (bf16), A_log ~ U(0,1), dt_bias ~ U(0,1).
-std::vector<float> make_gate(const Layout& layout, const std::vector<int32_t>& cu, uint64_t seed) {
+// Cumulative log2 gate from the §3.1 producer with the shape's recipe (the contract default:
+// raw randn (bf16), A_log ~ U(0,1), dt_bias ~ U(0,1), lower bound -5). The draws are
+// lo + (hi - lo) u and mean + std x, which are exactly u and x for the contract's (0, 1) ranges and
+// N(0, 1), so the contract inputs keep their bits.
+std::vector<float> make_gate(const Layout& layout, const std::vector<int32_t>& cu, uint64_t seed,
+                             const GateRecipe& recipe) {
   const int64_t dim = layout.key_dim;
   std::vector<float> raw(static_cast<size_t>(layout.rows() * dim));
   parallel_for(layout.rows(), [&](int64_t row) {
     for_each_normal(seed, kStreamRawGate, static_cast<uint64_t>(row * dim),
                     static_cast<uint64_t>((row + 1) * dim), [&](uint64_t i, double x) {
-                      raw[i] = bf16_to_float(float_to_bf16(static_cast<float>(x)));
+                      const double drawn = static_cast<float>(x);
+                      const float value = static_cast<float>(recipe.raw_mean + recipe.raw_std * drawn);
+                      raw[i] = bf16_to_float(float_to_bf16(value));
                     });
   });
-  std::vector<float> a_log(static_cast<size_t>(layout.heads));
-  std::vector<float> dt_bias(static_cast<size_t>(layout.heads * dim));
-  for (int64_t h = 0; h < layout.heads; ++h) {
-    a_log[h] = static_cast<float>(random_uniform(seed, kStreamALog, h));
+  auto uniform = [&](const GateRecipe::Range& range, uint64_t stream, int64_t i) {
+    return static_cast<float>(range.lo + (range.hi - range.lo) * random_uniform(seed, stream, i));
+  };
+  std::vector<float> a_log = recipe.a_log_values;
+  if (a_log.empty()) {
+    a_log.resize(static_cast<size_t>(layout.heads));
+    for (int64_t h = 0; h < layout.heads; ++h) a_log[h] = uniform(recipe.a_log, kStreamALog, h);
   }
-  for (int64_t i = 0; i < layout.heads * dim; ++i) {
-    dt_bias[i] = static_cast<float>(random_uniform(seed, kStreamDtBias, i));
+  std::vector<float> dt_bias = recipe.dt_bias_values;
+  if (dt_bias.empty()) {
+    dt_bias.resize(static_cast<size_t>(layout.heads * dim));
+    for (int64_t i = 0; i < layout.heads * dim; ++i) dt_bias[i] = uniform(recipe.dt_bias, kStreamDtBias, i);
   }
   std::vector<float> gate = kda::ref::gate_cumsum<double>(raw, a_log, dt_bias, layout.batch,
                                                           layout.tokens, layout.heads, dim,
-                                                          kLowerBound, cu, kGateChunk);
+                                                          recipe.lower_bound, cu, kGateChunk);
   // The reference zeroes the inactive suffix already; the harness states its own contract.
   parallel_for(layout.rows(), [&](int64_t row) {
     if (layout.active(row)) return;
@@ -260,7 +270,10 @@ HostInputs make_inputs(const ShapeSpec& shape, uint64_t seed) {
   parallel_for(layout.rows(), [&](int64_t row) {
     fill_normal_bf16(seed, kStreamV, row * value_dim, (row + 1) * value_dim, in.v);
   });
-  in.gate = make_gate(layout, in.cu_seqlens, seed);
+  GateRecipe recipe = shape.gate;
+  load_gate_files(shape.id, in.heads, in.key_dim, recipe);  // no-op when already read
+  in.gate = make_gate(layout, in.cu_seqlens, seed, recipe);
+  in.gate_recipe = recipe.label();
 
   in.beta.resize(static_cast<size_t>(layout.rows()));
   for_each_normal(seed, kStreamBeta, 0, in.beta.size(), [&](uint64_t row, double x) {

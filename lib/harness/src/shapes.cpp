@@ -18,7 +18,100 @@
 
 #include <fmt/format.h>
 
+#include "kda/harness/npy.h"
+
 namespace kda::harness {
+
+// ---------------------------------------------------------------------------------------------
+// Gate recipes
+
+namespace {
+
+// -128 / (15 log2 e): the most negative lower bound of the bounded-gate contract (§3.1).
+constexpr double kMinLowerBound = -5.914855940778;
+// exp(A_log) must stay finite in fp32 (the GPU gate producer computes it there): A_log < 88.72.
+constexpr double kMaxALog = 88.0;
+
+std::string format_number(double x) { return fmt::format("{:g}", x); }
+
+std::string format_range(const GateRecipe::Range& r) {
+  return r.lo == r.hi ? format_number(r.lo)
+                      : fmt::format("U({}, {})", format_number(r.lo), format_number(r.hi));
+}
+
+}  // namespace
+
+std::vector<std::string> gate_preset_names() { return {"contract", "mixed", "long", "zero"}; }
+
+std::optional<GateRecipe> gate_preset(const std::string& name) {
+  GateRecipe recipe;  // the contract generator (§9.3)
+  recipe.preset = name;
+  if (name == "contract") return recipe;
+  if (name == "mixed") {  // channel memories from one token to far beyond the sequence
+    recipe.dt_bias = {-12.0, 1.0};
+    return recipe;
+  }
+  if (name == "long") {  // every channel remembers for more than two chunks
+    recipe.dt_bias = {-12.0, -7.0};
+    return recipe;
+  }
+  if (name == "zero") {  // no decay at all: gamma = 0 * sigmoid(...) = 0
+    recipe.lower_bound = 0.0;
+    return recipe;
+  }
+  return std::nullopt;
+}
+
+std::string GateRecipe::label() const { return customized ? "custom(" + preset + ")" : preset; }
+
+std::string GateRecipe::describe() const {
+  const std::string a = a_log_file.empty() ? format_range(a_log) : a_log_file;
+  const std::string dt = dt_bias_file.empty() ? format_range(dt_bias) : dt_bias_file;
+  return fmt::format("A_log ~ {}, dt_bias ~ {}, lb {}, raw ~ N({}, {}^2)", a, dt,
+                     format_number(lower_bound), format_number(raw_mean), format_number(raw_std));
+}
+
+void load_gate_files(const std::string& shape_id, int64_t heads, int64_t key_dim, GateRecipe& gate) {
+  auto read = [&](const std::string& file, const char* field, std::vector<int64_t> want_a,
+                  std::vector<int64_t> want_b, bool a_log) {
+    auto refuse = [&](const std::string& what) {
+      throw ShapeFileError(fmt::format("{}: shape '{}': field 'gate.{}': {}", file, shape_id,
+                                       field, what));
+    };
+    NpyArray array;
+    try {
+      array = read_npy(file);
+    } catch (const NpyError& e) {
+      refuse(e.what());
+    }
+    if (array.type == NpyType::i32) refuse("expected float32 or float64 values, got int32");
+    if (array.shape != want_a && array.shape != want_b) {
+      std::string got;
+      for (int64_t d : array.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+      std::string want;
+      for (int64_t d : want_a) want += (want.empty() ? "" : ", ") + std::to_string(d);
+      refuse(fmt::format("expected shape [{}] (H = {}{}), got [{}]", want, heads,
+                         want_a.size() > 1 ? fmt::format(", K = {}", key_dim) : "", got));
+    }
+    std::vector<float> values;
+    for (double x : array.as_f64()) {
+      const float f = static_cast<float>(x);
+      if (!std::isfinite(f) || (a_log && f > kMaxALog)) {
+        refuse(fmt::format("element {} is {}; expected finite values{}", values.size(),
+                           format_number(x), a_log ? " <= 88 (exp(A_log) must be finite in fp32)" : ""));
+      }
+      values.push_back(f);
+    }
+    return values;
+  };
+  if (!gate.a_log_file.empty() && gate.a_log_values.empty()) {
+    gate.a_log_values = read(gate.a_log_file, "a_log", {heads}, {heads}, true);
+  }
+  if (!gate.dt_bias_file.empty() && gate.dt_bias_values.empty()) {
+    gate.dt_bias_values =
+        read(gate.dt_bias_file, "dt_bias", {heads, key_dim}, {heads * key_dim}, false);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // ShapeSpec
@@ -184,6 +277,22 @@ double parse_positive_number(const Where& where, std::string_view name, const YA
   return value;
 }
 
+// A finite number in [min_value, max_value].
+double parse_number(const Where& where, std::string_view name, const YAML::Node& node, int line,
+                    double min_value, double max_value, std::string_view what) {
+  double value = 0.0;
+  bool ok = is_plain_scalar(node);
+  if (ok) {
+    const std::string& text = node.Scalar();
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    ok = ec == std::errc() && ptr == end && std::isfinite(value) && value >= min_value &&
+         value <= max_value;
+  }
+  if (!ok) fail(where, line_of(node, line), name, what, describe(node));
+  return value;
+}
+
 bool parse_bool(const Where& where, std::string_view name, const YAML::Node& node, int line) {
   if (is_plain_scalar(node)) {
     const std::string& text = node.Scalar();
@@ -255,6 +364,98 @@ QRowSuite parse_q_rows(const Where& where, const Field& field) {
                                                  "an integer in [0, 1000000]"));
   }
   return suite;
+}
+
+// `gate: <preset>` or a map starting from `preset` (default contract). a_log / dt_bias: a number
+// (constant), [lo, hi] (uniform), or a .npy path resolved against the shape file's directory.
+GateRecipe parse_gate(const Where& where, const Field& field) {
+  const YAML::Node& node = field.value;
+  const int line = value_line(field);
+  std::string presets;
+  for (const std::string& name : gate_preset_names()) presets += (presets.empty() ? "" : ", ") + name;
+  auto preset = [&](const YAML::Node& name_node, int name_line, std::string_view name) {
+    const std::optional<GateRecipe> recipe =
+        is_plain_scalar(name_node) ? gate_preset(name_node.Scalar()) : std::nullopt;
+    if (!recipe) {
+      fail(where, line_of(name_node, name_line), name, fmt::format("a gate preset ({})", presets),
+           describe(name_node));
+    }
+    return *recipe;
+  };
+  if (!node.IsMap()) {
+    if (!is_plain_scalar(node)) {
+      fail(where, line, "gate",
+           fmt::format("a preset ({}) or a map of preset, a_log, dt_bias, lower_bound, raw_mean, "
+                       "raw_std", presets),
+           describe(node));
+    }
+    return preset(node, line, "gate");
+  }
+  const FieldMap fields = read_fields(
+      where, node, line, {"preset", "a_log", "dt_bias", "lower_bound", "raw_mean", "raw_std"},
+      "gate.");
+  GateRecipe recipe = *gate_preset("contract");
+  if (auto it = fields.find("preset"); it != fields.end()) {
+    recipe = preset(it->second.value, it->second.line, "gate.preset");
+  }
+  const GateRecipe base = recipe;
+  const std::filesystem::path dir = std::filesystem::path(where.path).parent_path();
+  // A number, [lo, hi], or a path to a .npy file.
+  auto range_or_file = [&](const char* name, GateRecipe::Range& range, std::string& file) {
+    auto it = fields.find(name);
+    if (it == fields.end()) return;
+    const std::string full = fmt::format("gate.{}", name);
+    const YAML::Node& value = it->second.value;
+    const int value_at = value_line(it->second);
+    const std::string what = "a number, a [lo, hi] list of numbers with lo <= hi, or a .npy file";
+    if (value.IsSequence()) {
+      if (value.size() != 2) fail(where, value_at, full, what, fmt::format("a list of {}", value.size()));
+      const double lo = parse_number(where, full, value[0], value_at, -1e30, 1e30, what);
+      const double hi = parse_number(where, full, value[1], value_at, -1e30, 1e30, what);
+      if (hi < lo) fail(where, value_at, full, what, fmt::format("[{}, {}]", lo, hi));
+      range = {lo, hi};
+      return;
+    }
+    if (!value.IsScalar()) fail(where, value_at, full, what, describe(value));
+    const std::string& text = value.Scalar();
+    if (!is_quoted(value)) {
+      double x = 0.0;
+      const char* end = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(text.data(), end, x);
+      if (ec == std::errc() && ptr == end) {
+        if (!std::isfinite(x)) fail(where, value_at, full, what, describe(value));
+        range = {x, x};
+        return;
+      }
+    }
+    if (text.size() < 5 || text.substr(text.size() - 4) != ".npy") fail(where, value_at, full, what, describe(value));
+    const std::filesystem::path given(text);
+    file = (given.is_absolute() || dir.empty() ? given : dir / given).string();
+  };
+  range_or_file("a_log", recipe.a_log, recipe.a_log_file);
+  if (recipe.a_log.hi > kMaxALog) {
+    fail(where, value_line(fields.at("a_log")), "gate.a_log",
+         "values <= 88 (exp(A_log) must be finite in fp32)", format_range(recipe.a_log));
+  }
+  range_or_file("dt_bias", recipe.dt_bias, recipe.dt_bias_file);
+  if (auto it = fields.find("lower_bound"); it != fields.end()) {
+    recipe.lower_bound = parse_number(where, "gate.lower_bound", it->second.value, it->second.line,
+                                      kMinLowerBound, 0.0,
+                                      "a number in [-5.914855940778, 0] (the bounded-gate contract)");
+  }
+  if (auto it = fields.find("raw_mean"); it != fields.end()) {
+    recipe.raw_mean = parse_number(where, "gate.raw_mean", it->second.value, it->second.line, -1e30,
+                                   1e30, "a finite number");
+  }
+  if (auto it = fields.find("raw_std"); it != fields.end()) {
+    recipe.raw_std = parse_number(where, "gate.raw_std", it->second.value, it->second.line, 0.0,
+                                  1e30, "a finite number >= 0");
+  }
+  recipe.customized = !(recipe.a_log == base.a_log && recipe.dt_bias == base.dt_bias &&
+                        recipe.lower_bound == base.lower_bound && recipe.raw_mean == base.raw_mean &&
+                        recipe.raw_std == base.raw_std && recipe.a_log_file.empty() &&
+                        recipe.dt_bias_file.empty());
+  return recipe;
 }
 
 // Packed form: seq_lens (+ optional total_tokens).
@@ -330,7 +531,7 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
   const FieldMap fields = read_fields(
       where, node, entry_line,
       {"id", "heads", "seq_lens", "batch", "seq_len", "total_tokens", "head_dim", "key_dim",
-       "value_dim", "initial_state", "final_state", "seed", "q_rows"},
+       "value_dim", "initial_state", "final_state", "seed", "q_rows", "gate"},
       "");
   ShapeSpec shape;
   shape.line = entry_line;
@@ -400,6 +601,9 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
   }
   if (auto it = fields.find("q_rows"); it != fields.end()) {
     shape.q_rows = parse_q_rows(where, it->second);
+  }
+  if (auto it = fields.find("gate"); it != fields.end()) {
+    shape.gate = parse_gate(where, it->second);
   }
 
   // Bound the tensors so sizes never overflow (heads is the knob that multiplies everything).
@@ -487,7 +691,11 @@ ShapeFile load_shape_file(const std::string& path) {
   if (in.bad()) {
     throw ShapeFileError(fmt::format("{}: cannot read shape file: read error", path));
   }
-  return parse_shape_file(text.str(), path);
+  ShapeFile file = parse_shape_file(text.str(), path);
+  for (ShapeSpec& shape : file.shapes) {
+    load_gate_files(shape.id, shape.heads, shape.key_dim, shape.gate);
+  }
+  return file;
 }
 
 }  // namespace kda::harness

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kda/harness/shapes.h"
@@ -23,6 +24,7 @@ struct HostInputs {
   std::vector<float> beta;           // fp32
   std::vector<float> initial_state;  // fp32 [N, H, K, V] or empty
   bool want_final_state = false;
+  std::string gate_recipe = "contract";  // GateRecipe::label() of the generator, or "loaded"
 
   int64_t num_states() const;
   // Widened view for kda::ref (exact: every bf16 value is a float).

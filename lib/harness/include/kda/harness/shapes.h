@@ -19,6 +19,39 @@ struct QRowSuite {
   int zero_rows = 1;
 };
 
+// The gate producer's parameters for the generated inputs (kda-forward.md §3.1, §9.3):
+//   gamma = lower_bound * sigmoid(exp(A_log[h]) * (raw + dt_bias[h, d]))   (natural log)
+// then the chunk-local cumulative sum in log2 units. A_log and dt_bias are drawn uniformly from
+// their ranges (lo == hi: a constant) or read from .npy files; raw ~ raw_mean + raw_std * randn.
+// Presets (shapes/README.md): contract (the default, §9.3), mixed, long, zero.
+struct GateRecipe {
+  struct Range {
+    double lo = 0.0, hi = 1.0;
+    bool operator==(const Range&) const = default;
+  };
+  std::string preset = "contract";  // the preset the recipe starts from
+  bool customized = false;          // a map changed something the preset sets
+  Range a_log{0.0, 1.0};            // A_log[h] ~ U(lo, hi)
+  Range dt_bias{0.0, 1.0};          // dt_bias[h, d] ~ U(lo, hi)
+  double lower_bound = -5.0;        // in [-5.9148559..., 0]
+  double raw_mean = 0.0, raw_std = 1.0;
+  // .npy files (paths as resolved against the shape file's directory) that replace the draws:
+  // A_log [H], dt_bias [H, K] (or [H * K]). Their values, once read (load_shape_file reads them;
+  // make_inputs reads them itself when a recipe came from parse_shape_file).
+  std::string a_log_file, dt_bias_file;
+  std::vector<float> a_log_values, dt_bias_values;
+
+  // "contract", "mixed", ... for an unchanged preset; else "custom(<preset> + changes)".
+  std::string label() const;
+  // One line: the distributions, e.g. "A_log ~ U(0, 1), dt_bias ~ U(-12, 1), lb -5, raw ~ N(0, 1)".
+  std::string describe() const;
+};
+
+// The named presets, or nullopt for an unknown name.
+std::optional<GateRecipe> gate_preset(const std::string& name);
+// Their names, in documentation order.
+std::vector<std::string> gate_preset_names();
+
 struct ShapeSpec {
   std::string id;
   int64_t heads = 0;
@@ -33,6 +66,7 @@ struct ShapeSpec {
   bool final_state = false;
   std::optional<uint64_t> seed;   // overrides the run's seed for this shape
   QRowSuite q_rows;
+  GateRecipe gate;                // `gate:`; the contract generator by default
   int line = 0;                   // line in the file where the entry starts (for messages)
 
   bool dense() const { return batch > 0; }
@@ -56,7 +90,14 @@ class ShapeFileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// load_shape_file also reads the gate recipes' .npy files (GateRecipe::a_log_values ...), so a
+// missing or malformed file is refused before any run; parse_shape_file touches no file.
 ShapeFile load_shape_file(const std::string& path);
 ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_messages);
+
+// Reads a recipe's .npy files (if any, and not read yet) and checks them against H and K: A_log
+// [H], dt_bias [H, K] or [H * K], float32 or float64, finite, exp(A_log) finite in fp32. Throws
+// ShapeFileError naming the shape and the file.
+void load_gate_files(const std::string& shape_id, int64_t heads, int64_t key_dim, GateRecipe& gate);
 
 }  // namespace kda::harness
