@@ -14,7 +14,13 @@
 # SOAK=SECONDS (kda-check --soak on the contract: 18 shape-paths x SECONDS; in full mode the
 # contract check itself soaks),
 # DEADLINE (seconds; later steps are skipped, not killed), BENCH_ARGS (extra kda-bench options for
-# the contract run and its repeat, e.g. --warmup 300 so the SM clock settles before sampling).
+# the contract run and its repeat, e.g. --warmup 300 so the SM clock settles before sampling),
+# CHECK_FILES (shape files kda-check runs in every mode, default "smoke edge long-memory"),
+# CONTRACT_FILES (the full-mode kda-check files, default "contract contract-mixed"), CHECK_ARGS
+# (extra kda-check options, e.g. --rms-limit 4e-3), BENCH_FILES (the files kda-bench times with
+# the last variant, default "contract contract-mixed"; the first gets the stages), BASE_BIN (a
+# directory with an earlier build's kda-bench: it times contract.yaml in the same call and
+# `compare` puts it against this build's contract run).
 #   e.g. VARIANTS=v2_mma REPEAT=1 ALLMODES=0 scripts/h200-run.sh quick
 set -uo pipefail
 mode=${1:-full}
@@ -48,21 +54,34 @@ if [[ $mode != sanitize ]]; then
 for t in "$bin"/test_kda_gpu "$bin"/test_bench_gpu "$bin"/test_kda_validate; do
   [[ -x $t ]] && step 120 "$(basename "$t")" "$t" --gtest_brief=1
 done
-for s in smoke edge; do
-  step 120 "check-$s" "$bin/kda-check" "${vargs[@]}" --shapes shapes/$s.yaml --md "$r/check-$s.md" \
-    --csv "$r/check-$s.csv" --json "$r/check-$s.json" --force
+check_args=(${CHECK_ARGS:-})
+for s in ${CHECK_FILES:-smoke edge long-memory}; do
+  step 120 "check-$s" "$bin/kda-check" "${vargs[@]}" "${check_args[@]}" --shapes shapes/$s.yaml \
+    --md "$r/check-$s.md" --csv "$r/check-$s.csv" --json "$r/check-$s.json" --force
 done
 if [[ $mode == full ]]; then  # with SOAK, the contract check is also the soak (one reference pass)
   soak=(); [[ ${SOAK:-0} != 0 ]] && soak=(--soak "$SOAK")
-  step $(( 240 + 18 * ${SOAK:-0} )) check-contract "$bin/kda-check" "${vargs[@]}" --shapes shapes/contract.yaml \
-    "${soak[@]}" --md "$r/check-contract.md" --csv "$r/check-contract.csv" --json "$r/check-contract.json" --force
+  for s in ${CONTRACT_FILES:-contract contract-mixed}; do
+    step $(( 240 + 18 * ${SOAK:-0} )) "check-$s" "$bin/kda-check" "${vargs[@]}" "${check_args[@]}" \
+      --shapes shapes/$s.yaml "${soak[@]}" --md "$r/check-$s.md" --csv "$r/check-$s.csv" \
+      --json "$r/check-$s.json" --force
+  done
 fi
 main=${variants[-1]}
 if [[ -x $bin/kda-bench ]]; then
   # The last variant (the newest) with per-stage rows and verification; then each other variant
   # without stages, and `compare` of every other variant against the newest one.
-  step 240 bench-contract "$bin/kda-bench" --variant "$main" --shapes shapes/contract.yaml --stages ${BENCH_ARGS:-} \
-    --md "$r/bench-contract.md" --csv "$r/bench-contract.csv" --json "$r/bench-contract.json" --force
+  stages=(--stages)
+  for s in ${BENCH_FILES:-contract contract-mixed}; do
+    step 240 "bench-$s" "$bin/kda-bench" --variant "$main" --shapes shapes/$s.yaml "${stages[@]}" ${BENCH_ARGS:-} \
+      --md "$r/bench-$s.md" --csv "$r/bench-$s.csv" --json "$r/bench-$s.json" --force
+    stages=()
+  done
+  if [[ -n ${BASE_BIN:-} && -x $BASE_BIN/kda-bench ]]; then  # an earlier build, same call
+    step 150 bench-contract-base "$BASE_BIN/kda-bench" --shapes shapes/contract.yaml --no-verify \
+      ${BENCH_ARGS:-} --csv "$r/bench-contract-base.csv" --force
+    step 30 bench-compare-base "$bin/kda-bench" compare "$r/bench-contract-base.csv" "$r/bench-contract.csv"
+  fi
   for v in "${variants[@]}"; do
     [[ $v == "$main" ]] && continue
     step 150 "bench-contract-$v" "$bin/kda-bench" --variant "$v" --shapes shapes/contract.yaml \

@@ -21,7 +21,8 @@ std::vector<double> to_double(const std::vector<S>& values) {
 
 }  // namespace
 
-Golden compute_golden(const kda::harness::HostInputs& inputs) {
+Golden compute_golden(const kda::harness::HostInputs& inputs, const kda::harness::BudgetRule& rule,
+                      bool state_carry) {
   const auto start = std::chrono::steady_clock::now();
   const kda::ref::Problem problem = inputs.to_reference();
   kda::ref::Options options;
@@ -37,6 +38,13 @@ Golden compute_golden(const kda::harness::HostInputs& inputs) {
   auto low = kda::ref::recurrent_forward<float>(problem, options);
   golden.out_low = to_double(low.out);
   golden.final_state_low = to_double(low.final_state);
+  if (state_carry) {
+    kda::ref::Options local_options = options;
+    local_options.final_state = false;
+    const auto local =
+        kda::ref::recurrent_forward<double>(kda::ref::chunk_local(problem), local_options);
+    golden.carry = kda::harness::judge_state_carry(golden.out, golden.out_low, local.out, rule);
+  }
 
   const int64_t rows = inputs.batch * inputs.tokens * inputs.heads;
   golden.q_hat.resize(problem.q.size());
@@ -100,21 +108,21 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 PathCheck check_path(DeviceProblem& problem, Path path, const Golden& golden,
-                     cudaStream_t stream, bool check_repeat) {
+                     cudaStream_t stream, bool check_repeat, const kda::harness::BudgetRule& rule) {
   PathCheck check;
   check.path = path;
   run_once(problem, path, stream, &check.out, &check.final_state);
 
   if (path == Path::l2norm) {
     check.out_judgement =
-        kda::harness::judge(golden.q_hat, golden.q_hat_low, widen(check.out));
+        kda::harness::judge(golden.q_hat, golden.q_hat_low, widen(check.out), rule);
   } else {
-    check.out_judgement = kda::harness::judge(golden.out, golden.out_low, widen(check.out));
+    check.out_judgement = kda::harness::judge(golden.out, golden.out_low, widen(check.out), rule);
     check.inactive_nonzero = count_nonzero_inactive(problem.inputs(), check.out);
     if (problem.inputs().want_final_state) {
       check.final_state_checked = true;
       check.final_state_judgement = kda::harness::judge(
-          golden.final_state, golden.final_state_low, widen(check.final_state));
+          golden.final_state, golden.final_state_low, widen(check.final_state), rule);
     }
   }
 

@@ -19,9 +19,15 @@ struct Golden {
   std::vector<double> out, final_state;
   std::vector<double> out_low, final_state_low;
   std::vector<double> q_hat, q_hat_low;  // l2norm(q) in fp64 / fp32 (for the l2norm pass)
+  // How much the state carried between chunks moves `out` (the fp64 golden with the state reset
+  // at every chunk start, kda::ref::chunk_local): a weak carry says the inputs cannot tell a
+  // correct recurrence from one that drops the state (docs/checking.md).
+  kda::harness::StateCarry carry;
   double seconds = 0.0;                  // wall time spent on the references
 };
-Golden compute_golden(const kda::harness::HostInputs& inputs);
+// With state_carry, also the carry figure (one more fp64 run; judged by `rule`).
+Golden compute_golden(const kda::harness::HostInputs& inputs,
+                      const kda::harness::BudgetRule& rule = {}, bool state_carry = false);
 
 // Flat indices of output elements in rows at or after cu[N] (packed inputs only): those must be
 // exactly zero.
@@ -41,10 +47,11 @@ struct PathCheck {
   std::string verdict() const;   // "passed" or "failed: <first reason>"
 };
 
-// Poisons the outputs with NaN, runs `path` once (twice when check_repeat), downloads and judges.
-// For Path::l2norm the "out" tensor is q_hat.
+// Poisons the outputs with NaN, runs `path` once (twice when check_repeat), downloads and judges
+// with `rule`. For Path::l2norm the "out" tensor is q_hat.
 PathCheck check_path(DeviceProblem& problem, Path path, const Golden& golden,
-                     cudaStream_t stream, bool check_repeat);
+                     cudaStream_t stream, bool check_repeat,
+                     const kda::harness::BudgetRule& rule = {});
 
 // Soak (a long run for drift): re-runs `path` on NaN-poisoned outputs until `seconds` of wall
 // time have passed (at least once) and compares every run's output (and final state) bit for

@@ -138,5 +138,21 @@ TEST(Budget, FusedAgainstExplicit) {
                    .passed());
 }
 
+TEST(StateCarry, WeakWhenTheResetOutputWouldPass) {
+  const std::vector<double> golden = {1.0, -2.0, 3.0, 0.5};
+  const std::vector<double> low = {1.0, -2.0, 3.0, 0.5};
+  // The reset output is far off: the carry matters, the row tests the recurrence.
+  const std::vector<double> far = {0.0, -1.0, 2.0, 0.5};
+  const StateCarry strong = judge_state_carry(golden, low, far);
+  EXPECT_FALSE(strong.weak);
+  EXPECT_NEAR(strong.rel_rms, std::sqrt(3.0 / (1 + 4 + 9 + 0.25)), 1e-12);
+  EXPECT_EQ(strong.text(), "4.59e-01");
+  // Within the budget (2 * 2^-7 * 3 = 0.047) and the RMS gate: weak.
+  const std::vector<double> near = {1.0 + 1e-4, -2.0, 3.0, 0.5};
+  const StateCarry weak = judge_state_carry(golden, low, near);
+  EXPECT_TRUE(weak.weak);
+  EXPECT_EQ(weak.text(), "2.65e-05 (weak)");
+}
+
 }  // namespace
 }  // namespace kda::harness

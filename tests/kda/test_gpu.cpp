@@ -174,7 +174,8 @@ Budget budget(const std::vector<float>& gpu, const std::vector<double>& golden,
 }
 
 void expect_within_budget(const std::vector<float>& gpu, const std::vector<double>& golden,
-                          const std::vector<float>& low, const std::string& what) {
+                          const std::vector<float>& low, const std::string& what,
+                          double rms_limit = 5e-3) {
   ASSERT_EQ(gpu.size(), golden.size()) << what;
   ASSERT_EQ(low.size(), golden.size()) << what;
   size_t non_finite = 0;
@@ -184,7 +185,7 @@ void expect_within_budget(const std::vector<float>& gpu, const std::vector<doubl
   EXPECT_LE(b.err_gpu, b.limit()) << what << ": max|gpu - golden| = " << b.err_gpu
                                   << ", max|low - golden| = " << b.err_low
                                   << ", max|golden| = " << b.max_golden;
-  EXPECT_LT(b.rel_rms(), 5e-3) << what << ": relative RMS error";
+  EXPECT_LT(b.rel_rms(), rms_limit) << what << ": relative RMS error";
 }
 
 template <class T>
@@ -412,6 +413,13 @@ struct ForwardCase {
   // Token strides (0 = compact): q/k/v as slices of one packed [T, 3 H 128] projection.
   bool packed_qkv = false;
   int64_t out_stride = 0;
+  // Input regimes: the per-token decay times decay_scale (0: no decay at all, 1e-3: memories of
+  // thousands of tokens, so the state carried between chunks dominates the output), v times
+  // value_scale, and, with value_spread, value channel d also times 2^((d % 31) - 15): channels
+  // 2^30 apart in one state, which a single scale per (sequence, head) cannot keep in fp16.
+  float decay_scale = 1.0f;
+  float value_scale = 1.0f;
+  bool value_spread = false;
 };
 
 // Host inputs in the kernels' dtypes; tokens outside every sequence hold NaN (the kernels must
@@ -441,7 +449,11 @@ Inputs make_inputs(const ForwardCase& c, uint64_t seed) {
   in.gate.assign(elems, 0.0f);
   in.beta.resize(static_cast<size_t>(rows * H));
   for (uint16_t& x : in.q) x = to_bf16(normal(rng));
-  for (uint16_t& x : in.v) x = to_bf16(normal(rng));
+  for (size_t i = 0; i < elems; ++i) {
+    const int d = static_cast<int>(i % kD);
+    const float spread = c.value_spread ? std::ldexp(1.0f, d % 31 - 15) : 1.0f;
+    in.v[i] = to_bf16(normal(rng) * c.value_scale * spread);
+  }
   {
     std::vector<float> raw(elems);
     for (float& x : raw) x = normal(rng);
@@ -465,7 +477,7 @@ Inputs make_inputs(const ForwardCase& c, uint64_t seed) {
         float running = 0.0f;
         for (int64_t t = begin; t < end; ++t) {
           if ((t - begin) % kda::kChunk == 0) running = 0.0f;
-          running += -5.0f * sigmoid(normal(rng)) * log2e;
+          running += -5.0f * sigmoid(normal(rng)) * log2e * c.decay_scale;
           in.gate[static_cast<size_t>((t * H + h) * kD + d)] = running;
         }
       }
@@ -473,7 +485,11 @@ Inputs make_inputs(const ForwardCase& c, uint64_t seed) {
   }
   if (c.initial_state) {
     in.h0.resize(static_cast<size_t>(in.n_states * H * kD * kD));
-    for (float& x : in.h0) x = normal(rng);
+    for (size_t i = 0; i < in.h0.size(); ++i) {  // scaled like the values its columns hold
+      const int d = static_cast<int>(i % kD);
+      const float spread = c.value_spread ? std::ldexp(1.0f, d % 31 - 15) : 1.0f;
+      in.h0[i] = normal(rng) * c.value_scale * spread;
+    }
   }
   return in;
 }
@@ -644,8 +660,14 @@ References run_references(const Inputs& in) {
           kda::ref::chunked_forward<float>(problem, options)};
 }
 
+// The relative RMS gate: §9.4's 5e-3 for every variant, 4e-3 for the default kernel (the
+// long-memory issue's bar; docs/precision.md predicts <= 3.3e-3 on these inputs).
+double rms_limit(kda::ForwardVariant variant) {
+  return variant == kda::kDefaultForwardVariant ? 4e-3 : 5e-3;
+}
+
 void check_outputs(const Inputs& in, const References& refs, const Outputs& gpu,
-                   const std::string& what) {
+                   const std::string& what, double rms = 5e-3) {
   // Rows at or after cu[N]: exactly +0.
   const int64_t row = int64_t{in.c.heads} * kD;
   const int64_t end = in.active_end();
@@ -654,10 +676,10 @@ void check_outputs(const Inputs& in, const References& refs, const Outputs& gpu,
     tail_nonzero += gpu.out[i] != 0 ? 1 : 0;
   }
   EXPECT_EQ(tail_nonzero, 0u) << what << ": rows at or after cu[N] must be +0";
-  expect_within_budget(widen(gpu.out), refs.golden.out, refs.low.out, what + " output");
+  expect_within_budget(widen(gpu.out), refs.golden.out, refs.low.out, what + " output", rms);
   if (in.c.final_state) {
     expect_within_budget(gpu.final_state, refs.golden.final_state, refs.low.final_state,
-                         what + " final state");
+                         what + " final state", rms);
   }
 }
 
@@ -711,8 +733,8 @@ void check_forward(kda::ForwardVariant variant, const ForwardCase& c, uint64_t s
   const DeviceProblem device(in, variant);
   const Outputs explicit_out = device.run(Path::explicit_norm);
   const Outputs fused_out = device.run(Path::fused);
-  check_outputs(in, refs, explicit_out, "explicit");
-  check_outputs(in, refs, fused_out, "fused");
+  check_outputs(in, refs, explicit_out, "explicit", rms_limit(variant));
+  check_outputs(in, refs, fused_out, "fused", rms_limit(variant));
   check_fused_against_explicit(variant, in, refs, fused_out, explicit_out, "");
   // Deterministic, and the stages in order are exactly chunk_forward.
   const Outputs again = device.run(Path::fused);
@@ -859,6 +881,63 @@ TEST_P(KdaForward, LongChainWithStates) {
   c.initial_state = true;
   c.final_state = true;
   check_forward(GetParam(), c, 31);
+}
+
+// Long memories: no decay at all, and memories of thousands of tokens, over 9 chunks with states,
+// so the carried state dominates the output (the contract gates forget within a chunk).
+TEST_P(KdaForward, NoDecayLongChain) {
+  ForwardCase c;
+  c.tokens = 560;
+  c.heads = 2;
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 0.0f;
+  check_forward(GetParam(), c, 32);
+}
+
+TEST_P(KdaForward, SlowDecayRaggedWithStates) {
+  ForwardCase c;
+  c.cu = {0, 300, 300, 429, 700};
+  c.tokens = 710;
+  c.heads = 2;
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 1e-3f;
+  check_forward(GetParam(), c, 33);
+}
+
+// Value scales far from 1 under long memory: v and the state at 2^14 (a state of ~10^5 overflows
+// fp16) and at 2^-14 (fp16 subnormals), and channels 2^30 apart. v2w's fp16 scan keeps them in
+// range with its per-row scales (scan_w.cu rescale_rows) and its record's per-column U scale.
+TEST_P(KdaForward, LargeValuesSlowDecay) {
+  ForwardCase c;
+  c.tokens = 400;
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 1e-3f;
+  c.value_scale = 16384.0f;
+  check_forward(GetParam(), c, 34);
+}
+
+TEST_P(KdaForward, TinyValuesNoDecay) {
+  ForwardCase c;
+  c.tokens = 330;
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 0.0f;
+  c.value_scale = 1.0f / 16384.0f;
+  check_forward(GetParam(), c, 35);
+}
+
+TEST_P(KdaForward, ValueChannelsSpreadOverThirtyOctaves) {
+  ForwardCase c;
+  c.cu = {0, 200, 330};
+  c.tokens = 330;
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 1e-3f;
+  c.value_spread = true;
+  check_forward(GetParam(), c, 36);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, KdaForward,

@@ -8,6 +8,7 @@
 // of something the kernel never wrote shows up.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -55,10 +56,10 @@ Frag4 b_frag2(F value) {
   return out;
 }
 
-// The record, with a write counter per 2-byte unit.
+// The record (the v2w record, the larger one), with a write counter per 2-byte unit.
 struct Record {
-  Memory mem{kda::detail::kRecord1Bytes};
-  std::vector<int> hits = std::vector<int>(static_cast<size_t>(kda::detail::kRecord1Bytes / 2), 0);
+  Memory mem{kda::detail::kRecord2Bytes};
+  std::vector<int> hits = std::vector<int>(static_cast<size_t>(kda::detail::kRecord2Bytes / 2), 0);
   void put(int64_t byte, double x) {
     mem.at(byte) = x;
     ++hits.at(static_cast<size_t>(byte / 2));
@@ -371,42 +372,41 @@ TEST(PrepV2Layout, BlockedInverseSolves) {
   }
 }
 
-// Phase 5: W = T (beta k Gamma), U = T (beta v), record rows >= n zero.
+// Phase 5: W = T (beta k Gamma), U = (T diag beta) v scaled per column (the v2w record), record
+// rows >= n zero.
 TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<int> small(-2, 2);
   for (const int n : {64, 37, 1}) {
     const Chunk c = random_chunk(rng, n);
     Memory s = load_smem(c);
-    std::vector<double> t(static_cast<size_t>(kC * kC), 0.0);  // lower triangular, unit-ish
+    // Unit lower triangular, as T = (I + A_kk)^-1 is (phase 5 relies on T_ii = 1 for U).
+    std::vector<double> t(static_cast<size_t>(kC * kC), 0.0);
     for (int i = 0; i < kC; ++i) {
       for (int j = 0; j < kC; ++j) {
-        if (j <= i) t[static_cast<size_t>(i * kC + j)] = small(rng);
+        if (j <= i) t[static_cast<size_t>(i * kC + j)] = j == i ? 1.0 : small(rng);
         if (i / 16 >= j / 16) s.at(v2::sx(i, j)) = t[static_cast<size_t>(i * kC + j)];
       }
     }
-    // Phase 4a (warps 4..7): the right-hand sides, computed from shared memory before the G
-    // region is overwritten; phase 5a: T's fp16 / bf16 copies (lower blocks).
-    std::vector<double> kt(static_cast<size_t>(kC * kD)), bv(kt.size());
+    // Phase 4a (warps 4..7): W's right-hand side, computed from shared memory before the G
+    // region is overwritten (U's is v as loaded); phase 5a: T's fp16 copy and (T - I) diag(beta)'s
+    // bf16 copy (lower blocks; U's diagonal term beta_i v_i starts the accumulators).
+    std::vector<double> kt(static_cast<size_t>(kC * kD));
     for (int tok = 0; tok < kC; ++tok) {
       for (int d = 0; d < kD; ++d) {
         const double beta = s.at(v2::kSBeta + 4 * tok);
         kt[static_cast<size_t>(tok * kD + d)] =
             beta * s.at(v2::sk(tok, d)) * std::exp2(s.at(v2::sg(tok, d)));
-        bv[static_cast<size_t>(tok * kD + d)] = beta * s.at(v2::sv(tok, d));
       }
     }
     for (int tok = 0; tok < kC; ++tok) {
-      for (int d = 0; d < kD; ++d) {
-        s.at(v2::skt(tok, d)) = kt[static_cast<size_t>(tok * kD + d)];
-        s.at(v2::sv(tok, d)) = bv[static_cast<size_t>(tok * kD + d)];
-      }
+      for (int d = 0; d < kD; ++d) s.at(v2::skt(tok, d)) = kt[static_cast<size_t>(tok * kD + d)];
     }
     for (int i = 0; i < kC; ++i) {
       for (int j = 0; j < kC; ++j) {
         if (i / 16 < j / 16) continue;
         s.at(v2::st16(i, j)) = s.at(v2::sx(i, j));
-        s.at(v2::stb(i, j)) = s.at(v2::sx(i, j));
+        s.at(v2::stb(i, j)) = i == j ? 0.0 : s.at(v2::sx(i, j)) * s.at(v2::kSBeta + 4 * j);
       }
     }
     bank_conflicts = 0;
@@ -417,6 +417,15 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
         const bool is_w = pass == 0;
         const int rhs = is_w ? v2::kSKT : v2::kSV;
         Acc acc[4][2]{};
+        if (!is_w) {  // U: the accumulators start from beta_i v_i
+          for (int mt = 0; mt < 4; ++mt)
+            for (int nt = 0; nt < 2; ++nt)
+              for (int l = 0; l < 32; ++l)
+                for (int reg = 0; reg < 4; ++reg) {
+                  const int i = 16 * mt + v1::c_row(l, reg), d = n0 + 8 * nt + v1::c_col(l, reg);
+                  acc[mt][nt][l][reg] = s.at(v2::kSBeta + 4 * i) * s.at(v2::sv(i, d));
+                }
+        }
         for (int ks = 0; ks < kC / 16; ++ks) {
           const Frag4 b = ldmatrix_x4(s, per_lane([&](int l) {
             return rhs + 2 * ((16 * ks + v2::ldsm_bt_row(l)) * v2::kLdH + n0 + v2::ldsm_bt_col(l));
@@ -429,6 +438,36 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
             for (int nt = 0; nt < 2; ++nt) run_mma(acc[mt][nt], a, b, 2 * nt);
           }
         }
+        // v2w record: U's column scales (prep_v2.cu u_column_scales), lane by lane: a lane's max
+        // over its valid rows, then over the lanes of its column (xor 4, 8, 16).
+        double u_mult[32][2][2];
+        for (int l = 0; l < 32; ++l)
+          for (int nt = 0; nt < 2; ++nt) u_mult[l][nt][0] = u_mult[l][nt][1] = 1.0;
+        if (!is_w) {
+          for (int nt = 0; nt < 2; ++nt) {
+            for (int e = 0; e < 2; ++e) {
+              double lane_max[32];
+              for (int l = 0; l < 32; ++l) {
+                lane_max[l] = 0.0;
+                for (int mt = 0; mt < 4; ++mt)
+                  for (int half = 0; half < 2; ++half)
+                    if (16 * mt + v1::c_row(l, 2 * half) < n)
+                      lane_max[l] = std::max(lane_max[l], std::fabs(acc[mt][nt][l][2 * half + e]));
+              }
+              for (int l = 0; l < 32; ++l) {
+                double m = 0.0;
+                for (int x = 0; x < 8; ++x) m = std::max(m, lane_max[(l & 3) | (x << 2)]);
+                int ex = 0;
+                std::frexp(m, &ex);
+                u_mult[l][nt][e] = m > 0.0 ? std::ldexp(1.0, 15 - ex) : 1.0;
+                if (l < 4) {
+                  rec.put(kda::detail::v1::rec2_u_bound(n0 + 8 * nt + v1::c_col(l, e)),
+                          m > 0.0 ? std::ldexp(1.0, ex) : 0.0);
+                }
+              }
+            }
+          }
+        }
         for (int mt = 0; mt < 4; ++mt) {
           for (int nt = 0; nt < 2; ++nt) {
             for (int l = 0; l < 32; ++l) {
@@ -437,7 +476,7 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
                 const int d = n0 + 8 * nt + v1::c_col(l, 0);
                 for (int e = 0; e < 2; ++e) {
                   const int64_t byte = (is_w ? v1::rec1_w(i, d) : v1::rec1_u(i, d)) + 2 * e;
-                  rec.put(byte, i < n ? acc[mt][nt][l][2 * half + e] : 0.0);
+                  rec.put(byte, i < n ? acc[mt][nt][l][2 * half + e] * u_mult[l][nt][e] : 0.0);
                 }
               }
             }
@@ -446,19 +485,43 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
       }
     }
     EXPECT_EQ(bank_conflicts, 0) << "phase 5 ldmatrix phases must be conflict-free";
+    // U's column bound: the least power of two above the column's max |U| (0 for a zero column),
+    // and the stored U scaled by 2^15 / bound.
+    std::vector<double> u_exact(static_cast<size_t>(kC * kD), 0.0), bound(kD, 0.0);
+    for (int i = 0; i < n; ++i) {
+      for (int d = 0; d < kD; ++d) {
+        double u = 0;
+        for (int j = 0; j <= i; ++j) {
+          u += t[static_cast<size_t>(i * kC + j)] * c.beta[static_cast<size_t>(j)] * c.at(c.v, j, d);
+        }
+        u_exact[static_cast<size_t>(i * kD + d)] = u;
+        bound[static_cast<size_t>(d)] = std::max(bound[static_cast<size_t>(d)], std::fabs(u));
+      }
+    }
+    for (double& b : bound) {  // max -> the least power of two above it
+      int ex = 0;
+      std::frexp(b, &ex);
+      b = b > 0.0 ? std::ldexp(1.0, ex) : 0.0;
+      EXPECT_TRUE(b == 0.0 || b > 1.0) << "integer data: every non-zero column max is >= 1";
+    }
+    for (int d = 0; d < kD; ++d) {
+      ASSERT_EQ(rec.get(kda::detail::v1::rec2_u_bound(d)), bound[static_cast<size_t>(d)]) << "column " << d;
+    }
     for (int i = 0; i < kC; ++i) {
       for (int d = 0; d < kD; ++d) {
-        double w = 0, u = 0;
+        double w = 0;
         for (int j = 0; j <= i; ++j) {
           const double tij = t[static_cast<size_t>(i * kC + j)];
           const double beta = c.beta[static_cast<size_t>(j)];
           w += tij * beta * c.at(c.k, j, d) * std::exp2(c.at(c.g, j, d));
-          u += tij * beta * c.at(c.v, j, d);
         }
+        const double b = bound[static_cast<size_t>(d)];
+        const double u = i < n && b > 0.0 ? u_exact[static_cast<size_t>(i * kD + d)] * 32768.0 / b : 0.0;
         const std::string what = "n " + std::to_string(n) + " (" + std::to_string(i) + ", " +
                                  std::to_string(d) + ")";
         ASSERT_EQ(rec.get(v1::rec1_w(i, d)), i < n ? w : 0.0) << what << " W";
-        ASSERT_EQ(rec.get(v1::rec1_u(i, d)), i < n ? u : 0.0) << what << " U";
+        ASSERT_EQ(rec.get(v1::rec1_u(i, d)), u) << what << " U";
+        ASSERT_LT(std::fabs(u), 32768.0) << what << " stored U stays below 2^15";
         ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec1_w(i, d) / 2)], 1) << what;
         ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec1_u(i, d) / 2)], 1) << what;
       }
@@ -466,7 +529,7 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
   }
 }
 
-// Phases 2, 3 and 5 together write every bf16 of the record exactly once (phase 2's q', kg pairs
+// Phases 2, 3 and 5 together write every 16-bit value of the record exactly once (phase 2's q', kg pairs
 // and a included), so no stale bytes of an earlier chunk survive in a reused workspace.
 // Phase 2a's fused q norm: each warp's 8 sums of squares as the diagonal of X X^T (mma.sync with
 // one ldmatrix.x4 per k-step serving as both A and B). The rows are exactly the ones the warp
@@ -532,7 +595,8 @@ TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
 }
 
 TEST(PrepV2Layout, RecordIsExactlyCovered) {
-  std::vector<int> hits(static_cast<size_t>(kda::detail::kRecord1Bytes), 0);
+  // The v2w record: the v1 parts, then U's 128 column bounds (phase 5, lanes 0..3 of each warp).
+  std::vector<int> hits(static_cast<size_t>(kda::detail::kRecord2Bytes), 0);
   auto mark = [&](int64_t byte, int size) {
     for (int b = 0; b < size; ++b) ++hits.at(static_cast<size_t>(byte + b));
   };
@@ -571,6 +635,11 @@ TEST(PrepV2Layout, RecordIsExactlyCovered) {
             mark(v1::rec1_w(i, d), 4);
             mark(v1::rec1_u(i, d), 4);
           }
+        }
+      }
+      for (int nt = 0; nt < 2; ++nt) {
+        for (int e = 0; e < 2; ++e) {
+          if (l < 4) mark(v1::rec2_u_bound(v2::wu_n0(warp) + 8 * nt + v1::c_col(l, e)), 4);
         }
       }
     }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mma_layout.h"  // lib/kda/src
+#include "scan_t.h"      // lib/kda/src
 #include "scan_w.h"      // lib/kda/src
 
 namespace {
@@ -31,9 +32,9 @@ uint16_t tag(int matrix, int row, int col) {
   return static_cast<uint16_t>((matrix << 13) | (row << 7) | col);
 }
 
-// The record as the v2 PREP writes it (tags in place of bf16 values).
+// The record as the v2 PREP writes it (tags in place of the 16-bit values).
 std::vector<uint8_t> tagged_record() {
-  std::vector<uint8_t> rec(kda::detail::kRecord1Bytes, 0);
+  std::vector<uint8_t> rec(kda::detail::kRecord2Bytes, 0);
   auto put = [&](int64_t offset, uint16_t value) { std::memcpy(&rec[offset], &value, 2); };
   for (int i = 0; i < kC; ++i) {
     for (int d = 0; d < kD; ++d) {
@@ -81,13 +82,15 @@ TEST(ScanWLayout, CopyIsAPermutationOfTheRecord) {
   for (int e = 0; e < ws::kCopyUnits; ++e) {
     const int d = ws::copy_dst(e);
     EXPECT_EQ(d % 16, 0);
-    EXPECT_LE(d + 16, static_cast<int>(kda::detail::kRecord1Bytes));
+    EXPECT_LE(d + 16, static_cast<int>(kda::detail::kRecord2Bytes));
     dst.insert(d);
     if (e >= ws::kSplitBytes / 16) {
-      EXPECT_EQ(d, 16 * e) << "A_qk, U and a are copied verbatim";
+      EXPECT_EQ(d, 16 * e) << "A_qk, U, a and U's bounds are copied verbatim";
     }
   }
   EXPECT_EQ(static_cast<int>(dst.size()), ws::kCopyUnits);
+  EXPECT_EQ(int64_t{ws::kCopyUnits} * 16, kda::detail::kRecord2Bytes) << "the whole v2w record";
+  EXPECT_LE(static_cast<int>(kda::detail::kRecord2Bytes), ws::kBuffer);
   for (int c = 0; c < 4; ++c) EXPECT_EQ(ws::buffer(c) % 1024, 0);
   EXPECT_EQ(ws::kSO % 1024, 0);
   EXPECT_LE(ws::kSUsed + 1023, ws::kSBytes) << "room to align the dynamic base up to 1024";
@@ -139,6 +142,39 @@ TEST(ScanWLayout, DescriptorsFetchTheOperands) {
     }
     EXPECT_EQ(mismatches, 0) << "buffer " << chunk;
   }
+}
+
+// The row scales (scan_w.cu rescale_rows): a thread's state registers 2 h, 2 h + 1 belong to one
+// value row, the row's max is reduced over lanes xor 1 and xor 2, and those four lanes hold all
+// 128 keys of the row exactly once; the U bound the thread reads for that row is the record's.
+TEST(ScanWLayout, RowScalesSeeTheirWholeRow) {
+  namespace ts = kda::detail::tscan;
+  for (int warp = 0; warp < ws::kWarps; ++warp) {
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int h = 0; h < 2; ++h) {
+        const int row = ts::state_value(warp, lane, 2 * h);
+        EXPECT_EQ(ts::state_value(warp, lane, 2 * h + 1), row);
+        std::set<int> keys;
+        for (int other : {lane, lane ^ 1, lane ^ 2, lane ^ 3}) {
+          EXPECT_EQ(ts::state_value(warp, other, 2 * h), row) << "the quad shares the row";
+          for (int j = 0; j < kD / 8; ++j) {
+            for (int r : {2 * h, 2 * h + 1}) keys.insert(ts::state_key(other, j, r));
+          }
+        }
+        EXPECT_EQ(keys.size(), static_cast<size_t>(kD)) << "warp " << warp << " lane " << lane;
+        // The bound sits in the verbatim-copied tail of the record, so buffer offset = record
+        // offset; it is U_BOUND[value row].
+        EXPECT_GE(v1::rec2_u_bound(row), ws::kSplitBytes);
+        EXPECT_EQ(v1::rec2_u_bound(row), kda::detail::kRec2UBound + 4 * row);
+      }
+    }
+  }
+  // Every value row is some thread's row.
+  std::set<int> rows;
+  for (int warp = 0; warp < ws::kWarps; ++warp)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int reg = 0; reg < 4; ++reg) rows.insert(ts::state_value(warp, lane, reg));
+  EXPECT_EQ(rows.size(), static_cast<size_t>(kD));
 }
 
 }  // namespace

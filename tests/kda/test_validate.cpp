@@ -43,6 +43,7 @@ void expect_invalid(const Params& p, ErrorCode code, const std::string& fragment
 
 constexpr int64_t kRecordBytes = 147968;  // v0: (4 * 64 * 128 + 64 * 64 + 128) fp32
 constexpr int64_t kRecord1Bytes = 74240;  // v1: (4 * 64 * 128 + 64 * 64) bf16 + 128 fp32
+constexpr int64_t kRecord2Bytes = 74752;  // v2w: the v1 layout in fp16 + 128 fp32 U bounds
 
 // ---------------------------------------------------------------------------------------------
 // chunk_forward
@@ -380,10 +381,15 @@ TEST(ValidateForward, Variant) {
   EXPECT_EQ(kda::forward_workspace_bytes(p), v1_bytes);
   p.variant = kda::ForwardVariant::v2t_mma;  // the v1 record too
   EXPECT_EQ(kda::forward_workspace_bytes(p), v1_bytes);
-  p.variant = kda::ForwardVariant::v2w_mma;  // and again
-  EXPECT_EQ(kda::forward_workspace_bytes(p), v1_bytes);
-  p.workspace_bytes = v1_bytes;
+  p.variant = kda::ForwardVariant::v2w_mma;  // the v2w record: v1's + 512 B of U bounds
+  const size_t v2w_bytes = kda::forward_workspace_bytes(p);
+  EXPECT_EQ(v2w_bytes * kRecord1Bytes, v1_bytes * kRecord2Bytes);
+  p.workspace_bytes = v2w_bytes;
   EXPECT_NO_THROW(kda::validate(p));
+  p.workspace_bytes = v1_bytes;  // a v1-sized workspace is too small for v2w
+  expect_invalid(p, ErrorCode::invalid_argument,
+                 "workspace_bytes = " + std::to_string(v1_bytes) +
+                     " is too small: these sizes need " + std::to_string(v2w_bytes) + " bytes");
   p.variant = kda::ForwardVariant::v1_mma;
   p.workspace_bytes = v1_bytes;
   EXPECT_NO_THROW(kda::validate(p));

@@ -119,5 +119,66 @@ TEST(ProblemCheck, ForwardEntryPointsValidate) {
   EXPECT_THROW(recurrent_forward<float>(valid_packed(), bad_chunk), std::invalid_argument);
 }
 
+// chunk_local: every 64-token chunk (counted from each sequence start) becomes a sequence of its
+// own with a zero state; its output row by row equals a fresh run of that chunk alone.
+TEST(ChunkLocal, EveryChunkIsASequenceStartingFromZero) {
+  ProblemSpec spec;
+  spec.heads = 2;
+  spec.key_dim = 4;
+  spec.value_dim = 3;
+  spec.lengths = {70, 0, 5, 130};
+  spec.tokens = 210;  // 5 inactive rows
+  const Problem p = make_problem(spec);
+  const Problem local = chunk_local(p, 64);
+  EXPECT_EQ(local.cu_seqlens, (std::vector<int32_t>{0, 64, 70, 75, 139, 203, 205}));
+  EXPECT_TRUE(local.initial_state.empty());
+  EXPECT_NO_THROW(local.check());
+  Options options;
+  options.final_state = false;
+  const auto out = recurrent_forward<double>(local, options).out;
+  // Chunk [139, 203) of the fourth sequence, run alone.
+  Problem alone = p;
+  alone.cu_seqlens = {0, 64};
+  alone.tokens = 64;
+  alone.initial_state.clear();
+  const int64_t row = p.heads * p.key_dim, vrow = p.heads * p.value_dim;
+  auto slice = [](const std::vector<float>& x, int64_t begin, int64_t n) {
+    return std::vector<float>(x.begin() + begin, x.begin() + begin + n);
+  };
+  alone.q = slice(p.q, 139 * row, 64 * row);
+  alone.k = slice(p.k, 139 * row, 64 * row);
+  alone.v = slice(p.v, 139 * vrow, 64 * vrow);
+  alone.gate = slice(p.gate, 139 * row, 64 * row);
+  alone.beta = slice(p.beta, 139 * p.heads, 64 * p.heads);
+  const auto want = recurrent_forward<double>(alone, options).out;
+  for (int64_t i = 0; i < 64 * vrow; ++i) ASSERT_EQ(out[139 * vrow + i], want[i]) << i;
+  // The initial state is dropped too: sequence 0's first row differs from the full run's.
+  const auto full = recurrent_forward<double>(p, options).out;
+  EXPECT_NE(full[0], out[0]);
+}
+
+TEST(ChunkLocal, DenseBatchesBecomeOnePackedBuffer) {
+  ProblemSpec spec;
+  spec.batch = 3;
+  spec.tokens = 70;
+  spec.key_dim = 4;
+  spec.value_dim = 4;
+  spec.initial_state = false;
+  const Problem p = make_problem(spec);
+  const Problem local = chunk_local(p, 64);
+  EXPECT_EQ(local.batch, 1);
+  EXPECT_EQ(local.tokens, 210);
+  EXPECT_EQ(local.cu_seqlens, (std::vector<int32_t>{0, 64, 70, 134, 140, 204, 210}));
+  Options options;
+  options.final_state = false;
+  const auto full = recurrent_forward<double>(p, options).out;
+  const auto reset = recurrent_forward<double>(local, options).out;
+  ASSERT_EQ(full.size(), reset.size());
+  // The first chunk of every batch row starts from zero either way: identical there.
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < 64 * 4; ++i) ASSERT_EQ(full[(b * 70) * 4 + i], reset[(b * 70) * 4 + i]);
+  EXPECT_THROW(chunk_local(p, 0), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace kda::ref

@@ -128,4 +128,17 @@ Judgement judge(std::span<const double> golden, std::span<const double> low,
   return j;
 }
 
+StateCarry judge_state_carry(std::span<const double> golden, std::span<const double> low,
+                             std::span<const double> local, const BudgetRule& rule) {
+  const Judgement j = judge(golden, low, local, rule);
+  StateCarry carry;
+  carry.rel_rms = j.rel_rms;
+  carry.weak = j.passed();
+  return carry;
+}
+
+std::string StateCarry::text() const {
+  return fmt::format("{:.2e}{}", rel_rms, weak ? " (weak)" : "");
+}
+
 }  // namespace kda::harness

@@ -555,6 +555,7 @@ void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.seqs = plan.seqs;
   args.records = p.workspace;
   args.fuse_q_l2norm = p.fuse_q_l2norm;
+  args.f16_record = p.variant == ForwardVariant::v2w_mma;
   if (detail::uses_prep_v2(p.variant)) {
     detail::launch_prep_v2(args, stream);
     return;
@@ -582,6 +583,7 @@ void run_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.heads = p.heads;
   args.capacity = plan.capacity;
   args.seqs = plan.seqs;
+  args.record_bytes = detail::record_bytes(p.variant);
   if (p.variant == ForwardVariant::v2w_mma) {
     detail::launch_scan_w(args, stream);
     return;

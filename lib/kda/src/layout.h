@@ -49,7 +49,18 @@ inline constexpr int64_t kRecord1Bytes = kRec1A + int64_t{kHeadDim} * 4;
 static_assert(kRecord1Bytes == 74240, "v1 record: 4 x 16 KB + 8 KB + 512 B");
 static_assert(kRecord1Bytes % 256 == 0, "records keep the workspace's 256-byte alignment");
 
-// The variants whose PREP is v2's (prep_v2.cu); they all write the v1 record.
+// ---- v2w (ForwardVariant::v2w_mma) record: the v1 byte layout with fp16 instead of bf16 (every
+// factor the SCAN multiplies is bounded, docs/precision.md: |W| <~ 1, |q'|, |A_qk| <= 1/sqrt(128),
+// |kg| <= 1), U stored per value column d as fp16 U * 2^15 / U_BOUND[d], and after the v1 parts
+//   U_BOUND [128] fp32: a power of two > max |U[:, d]| over the chunk's rows (0: the column is 0),
+// so |stored U| < 2^15 whatever the scale of v. The SCAN runs its products in fp16 with per-row
+// power-of-two scales (scan_w.cu) and undoes U's with U_BOUND.
+inline constexpr int64_t kRec2UBound = kRecord1Bytes;
+inline constexpr int64_t kRecord2Bytes = kRec2UBound + int64_t{kHeadDim} * 4;
+static_assert(kRecord2Bytes == 74752, "v2w record: the v1 record + 512 B of U bounds");
+static_assert(kRecord2Bytes % 256 == 0, "records keep the workspace's 256-byte alignment");
+
+// The variants whose PREP is v2's (prep_v2.cu); v2 and v2t write the v1 record, v2w its own.
 inline bool uses_prep_v2(ForwardVariant variant) {
   return variant == ForwardVariant::v2_mma || variant == ForwardVariant::v2t_mma ||
          variant == ForwardVariant::v2w_mma;
@@ -57,7 +68,8 @@ inline bool uses_prep_v2(ForwardVariant variant) {
 
 // Bytes of one record of `variant` (validated elsewhere: unknown values give the v0 size).
 inline int64_t record_bytes(ForwardVariant variant) {
-  // The v2 family writes exactly the v1 record (only their PREP / SCAN differ).
+  if (variant == ForwardVariant::v2w_mma) return kRecord2Bytes;
+  // v1, v2 and v2t write exactly the v1 record (only their PREP / SCAN differ).
   return variant == ForwardVariant::v1_mma || uses_prep_v2(variant) ? kRecord1Bytes
                                                                     : kRecordBytes;
 }

@@ -107,6 +107,8 @@ KDA_HD constexpr int64_t rec1_u(int i, int d) {
   return kRec1U + (d / kScanSliceColumns) * kRec1USlice + 2 * swz32(i, d % kScanSliceColumns);
 }
 KDA_HD constexpr int64_t rec1_a(int d) { return kRec1A + 4 * d; }
+// v2w record (layout.h kRecord2Bytes): the parts above in fp16, then U's column bounds.
+KDA_HD constexpr int64_t rec2_u_bound(int d) { return kRec2UBound + 4 * d; }
 
 // ------------------------------------------------------------------------------------------------
 // v1 SCAN shared memory (bytes). [0, kS1U) is the record's own image of W, q', kg, A_qk; then the

@@ -5,9 +5,12 @@
 //                      with per-column-block anchors (kernel-design §7.1);
 //   T = (I + A_kk)^-1  fp32 on CUDA cores, blocked: 4 diagonal 16x16 forward substitutions, then
 //                      the 6 off-diagonal blocks by Schur formulas, level by level (§7.2);
-//   W = T (beta k Gamma), U = T (beta v)
+//   W = T (beta k Gamma), U = beta v + (T - I) diag(beta) v
 //                      mma.sync: fp16 operands for W (both factors bounded by ~1), bf16 for U
-//                      (beta v is unbounded user data), fp32 accumulation, rounded once to bf16.
+//                      (v is unbounded user data, taken as it is: beta goes into T's columns and
+//                      the dominant diagonal term is added in fp32), fp32 accumulation, rounded
+//                      once into the record: bf16 (v1 record), or fp16 with U scaled per value
+//                      column (v2w record, layout.h kRecord2Bytes; docs/precision.md).
 // One CTA per (64-token chunk, head), 256 threads (8 warps), prep_v2.h kSBytes (106 KB) of shared
 // memory and at most 128 registers: two CTAs per SM. Every address / fragment map comes from
 // prep_v2.h and mma_layout.h (shared with the CPU emulation test). Fixed orders, no atomics:
@@ -94,6 +97,16 @@ __device__ __forceinline__ uint4 pack8_f16(const float (&x)[8]) {
                     pack_f16(x[6], x[7]));
 }
 
+// Record values: bf16 (v1 record) or fp16 (v2w record), pairs and groups of 8.
+template <bool kF16>
+__device__ __forceinline__ uint32_t pack_record(float lo, float hi) {
+  return kF16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+}
+template <bool kF16>
+__device__ __forceinline__ uint4 pack8_record(const float (&x)[8]) {
+  return kF16 ? pack8_f16(x) : pack8_bf16(x);
+}
+
 // One thread's share of a row's sum of squares: 4 partial sums (ILP), added in a fixed order.
 template <int kN>
 __device__ __forceinline__ float partial_ssq(const float (&x)[kN]) {
@@ -138,7 +151,53 @@ __device__ __forceinline__ float deferred_row_norm(float (&x)[kN], bool& rescale
   return __frsqrt_rn(ssq + eps);
 }
 
+// The v2w record's U column bounds (layout.h kRec2UBound): warp w holds U's columns
+// n0 .. n0 + 15 over all 64 rows in its accumulators acc[m tile][n tile][C register]; each lane's
+// columns are n0 + 8 nt + c_col(lane, e), its rows 16 mt + c_row(lane, 2 half). The column max is
+// a max over the lane's 8 rows, then over the 8 row groups (lanes xor 4, 8, 16). Bound = 2^e with
+// max = f 2^e, f in [0.5, 1) (so max < bound); 0 for an all-zero column; the multiplier 2^(15 - e)
+// brings the column below 2^15. e is clamped to [-100, 128] so the multiplier stays a normal
+// float (a column below 2^-100 is scaled by 2^115 and stays below 2^15); a non-finite max (a NaN
+// or inf input) keeps multiplier 1, so the value propagates unchanged.
+__device__ __forceinline__ void u_column_scales(char* rec, int n, int n0, int lane,
+                                                const float (&acc)[4][2][4],
+                                                float (&u_mult)[2][2]) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float m = 0.0f;
+#pragma unroll
+      for (int mt = 0; mt < kC / 16; ++mt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const bool valid = 16 * mt + c_row(lane, 2 * half) < n;
+          m = fmaxf(m, valid ? fabsf(acc[mt][nt][2 * half + e]) : 0.0f);
+        }
+      }
+#pragma unroll
+      for (int x = 4; x < 32; x <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
+      float bound = 0.0f, mult = 1.0f;
+      if (m > 0.0f && isfinite(m)) {
+        int ex = 0;
+        frexpf(m, &ex);
+        ex = min(max(ex, -100), 127);  // 2^127 would undercount m >= 2^127: inf in fp16 there
+        bound = exact_pow2(ex);
+        mult = exact_pow2(15 - ex);
+      } else if (!isfinite(m)) {
+        bound = 1.0f;
+      }
+      u_mult[nt][e] = mult;
+      if (lane < 4) {  // row group 0 writes its columns' bounds
+        *reinterpret_cast<float*>(rec + v1::rec2_u_bound(n0 + 8 * nt + c_col(lane, e))) = bound;
+      }
+    }
+  }
+}
+
+template <bool kF16Record>
 __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs args) {
+  constexpr int64_t kRecordBytes = kF16Record ? kRecord2Bytes : kRecord1Bytes;
   extern __shared__ __align__(128) unsigned char smem[];
 
   ChunkRef chunk;
@@ -149,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   const int lane = tid & 31;
   const int warp = tid >> 5;
   char* const rec = static_cast<char*>(args.records) +
-                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * kRecord1Bytes;
+                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * kRecordBytes;
 
   // ---- 1. Load. q, k, v (bf16, kept as bf16: exact) and G (fp32) go straight to shared memory
   // with 16-byte cp.async (the validated strides keep every row 16-byte aligned); rows >= n: q,
@@ -276,8 +335,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
         kg[e] = kv[e] * ex2_approx(gl[e] - g[e]);
         col[e] = kv[e] * ex2_approx(gm[e] - g[e]);
       }
-      qp_bits = pack8_bf16(qp);
-      kg_bits = pack8_bf16(kg);
+      qp_bits = pack8_record<kF16Record>(qp);
+      kg_bits = pack8_record<kF16Record>(kg);
       col_bits = pack8_bf16(col);
     }
     *reinterpret_cast<uint4*>(rec + v1::rec1_qp(i, d0)) = qp_bits;
@@ -355,7 +414,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           out_q[e] = (j <= i && i < n) ? rq * accq[nt][reg] : 0.0f;
         }
         put_pair(rec, v1::rec1_aqk(i, 16 * c + 8 * nt + c_col(lane, 0)),
-                 pack_bf16(out_q[0], out_q[1]));
+                 pack_record<kF16Record>(out_q[0], out_q[1]));
       }
     }
   }
@@ -379,8 +438,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 
   // ---- 4a. Diagonal blocks of X = (I + A_kk)^-1: lane jj of warps 0..3 solves column jj of
   // block p by forward substitution, x_i = delta_ij - sum_{r<i} A[i][r] x_r (fixed order).
-  // Meanwhile warps 4..7 (idle otherwise) build phase 5's right-hand sides (prep_v2.h): beta k
-  // Gamma (fp16, the v0 expression) over the dead G region, beta v (bf16) in place of v. (No
+  // Meanwhile warps 4..7 (idle otherwise) build W's right-hand side (prep_v2.h): beta k Gamma
+  // (fp16, the v0 expression) over the dead G region. U's is v itself (beta goes into T). (No
   // named barrier: an earlier version ordered the in-place G overwrite with bar.sync 1, 128,
   // correct, but compute-sanitizer's racecheck then reported hazards between phases 5a and 5.)
   uint4 rhs_w[kC / 8];  // warps 4..7: beta k Gamma (fp16) of rows 8 b + tid / 16 - 8, b = 0..7
@@ -407,19 +466,14 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     for (int batch = 0; batch < kC / 8; ++batch) {
       const int t = 8 * batch + (t4 >> 4);
       const int d0 = 8 * (t4 & 15);
-      float g[8], kv[8], vv[8];
+      float g[8], kv[8];
       load8_f32(smem, sg(t, d0), g);
       load8_bf16(smem, sk(t, d0), kv);
-      load8_bf16(smem, sv(t, d0), vv);
       const float b = ldf(smem, kSBeta + 4 * t);  // 0 for rows >= n (k = v = 0 there too)
-      float kt[8], bv[8];
+      float kt[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        kt[e] = b * kv[e] * ex2_approx(g[e]);
-        bv[e] = b * vv[e];
-      }
+      for (int e = 0; e < 8; ++e) kt[e] = b * kv[e] * ex2_approx(g[e]);
       rhs_w[batch] = pack8_f16(kt);
-      *reinterpret_cast<uint4*>(smem + sv(t, d0)) = pack8_bf16(bv);  // its own 16 bytes
     }
   }
   __syncthreads();
@@ -492,20 +546,27 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     __syncthreads();
   }
 
-  // ---- 5a. T -> fp16 and bf16 copies for ldmatrix (lower blocks only: phase 5 reads no other).
+  // ---- 5a. T -> fp16 (for W) and (T - I) diag(beta) -> bf16 (for U) copies for ldmatrix (lower
+  // blocks only: phase 5 reads no other). U = (T - I) diag(beta) v + beta v: beta goes into T's
+  // columns and v stays as loaded, and the diagonal term beta_i v_i, which dominates U_i, is
+  // added in fp32 by phase 5 instead of being rounded (a bf16 beta v operand, or beta_i as a bf16
+  // entry of T diag(beta), would round every U_i by up to 2^-9: docs/precision.md).
   for (int u = tid; u < kC * kC / 8; u += kThreads) {  // row i, 8 columns
     const int i = u >> 3;
     const int j0 = 8 * (u & 7);
     if ((j0 >> 4) <= (i >> 4)) {
-      float t[8];
+      float t[8], tb[8];
       load8_f32(smem, sx(i, j0), t);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) tb[e] = i == j0 + e ? 0.0f : t[e] * ldf(smem, kSBeta + 4 * (j0 + e));
       *reinterpret_cast<uint4*>(smem + st16(i, j0)) = pack8_f16(t);
-      *reinterpret_cast<uint4*>(smem + stb(i, j0)) = pack8_bf16(t);
+      *reinterpret_cast<uint4*>(smem + stb(i, j0)) = pack8_bf16(tb);
     }
   }
   __syncthreads();
 
-  // ---- 5. W = T (beta k Gamma) (fp16 operands), then U = T (beta v) (bf16 operands). Warp w:
+  // ---- 5. W = T (beta k Gamma) (fp16 operands), then U = beta v + (T - I) diag(beta) v (bf16
+  // operands onto the fp32 diagonal term). Warp w:
   // columns n0 .. n0 + 15, all 64 rows (accumulators of the 4 m tiles in registers); k-steps in
   // ascending order, only blocks ks <= mt (T is lower triangular). Every operand by ldmatrix:
   // the right-hand side tile (.trans) once per k-step, the T tile once per (m tile, k-step).
@@ -516,6 +577,22 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     const uint32_t rhs = smem_u32(smem + (is_w ? kSKT : kSV));  // both [64][kLdH] 16-bit
     const uint32_t tmat = smem_u32(smem + (is_w ? kST16 : kSTB));
     float acc[4][2][4] = {};  // [m tile][n tile][C register]
+    if (!is_w) {  // U's diagonal term beta_i v_i in fp32 (phase 5a left it out of the bf16 T copy)
+#pragma unroll
+      for (int mt = 0; mt < kC / 16; ++mt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = 16 * mt + c_row(lane, 2 * half);
+          const float b = ldf(smem, kSBeta + 4 * i);
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            const float2 vv = ldh2(smem, sv(i, n0 + 8 * nt + c_col(lane, 0)));
+            acc[mt][nt][2 * half] = b * vv.x;
+            acc[mt][nt][2 * half + 1] = b * vv.y;
+          }
+        }
+      }
+    }
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       uint32_t b[4];  // b0, b1 of n tile 0, then of n tile 1
@@ -535,6 +612,10 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
         }
       }
     }
+    // v2w record: U column d as fp16 U * 2^15 / U_BOUND[d] (layout.h), U_BOUND a power of two
+    // above the column's max |U|, so the fp16 values stay below 2^15 for any scale of v.
+    float u_mult[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};  // [n tile][column of the pair]
+    if (kF16Record && !is_w) u_column_scales(rec, n, n0, lane, acc, u_mult);
 #pragma unroll
     for (int mt = 0; mt < kC / 16; ++mt) {
 #pragma unroll
@@ -545,8 +626,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           const int d = n0 + 8 * nt + c_col(lane, 0);
           const bool valid = i < n;
           put_pair(rec, is_w ? v1::rec1_w(i, d) : v1::rec1_u(i, d),
-                   pack_bf16(valid ? acc[mt][nt][2 * half] : 0.0f,
-                             valid ? acc[mt][nt][2 * half + 1] : 0.0f));
+                   pack_record<kF16Record>(valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
+                                           valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f));
         }
       }
     }
@@ -556,10 +637,11 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
 }  // namespace
 
 void launch_prep_v2(const PrepArgs& args, cudaStream_t stream) {
-  set_dynamic_smem(reinterpret_cast<const void*>(&prep_v2_kernel), kSBytes,
-                   "chunk_forward: prep (v2)", /*max_carveout=*/true);
+  const auto kernel = args.f16_record ? &prep_v2_kernel<true> : &prep_v2_kernel<false>;
+  set_dynamic_smem(reinterpret_cast<const void*>(kernel), kSBytes, "chunk_forward: prep (v2)",
+                   /*max_carveout=*/true);
   const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
-  prep_v2_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
+  kernel<<<grid, kThreads, kSBytes, stream>>>(args);
   check_launch("chunk_forward: prep (v2)");
 }
 

@@ -1,5 +1,6 @@
-// The v2 PREP (ForwardVariant::v2_mma): arguments and launcher (prep_v2.cu). It writes the v1
-// record (layout.h kRec1*), read by the unchanged v1 SCAN (scan_v1.cu).
+// The v2 PREP (ForwardVariant::v2_mma, v2t_mma, v2w_mma): arguments and launcher (prep_v2.cu).
+// It writes the v1 record (layout.h kRec1*, bf16) for the v1 SCAN and scan_t, or the v2w record
+// (kRecord2Bytes, fp16) for scan_w.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,6 +25,9 @@ struct PrepArgs {
   Sequences seqs;
   void* records;  // head-major: [heads][capacity]
   bool fuse_q_l2norm;  // a runtime flag: it only changes the load phase
+  // v2 PREP only: write the v2w record (layout.h kRecord2Bytes: fp16 factors, U scaled per value
+  // column) instead of the v1 record (bf16) that the v1 SCAN and scan_t read.
+  bool f16_record;
 };
 
 // Grid (capacity, H), 256 threads, prep_v2.h kSBytes of dynamic shared memory, 2 CTAs per SM.

@@ -81,6 +81,9 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
 __device__ __forceinline__ float2 unpack_bf16(uint32_t bits) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
 }
+__device__ __forceinline__ float2 unpack_f16(uint32_t bits) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+}
 
 // 2^x by the MUFU unit alone (ex2.approx.ftz.f32: relative error below 2^-22, subnormal results
 // flushed to zero). exp2f adds a range check and two multiplies around the same instruction to

@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
 
   float st[kKeyTiles][4];  // st[j][reg] = S[state_key(lane, j, reg)][state_value(warp, lane, reg)]
   load_state(args, chain, warp, lane, st);
+  const float kUnscaled[2] = {1.0f, 1.0f};  // scan_t's state and outputs carry no row scale
 
   auto issue_record = [&](int64_t c) {  // record c -> buffer c % 2, one commit group
     const char* rec = chain.first_record + c * kRecord1Bytes;
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
       }
     }
     uint32_t vn[kTokenTiles][2];  // V_new^T = U^T - acc, bf16 A fragments
-    v_new(buf, warp, lane, acc, vn);
+    v_new<false>(buf, warp, lane, acc, kUnscaled, vn);
 
     // ---- Phase B1: O^T = P^T + V_new^T A_qk^T over the token blocks at or below the diagonal
     // (A_qk is zero above it inside the record).
@@ -111,11 +112,11 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
     }
 
     // ---- O^T -> the O tile [token][value] (stmatrix.trans), then rows < n out as 16-byte rows.
-    store_o_tile(sbase + kSO, warp, lane, pq);
+    store_o_tile(sbase + kSO, warp, lane, pq, kUnscaled);
     __syncthreads();  // the O tile is complete; every read of buffer c % 2 is done
     copy_out_rows(args, chain, c, smem, kSO, tid, kThreads);
   }
-  store_state(args, chain, warp, lane, st);
+  store_state(args, chain, warp, lane, st, kUnscaled);
 }
 
 }  // namespace

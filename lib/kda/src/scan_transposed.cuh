@@ -53,16 +53,19 @@ __device__ __forceinline__ void load_state(const ScanArgs& args, const Chain& ch
   }
 }
 
-// The final state straight from the fp32 registers (initial state or zeros when empty).
+// The final state from the fp32 registers (initial state or zeros when empty), times
+// row_mult[h] for the thread's value rows h = 0 (registers 0, 1) and 1 (registers 2, 3): 1 for
+// scan_t, the exact power of two 1 / lambda that undoes scan_w's row scale.
 __device__ __forceinline__ void store_state(const ScanArgs& args, const Chain& chain, int warp,
-                                            int lane, const float (&st)[kKeyTiles][4]) {
+                                            int lane, const float (&st)[kKeyTiles][4],
+                                            const float (&row_mult)[2]) {
   if (args.final_state == nullptr) return;
 #pragma unroll
   for (int j = 0; j < kKeyTiles; ++j) {
 #pragma unroll
     for (int reg = 0; reg < 4; ++reg) {
       args.final_state[chain.state_offset + state_key(lane, j, reg) * kHeadDim +
-                       state_value(warp, lane, reg)] = st[j][reg];
+                       state_value(warp, lane, reg)] = st[j][reg] * row_mult[reg >> 1];
     }
   }
 }
@@ -81,11 +84,15 @@ __device__ __forceinline__ void decay_state(const unsigned char* rec_smem, int l
   }
 }
 
-// V_new^T = U^T - acc (fp32), rounded once to bf16: vn[tile][half] holds the pair of registers
-// (2 half, 2 half + 1) of token tile `tile`, the form the C -> A reuse needs. U^T comes from the
-// record buffer at shared address `buf` by ldmatrix.trans.
+// V_new^T = u_mult U^T - acc (fp32), rounded once to the MMA operand type (bf16 for scan_t's
+// v1 record, fp16 for scan_w's): vn[tile][half] holds the pair of registers (2 half, 2 half + 1)
+// of token tile `tile`, the form the C -> A reuse needs; half h is the thread's value row h, and
+// u_mult[h] its factor (1 for scan_t; scan_w's row scale over the record's U scale). U^T comes
+// from the record buffer at shared address `buf` by ldmatrix.trans.
+template <bool kF16>
 __device__ __forceinline__ void v_new(uint32_t buf, int warp, int lane,
                                       const float (&acc)[kTokenTiles][4],
+                                      const float (&u_mult)[2],
                                       uint32_t (&vn)[kTokenTiles][2]) {
 #pragma unroll
   for (int p = 0; p < kChunk / 16; ++p) {
@@ -95,9 +102,15 @@ __device__ __forceinline__ void v_new(uint32_t buf, int warp, int lane,
     for (int i = 0; i < 4; ++i) {
       const int tile = 2 * p + (i >> 1);
       const int half = i & 1;
-      const float2 uu = ptx::unpack_bf16(u[i]);
-      vn[tile][half] =
-          ptx::pack_bf16(uu.x - acc[tile][2 * half], uu.y - acc[tile][2 * half + 1]);
+      if constexpr (kF16) {
+        const float2 uu = ptx::unpack_f16(u[i]);
+        vn[tile][half] = ptx::pack_f16(fmaf(uu.x, u_mult[half], -acc[tile][2 * half]),
+                                       fmaf(uu.y, u_mult[half], -acc[tile][2 * half + 1]));
+      } else {
+        const float2 uu = ptx::unpack_bf16(u[i]);
+        vn[tile][half] = ptx::pack_bf16(uu.x * u_mult[half] - acc[tile][2 * half],
+                                        uu.y * u_mult[half] - acc[tile][2 * half + 1]);
+      }
     }
   }
 }
@@ -109,9 +122,11 @@ __device__ __forceinline__ void v_new_a(const uint32_t (&vn)[kTokenTiles][2], in
   for (int q = 0; q < 4; ++q) a[q] = vn[2 * kt + a_tile(q)][a_half(q)];
 }
 
-// O^T (bf16) -> the O tile at shared address `tile` as [token][value] rows (stmatrix.trans).
+// O^T times row_mult[h] for the thread's value row h (1 for scan_t; scan_w's 1 / lambda), as
+// bf16 -> the O tile at shared address `tile` as [token][value] rows (stmatrix.trans).
 __device__ __forceinline__ void store_o_tile(uint32_t tile, int warp, int lane,
-                                             const float (&pq)[kTokenTiles][4]) {
+                                             const float (&pq)[kTokenTiles][4],
+                                             const float (&row_mult)[2]) {
 #pragma unroll
   for (int p = 0; p < kChunk / 16; ++p) {
     uint32_t o[4];
@@ -119,7 +134,7 @@ __device__ __forceinline__ void store_o_tile(uint32_t tile, int warp, int lane,
     for (int i = 0; i < 4; ++i) {
       const int t = 2 * p + (i >> 1);
       const int half = i & 1;
-      o[i] = ptx::pack_bf16(pq[t][2 * half], pq[t][2 * half + 1]);
+      o[i] = ptx::pack_bf16(pq[t][2 * half] * row_mult[half], pq[t][2 * half + 1] * row_mult[half]);
     }
     ptx::stsm_x4_trans(tile + o_trans_in_tile(warp, lane, p), o);
   }

@@ -20,6 +20,7 @@ struct ScanArgs {
   int heads;
   int64_t capacity;
   Sequences seqs;
+  int64_t record_bytes;  // layout.h record_bytes(variant): kRecord1Bytes, or kRecord2Bytes (v2w)
 };
 
 // The chain one CTA of a v1-record SCAN (scan_v1.cu, scan_t.cu) walks: sequence s of head h.
@@ -27,7 +28,7 @@ struct ScanChain {
   int64_t begin;             // packed token index of its first token
   int64_t length;            // tokens
   int64_t chunks;            // 64-token chunks (the last one may be partial)
-  const char* first_record;  // its first record (layout.h kRecord1Bytes each, consecutive)
+  const char* first_record;  // its first record (args.record_bytes each, consecutive)
 };
 __device__ __forceinline__ ScanChain scan_chain(const ScanArgs& args, int s, int h) {
   ScanChain chain;
@@ -36,7 +37,7 @@ __device__ __forceinline__ ScanChain scan_chain(const ScanArgs& args, int s, int
   chain.chunks = (chain.length + kChunk - 1) / kChunk;
   chain.first_record =
       static_cast<const char*>(args.records) +
-      (static_cast<int64_t>(h) * args.capacity + args.seqs.chunk_base(s)) * kRecord1Bytes;
+      (static_cast<int64_t>(h) * args.capacity + args.seqs.chunk_base(s)) * args.record_bytes;
   return chain;
 }
 

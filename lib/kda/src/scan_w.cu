@@ -8,14 +8,22 @@
 //   - the tensor pipe runs at wgmma's rate (kernel-design.md §5.2) and the q' product and the
 //     V_new pass overlap: phase A is two commit groups, V_new waits only for the first.
 // Per chunk and warpgroup (scan_w.h has the shared-memory plan):
-//   A   acc = S^T W^T (8 x m64n64k16), then P^T = S^T q'^T (8 more); A = the bf16 state
-//   V   V_new^T = U^T - acc, one bf16 rounding (the A operand of B1 and B2)
+//   R   row scales: the state rows become lambda S with lambda a power of two per value row
+//   A   acc = S^T W^T (8 x m64n64k16), then P^T = S^T q'^T (8 more); A = the fp16 state
+//   V   V_new^T = U^T - acc, one fp16 rounding (the A operand of B1 and B2)
 //   B1  P^T += V_new^T A_qk^T (4 x m64n64k16)      B2  S^T = S^T diag(a) + V_new^T kg (4 x m64n128)
-//   O   O^T -> stmatrix.trans -> O tile c % 2 -> 16-byte rows out during chunk c + 1
-// Roundings as v1 and scan_t (state operand and V_new to bf16 once per chunk, fp32 accumulation);
-// fixed k order, no atomics: bitwise reproducible.
+//   O   O^T / lambda -> stmatrix.trans -> O tile c % 2 -> 16-byte rows out during chunk c + 1
+// Precision (docs/precision.md): the products run in fp16, whose 11 significant bits carry 8x
+// less rounding error than bf16's 8. Every B operand is bounded (the v2w record, layout.h), and
+// the A operands (the state and V_new, which scale with v) are kept in fp16's range by the row
+// scales: each chunk, per value row, lambda is chosen so that |lambda S| < 2^8 and
+// |lambda U| < 2^12 (so |lambda V_new| stays far below 65504 too), from the row's max |S| and the
+// record's bound on U. All of a row's products are in the same units, so one multiply by
+// 1 / lambda at the output (and at the final state) undoes it exactly. fp32 accumulation, fixed
+// k order, no atomics: bitwise reproducible.
 #include <cuda_bf16.h>
 
+#include "l2norm_row.cuh"  // exact_pow2
 #include "ptx.cuh"
 #include "scan_transposed.cuh"
 #include "scan_v1.cuh"
@@ -33,6 +41,52 @@ using tscan::Chain;
 using tscan::kKeyTiles;
 using tscan::kTokenTiles;
 
+// The row scales of this thread's two value rows h = 0, 1 (state registers 0, 1 and 2, 3): the
+// state registers hold lambda_h S, lambda_h = 2^log2_lambda[h] in [2^-100, 2^100]. Once per chunk,
+// before phase A: m = max |st| over the row (the row's 4 lanes, xor 1 and 2), the bound
+// b = max(16 m, lambda |U|max) (the record's U_BOUND[row] > |U|max), and the new lambda brings b
+// into [2^11, 2^12): then |lambda S| < 2^8 and |lambda U| < 2^12 (the change is clamped to
+// 2^+-126 per chunk and lambda to 2^+-100, so extreme rows take a few chunks to settle). A row
+// with b = 0 (all zero) or a non-finite b (a NaN or inf input, which propagates) keeps lambda.
+// Returns, per row, U's multiplier lambda U_BOUND 2^-15 and the output's 1 / lambda.
+__device__ __forceinline__ void rescale_rows(const unsigned char* rec_smem, int warp, int lane,
+                                             float (&st)[kKeyTiles][4], int (&log2_lambda)[2],
+                                             float (&u_mult)[2], float (&inv_lambda)[2]) {
+  float m[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < kKeyTiles; ++j) {
+    m[0] = fmaxf(m[0], fmaxf(fabsf(st[j][0]), fabsf(st[j][1])));
+    m[1] = fmaxf(m[1], fmaxf(fabsf(st[j][2]), fabsf(st[j][3])));
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    m[h] = fmaxf(m[h], __shfl_xor_sync(0xffffffffu, m[h], 1));
+    m[h] = fmaxf(m[h], __shfl_xor_sync(0xffffffffu, m[h], 2));
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = tscan::state_value(warp, lane, 2 * h);
+    const float u_bound = *reinterpret_cast<const float*>(rec_smem + v1::rec2_u_bound(row));
+    const float bound = fmaxf(16.0f * m[h], exact_pow2(log2_lambda[h]) * u_bound);
+    int change = 0;
+    if (bound > 0.0f && isfinite(bound)) {
+      int e = 0;
+      frexpf(bound, &e);  // bound < 2^e
+      change = min(max(12 - e, -126), 127);
+      change = min(max(log2_lambda[h] + change, -100), 100) - log2_lambda[h];
+    }
+    const float f = exact_pow2(change);
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+      st[j][2 * h] *= f;
+      st[j][2 * h + 1] *= f;
+    }
+    log2_lambda[h] += change;
+    u_mult[h] = exact_pow2(log2_lambda[h] - 15) * u_bound;
+    inv_lambda[h] = exact_pow2(-log2_lambda[h]);
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The swizzled wgmma tiles need 1024-byte alignment; the dynamic base only promises 16.
@@ -48,9 +102,11 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
   // [state_value(warp, lane, reg)] (scan_t.h).
   float st[kKeyTiles][4];
   tscan::load_state(args, chain, warp, lane, st);
+  int log2_lambda[2] = {0, 0};  // rescale_rows: st holds lambda S
+  float u_mult[2], inv_lambda[2] = {1.0f, 1.0f};
 
   auto issue_record = [&](int64_t c) {  // record c -> buffer c % 2, one commit group
-    const char* rec = chain.first_record + c * kRecord1Bytes;
+    const char* rec = chain.first_record + c * kRecord2Bytes;
     const uint32_t dst = sbase + buffer(static_cast<int>(c & 1));
     for (int e = tid; e < kCopyUnits; e += kThreads) cp_async16(dst + copy_dst(e), rec + 16 * e);
     cp_async_commit();
@@ -74,15 +130,16 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     const uint32_t buf = sbase + buffer(static_cast<int>(c & 1));
     const unsigned char* rec_smem = smem + buffer(static_cast<int>(c & 1));
 
-    // ---- Phase A: the bf16 state as the A operand (C -> A: key tiles 2 ks, 2 ks + 1 are the
-    // A fragment of k-step ks), held until both groups are done.
+    // ---- The row scales, then phase A: the fp16 state as the A operand (C -> A: key tiles 2 ks,
+    // 2 ks + 1 are the A fragment of k-step ks), held until both groups are done.
+    rescale_rows(rec_smem, warp, lane, st, log2_lambda, u_mult, inv_lambda);
     uint32_t sa[kHeadDim / 16][4];
 #pragma unroll
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const float* pair = &st[2 * ks + a_tile(q)][2 * a_half(q)];
-        sa[ks][q] = pack_bf16(pair[0], pair[1]);
+        sa[ks][q] = pack_f16(pair[0], pair[1]);
       }
     }
     // The decay of the state, before the groups are issued: the fp32 state registers are the
@@ -107,10 +164,11 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     // Under the tensor work: the previous chunk's output rows.
     if (c > 0) copy_out(c - 1);
 
-    // ---- V_new^T = U^T - acc, rounded once to bf16, once acc's group is done.
+    // ---- V_new^T = U^T - acc (U^T unscaled from the record into lambda units), rounded once
+    // to fp16, once acc's group is done.
     wgmma::wait<1>();
     uint32_t vn[kTokenTiles][2];
-    tscan::v_new(buf, warp, lane, acc, vn);
+    tscan::v_new<true>(buf, warp, lane, acc, u_mult, vn);
 
     // ---- Phases B1 (onto P^T, after the q' group in issue order) and B2 (onto the state).
     wgmma::fence();
@@ -124,14 +182,15 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     wgmma::commit();
     wgmma::wait<0>();
 
-    // ---- O^T -> O tile c % 2 [token][value] (stmatrix.trans); copied out during chunk c + 1.
-    tscan::store_o_tile(sbase + o_tile(static_cast<int>(c & 1)), warp, lane, pq);
+    // ---- O^T / lambda -> O tile c % 2 [token][value] (stmatrix.trans); copied out during
+    // chunk c + 1.
+    tscan::store_o_tile(sbase + o_tile(static_cast<int>(c & 1)), warp, lane, pq, inv_lambda);
   }
   if (chain.chunks > 0) {
     __syncthreads();  // the last O tile is complete
     copy_out(chain.chunks - 1);
   }
-  tscan::store_state(args, chain, warp, lane, st);
+  tscan::store_state(args, chain, warp, lane, st, inv_lambda);
 }
 
 }  // namespace

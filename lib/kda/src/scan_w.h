@@ -1,16 +1,18 @@
 // Shared-memory plan of the wgmma SCAN (ForwardVariant::v2w_mma, scan_w.cu): scan_t's
 // transposed-state recurrence with the products on warpgroup MMA. Host and device, no CUDA
-// includes. The register maps (state, V_new, U^T, O^T) are scan_t.h's: warp w of the CTA owns
+// includes. It reads the v2w record (layout.h kRecord2Bytes: the v1 byte layout in fp16, plus U's
+// column bounds). The register maps (state, V_new, U^T, O^T) are scan_t.h's: warp w of the CTA owns
 // value rows 16 w .. 16 w + 15 in both kernels, and a wgmma m64nNk16 of warpgroup g = w / 4 gives
 // warp w exactly the mma.sync fragments of those rows (wgmma.cuh).
 //
 // wgmma reads its B operands from shared memory in the canonical 128-byte-swizzle tiles (8 rows
 // of 128 bytes, 16-byte unit u of row r at u ^ (r & 7)). The v1 record stores W, q' and kg as
-// [64 tokens][128 keys] bf16 with 256-byte rows, unit u of row r at (u ^ (r & 7)) | (u & 8)
+// [64 tokens][128 keys] 16-bit values with 256-byte rows, unit u of row r at (u ^ (r & 7)) | (u & 8)
 // (mma_layout.h swz128): each 128-byte half-row is already a canonical row, so the copy only
 // splits the 256-byte rows into two [64][128 B] tiles, one per key half, moving 16-byte units
-// without touching their order inside the half-row. A_qk ([64][64] bf16, swz64: 128-byte rows,
-// u ^ (r & 7)) is canonical as it is, and so is everything after it, copied verbatim.
+// without touching their order inside the half-row. A_qk ([64][64], swz64: 128-byte rows,
+// u ^ (r & 7)) is canonical as it is, and so is everything after it (U, a, U's bounds), copied
+// verbatim.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +37,8 @@ inline constexpr int kAQK = static_cast<int>(kRec1AQK);          // verbatim fro
 static_assert(kRec1W == 0 && kRec1QP == 2 * kHalfTile && kRec1KG == 4 * kHalfTile,
               "W, q', kg: three [64][128] bf16 tiles, each split into two key halves in place");
 static_assert(kAQK % 1024 == 0 && kKG % 1024 == 0, "wgmma tiles are 1024-byte aligned");
-inline constexpr int kBuffer = 74 * 1024;                        // record (74,240 B) rounded up
-static_assert(kBuffer >= kRecord1Bytes && kBuffer % 1024 == 0, "buffers stay 1024-aligned");
+inline constexpr int kBuffer = 74 * 1024;                        // record (74,752 B) rounded up
+static_assert(kBuffer >= kRecord2Bytes && kBuffer % 1024 == 0, "buffers stay 1024-aligned");
 // Two output tiles O [64 tokens][128 values] bf16 swz128: chunk c's in tile c % 2, copied out
 // to global memory during chunk c + 1, so a chunk needs no CTA barrier after its epilogue.
 inline constexpr int kOTile = kChunk * kHeadDim * 2;              // 16 KB
@@ -44,7 +46,7 @@ inline constexpr int kSO = 2 * kBuffer;
 inline constexpr int kSUsed = kSO + 2 * kOTile;                   // 184,320
 inline constexpr int kSBytes = kSUsed + 1024;                    // + the base's alignment slack
 static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
-inline constexpr int kCopyUnits = static_cast<int>(kRecord1Bytes / 16);  // 4640
+inline constexpr int kCopyUnits = static_cast<int>(kRecord2Bytes / 16);  // 4672
 KDA_HD constexpr int buffer(int chunk) { return (chunk & 1) * kBuffer; }
 
 // Where 16-byte unit e of the record lands in its buffer. Units of W, q', kg: tile t = e / 1024,

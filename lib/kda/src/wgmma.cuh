@@ -1,11 +1,12 @@
 // Warpgroup MMA (wgmma, sm_90a only) for the SCAN of v2w_mma (scan_w.cu): the fences and groups,
 // and the register-A shapes that kernel issues (m64n64k16 accumulating or starting from zero,
 // m64n128k16 with an MN-major B). PTX ISA facts used:
-//   - wgmma.mma_async m64nNk16, bf16 in, fp32 accumulate, issued by the 4 warps of a warpgroup;
+//   - wgmma.mma_async m64nNk16, fp16 in (the v2w record's factors and the scan's scaled state and
+//     V_new, docs/precision.md), fp32 accumulate, issued by the 4 warps of a warpgroup;
 //     warp w of the group owns rows 16 w .. 16 w + 15 of A and D. The register A fragment of a
 //     warp is mma.sync m16n8k16's (mma_layout.h), and D register 4 j + r of a thread is mma.sync
 //     C register r of n8 tile j: the accumulators of one product are the A operand of the next
-//     after a pairwise bf16 pack, exactly as in the mma.sync SCANs.
+//     after a pairwise fp16 pack, as the mma.sync SCANs do with bf16.
 //   - B comes from shared memory through a 64-bit descriptor (scan_w.h desc_sw128, where the
 //     canonical 128-byte-swizzle layouts are spelled out and emulated by a CPU test).
 //   - wgmma.fence before the first wgmma that reads registers written by other instructions;
@@ -39,7 +40,7 @@ __device__ __forceinline__ void m64n64k16_rs(float (&d)[8][4], const uint32_t (&
                                              uint64_t desc_b) {
   asm volatile(
       "{\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
       " {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
@@ -60,7 +61,7 @@ __device__ __forceinline__ void m64n64k16_rs_first(float (&d)[8][4], const uint3
                                                    uint64_t desc_b) {
   asm volatile(
       "{\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
       " {%32, %33, %34, %35}, %36, 0, 1, 1, 0;\n"
@@ -80,7 +81,7 @@ __device__ __forceinline__ void m64n128k16_rs_mn(float (&d)[16][4], const uint32
                                                  uint64_t desc_b) {
   asm volatile(
       "{\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"

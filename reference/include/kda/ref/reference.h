@@ -89,6 +89,14 @@ Result<S> chunked_forward(const Problem& problem, const Options& options,
 template <class S>
 void l2norm_rows(const float* x, S* y, int64_t rows, int64_t dim, double eps = 1e-6);
 
+// The same problem with the state reset at every chunk start (chunks of `chunk_size` tokens
+// counted from each sequence start, the gate's chunking): every chunk becomes a packed sequence
+// of its own with a zero initial state, over the same buffers (a dense [B, T] batch is viewed as
+// one packed [1, B T] buffer; rows at or after cu[N] stay outside every sequence). Its output,
+// laid out like the original's, is what a forward that drops the state carried between chunks
+// would give: kda-check's state-carry figure (docs/checking.md) compares it with the golden.
+Problem chunk_local(const Problem& problem, int chunk_size = 64);
+
 // Most negative lower_bound gate_cumsum accepts (§3.1): -128 / (15 * log2 e) = -5.9148559407783,
 // so that 15 per-token log2 decays stay within fp32's exponent budget of 128.
 inline constexpr double kMinGateLowerBound = -128.0 / (15.0 * 1.4426950408889634);

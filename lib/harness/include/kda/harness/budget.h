@@ -48,4 +48,16 @@ inline Judgement judge_against_explicit(std::span<const double> golden,
   return judge(golden, explicit_out, fused_out, rule);
 }
 
+// How much the state carried between chunks moves the golden output: `local` is the golden of the
+// same inputs with the state reset at every chunk start (kda::ref::chunk_local). A row whose
+// carry is weak cannot tell a correct recurrence from a forward that drops the state: `local`
+// itself would pass the same rule.
+struct StateCarry {
+  double rel_rms = 0.0;  // RMS(golden - local) / RMS(golden)
+  bool weak = false;     // local passes judge(golden, low, local, rule)
+  std::string text() const;  // "3.21e-01", or "1.2e-80 (weak)"
+};
+StateCarry judge_state_carry(std::span<const double> golden, std::span<const double> low,
+                             std::span<const double> local, const BudgetRule& rule = {});
+
 }  // namespace kda::harness
