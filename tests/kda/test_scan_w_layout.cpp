@@ -144,9 +144,10 @@ TEST(ScanWLayout, DescriptorsFetchTheOperands) {
   }
 }
 
-// The row scales (scan_w.cu rescale_rows): a thread's state registers 2 h, 2 h + 1 belong to one
-// value row, the row's max is reduced over lanes xor 1 and xor 2, and those four lanes hold all
-// 128 keys of the row exactly once; the U bound the thread reads for that row is the record's.
+// The row scales (scan_w.cu prepare_row_scales, row_max_abs, operand_row_max): a thread's state
+// registers 2 h, 2 h + 1 belong to one value row, as do its A registers q with q & 1 == h; the
+// row's max is reduced over lanes xor 1 and xor 2, and those four lanes hold all 128 keys of the
+// row exactly once; the U bound the thread reads for that row is the record's.
 TEST(ScanWLayout, RowScalesSeeTheirWholeRow) {
   namespace ts = kda::detail::tscan;
   for (int warp = 0; warp < ws::kWarps; ++warp) {
@@ -162,6 +163,11 @@ TEST(ScanWLayout, RowScalesSeeTheirWholeRow) {
           }
         }
         EXPECT_EQ(keys.size(), static_cast<size_t>(kD)) << "warp " << warp << " lane " << lane;
+        // operand_row_max reads row h from the A registers q with q & 1 == h.
+        for (int q = 0; q < 4; ++q) {
+          if ((q & 1) != h) continue;
+          EXPECT_EQ(ts::state_value(warp, lane, 2 * ts::a_half(q)), row) << "A register " << q;
+        }
         // The bound sits in the verbatim-copied tail of the record, so buffer offset = record
         // offset; it is U_BOUND[value row].
         EXPECT_GE(v1::rec2_u_bound(row), ws::kSplitBytes);

@@ -153,13 +153,14 @@ __device__ __forceinline__ float deferred_row_norm(float (&x)[kN], bool& rescale
 
 // The v2w record's U column bounds (layout.h kRec2UBound): warp w holds U's columns
 // n0 .. n0 + 15 over all 64 rows in its accumulators acc[m tile][n tile][C register]; each lane's
-// columns are n0 + 8 nt + c_col(lane, e), its rows 16 mt + c_row(lane, 2 half). The column max is
-// a max over the lane's 8 rows, then over the 8 row groups (lanes xor 4, 8, 16). Bound = 2^e with
-// max = f 2^e, f in [0.5, 1) (so max < bound); 0 for an all-zero column; the multiplier 2^(15 - e)
-// brings the column below 2^15. e is clamped to [-100, 128] so the multiplier stays a normal
-// float (a column below 2^-100 is scaled by 2^115 and stays below 2^15); a non-finite max (a NaN
-// or inf input) keeps multiplier 1, so the value propagates unchanged.
-__device__ __forceinline__ void u_column_scales(char* rec, int n, int n0, int lane,
+// columns are n0 + 8 nt + c_col(lane, e), its rows 16 mt + c_row(lane, 2 half). Rows >= n are
+// exactly 0 there (beta, v and T - I vanish on them), so the column max is a max over the lane's
+// 8 rows, then over the 8 row groups (lanes xor 4, 8, 16). From the max's exponent field f (max in
+// [2^(f-127), 2^(f-126))): bound = 2^(f-126) > max and multiplier 2^(141-f) = 2^15 / bound, so the
+// stored column stays below 2^15; f is clamped to [27, 253] so both are normal floats (a column
+// below 2^-100 is scaled by 2^114; a max >= 2^127 would reach fp16's inf). An all-zero column has
+// bound 0; a non-finite max (a NaN or inf input) bound 1 and multiplier 1, so it propagates.
+__device__ __forceinline__ void u_column_scales(char* rec, int n0, int lane,
                                                 const float (&acc)[4][2][4],
                                                 float (&u_mult)[2][2]) {
 #pragma unroll
@@ -169,25 +170,15 @@ __device__ __forceinline__ void u_column_scales(char* rec, int n, int n0, int la
       float m = 0.0f;
 #pragma unroll
       for (int mt = 0; mt < kC / 16; ++mt) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const bool valid = 16 * mt + c_row(lane, 2 * half) < n;
-          m = fmaxf(m, valid ? fabsf(acc[mt][nt][2 * half + e]) : 0.0f);
-        }
+        m = fmaxf(m, fmaxf(fabsf(acc[mt][nt][e]), fabsf(acc[mt][nt][2 + e])));
       }
 #pragma unroll
       for (int x = 4; x < 32; x <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
-      float bound = 0.0f, mult = 1.0f;
-      if (m > 0.0f && isfinite(m)) {
-        int ex = 0;
-        frexpf(m, &ex);
-        ex = min(max(ex, -100), 127);  // 2^127 would undercount m >= 2^127: inf in fp16 there
-        bound = exact_pow2(ex);
-        mult = exact_pow2(15 - ex);
-      } else if (!isfinite(m)) {
-        bound = 1.0f;
-      }
-      u_mult[nt][e] = mult;
+      const int field = static_cast<int>(__float_as_uint(m) >> 23);  // m >= 0: no sign bit
+      const int f = min(max(field, 27), 253);
+      const bool finite = field < 255;
+      const float bound = !finite ? 1.0f : m == 0.0f ? 0.0f : __uint_as_float((f + 1) << 23);
+      u_mult[nt][e] = finite && m != 0.0f ? __uint_as_float((268 - f) << 23) : 1.0f;
       if (lane < 4) {  // row group 0 writes its columns' bounds
         *reinterpret_cast<float*>(rec + v1::rec2_u_bound(n0 + 8 * nt + c_col(lane, e))) = bound;
       }
@@ -555,10 +546,11 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     const int i = u >> 3;
     const int j0 = 8 * (u & 7);
     if ((j0 >> 4) <= (i >> 4)) {
-      float t[8], tb[8];
+      float t[8], b[8], tb[8];
       load8_f32(smem, sx(i, j0), t);
+      load8_f32(smem, kSBeta + 4 * j0, b);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) tb[e] = i == j0 + e ? 0.0f : t[e] * ldf(smem, kSBeta + 4 * (j0 + e));
+      for (int e = 0; e < 8; ++e) tb[e] = i == j0 + e ? 0.0f : t[e] * b[e];
       *reinterpret_cast<uint4*>(smem + st16(i, j0)) = pack8_f16(t);
       *reinterpret_cast<uint4*>(smem + stb(i, j0)) = pack8_bf16(tb);
     }
@@ -577,18 +569,22 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     const uint32_t rhs = smem_u32(smem + (is_w ? kSKT : kSV));  // both [64][kLdH] 16-bit
     const uint32_t tmat = smem_u32(smem + (is_w ? kST16 : kSTB));
     float acc[4][2][4] = {};  // [m tile][n tile][C register]
-    if (!is_w) {  // U's diagonal term beta_i v_i in fp32 (phase 5a left it out of the bf16 T copy)
+    if (!is_w) {
+      // U's diagonal term beta_i v_i in fp32 (phase 5a left it out of the bf16 T copy). The v
+      // tile of rows 16 mt .., columns n0 .. n0 + 15 by one ldmatrix.x4: register 2 nt + half is
+      // the C fragment (n tile nt, rows c_row(lane, 2 half)) the accumulators need.
 #pragma unroll
       for (int mt = 0; mt < kC / 16; ++mt) {
+        uint32_t vv[4];
+        ldsm_x4(smem_u32(smem + sv(16 * mt + ldsm_a_row(lane), n0 + ldsm_a_col(lane))), vv);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int i = 16 * mt + c_row(lane, 2 * half);
-          const float b = ldf(smem, kSBeta + 4 * i);
+          const float b = ldf(smem, kSBeta + 4 * (16 * mt + c_row(lane, 2 * half)));
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) {
-            const float2 vv = ldh2(smem, sv(i, n0 + 8 * nt + c_col(lane, 0)));
-            acc[mt][nt][2 * half] = b * vv.x;
-            acc[mt][nt][2 * half + 1] = b * vv.y;
+            const float2 v2 = unpack_bf16(vv[2 * nt + half]);
+            acc[mt][nt][2 * half] = b * v2.x;
+            acc[mt][nt][2 * half + 1] = b * v2.y;
           }
         }
       }
@@ -615,7 +611,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     // v2w record: U column d as fp16 U * 2^15 / U_BOUND[d] (layout.h), U_BOUND a power of two
     // above the column's max |U|, so the fp16 values stay below 2^15 for any scale of v.
     float u_mult[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};  // [n tile][column of the pair]
-    if (kF16Record && !is_w) u_column_scales(rec, n, n0, lane, acc, u_mult);
+    if (kF16Record && !is_w) u_column_scales(rec, n0, lane, acc, u_mult);
 #pragma unroll
     for (int mt = 0; mt < kC / 16; ++mt) {
 #pragma unroll

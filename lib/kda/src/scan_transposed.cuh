@@ -89,11 +89,14 @@ __device__ __forceinline__ void decay_state(const unsigned char* rec_smem, int l
 // of token tile `tile`, the form the C -> A reuse needs; half h is the thread's value row h, and
 // u_mult[h] its factor (1 for scan_t; scan_w's row scale over the record's U scale). U^T comes
 // from the record buffer at shared address `buf` by ldmatrix.trans.
+// With abs_sum, also adds each row's sum of |V_new| (fp32, before the rounding) over the thread's
+// tokens into (*abs_sum)[h] (scan_w's state bound).
 template <bool kF16>
 __device__ __forceinline__ void v_new(uint32_t buf, int warp, int lane,
                                       const float (&acc)[kTokenTiles][4],
                                       const float (&u_mult)[2],
-                                      uint32_t (&vn)[kTokenTiles][2]) {
+                                      uint32_t (&vn)[kTokenTiles][2],
+                                      float (*abs_sum)[2] = nullptr) {
 #pragma unroll
   for (int p = 0; p < kChunk / 16; ++p) {
     uint32_t u[4];
@@ -104,8 +107,10 @@ __device__ __forceinline__ void v_new(uint32_t buf, int warp, int lane,
       const int half = i & 1;
       if constexpr (kF16) {
         const float2 uu = ptx::unpack_f16(u[i]);
-        vn[tile][half] = ptx::pack_f16(fmaf(uu.x, u_mult[half], -acc[tile][2 * half]),
-                                       fmaf(uu.y, u_mult[half], -acc[tile][2 * half + 1]));
+        const float x = fmaf(uu.x, u_mult[half], -acc[tile][2 * half]);
+        const float y = fmaf(uu.y, u_mult[half], -acc[tile][2 * half + 1]);
+        vn[tile][half] = ptx::pack_f16(x, y);
+        if (abs_sum != nullptr) (*abs_sum)[half] += fabsf(x) + fabsf(y);
       } else {
         const float2 uu = ptx::unpack_bf16(u[i]);
         vn[tile][half] = ptx::pack_bf16(uu.x * u_mult[half] - acc[tile][2 * half],

@@ -8,7 +8,8 @@
 //   - the tensor pipe runs at wgmma's rate (kernel-design.md §5.2) and the q' product and the
 //     V_new pass overlap: phase A is two commit groups, V_new waits only for the first.
 // Per chunk and warpgroup (scan_w.h has the shared-memory plan):
-//   R   row scales: the state rows become lambda S with lambda a power of two per value row
+//   R   row scales: the state rows hold lambda S with lambda a power of two per value row,
+//       changed only when a row's bound leaves its window (the bound is built under the MMAs)
 //   A   acc = S^T W^T (8 x m64n64k16), then P^T = S^T q'^T (8 more); A = the fp16 state
 //   V   V_new^T = U^T - acc, one fp16 rounding (the A operand of B1 and B2)
 //   B1  P^T += V_new^T A_qk^T (4 x m64n64k16)      B2  S^T = S^T diag(a) + V_new^T kg (4 x m64n128)
@@ -16,12 +17,15 @@
 // Precision (docs/precision.md): the products run in fp16, whose 11 significant bits carry 8x
 // less rounding error than bf16's 8. Every B operand is bounded (the v2w record, layout.h), and
 // the A operands (the state and V_new, which scale with v) are kept in fp16's range by the row
-// scales: each chunk, per value row, lambda is chosen so that |lambda S| < 2^8 and
-// |lambda U| < 2^12 (so |lambda V_new| stays far below 65504 too), from the row's max |S| and the
-// record's bound on U. All of a row's products are in the same units, so one multiply by
-// 1 / lambda at the output (and at the final state) undoes it exactly. fp32 accumulation, fixed
+// scales: per value row, lambda keeps |lambda S| < 2^9 and |lambda U| < 2^13 (so |lambda V_new|
+// stays far below 65504 too), from an upper bound on the row's max |S| and the record's bound on
+// U, and away from fp16's subnormals; while a row's bound stays in its window (always, for inputs
+// of ordinary scale) lambda does not change and nothing is multiplied on the chain. All of a row's
+// products are in the same units, so one multiply by 1 / lambda at the output (and at the final
+// state) undoes it exactly. fp32 accumulation, fixed
 // k order, no atomics: bitwise reproducible.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "l2norm_row.cuh"  // exact_pow2
 #include "ptx.cuh"
@@ -42,17 +46,17 @@ using tscan::kKeyTiles;
 using tscan::kTokenTiles;
 
 // The row scales of this thread's two value rows h = 0, 1 (state registers 0, 1 and 2, 3): the
-// state registers hold lambda_h S, lambda_h = 2^log2_lambda[h] in [2^-100, 2^100]. Once per chunk,
-// before phase A: m = max |st| over the row (the row's 4 lanes, xor 1 and 2), the bound
-// b = max(16 m, lambda |U|max) (the record's U_BOUND[row] > |U|max), and the new lambda brings b
-// into [2^11, 2^12): then |lambda S| < 2^8 and |lambda U| < 2^12 (the change is clamped to
-// 2^+-126 per chunk and lambda to 2^+-100, so extreme rows take a few chunks to settle). A row
-// with b = 0 (all zero) or a non-finite b (a NaN or inf input, which propagates) keeps lambda.
-// Returns, per row, U's multiplier lambda U_BOUND 2^-15 and the output's 1 / lambda.
-__device__ __forceinline__ void rescale_rows(const unsigned char* rec_smem, int warp, int lane,
-                                             float (&st)[kKeyTiles][4], int (&log2_lambda)[2],
-                                             float (&u_mult)[2], float (&inv_lambda)[2]) {
-  float m[2] = {0.0f, 0.0f};
+// state registers hold lambda_h S, lambda_h = 2^log2_lambda[h] in [2^-100, 2^100], and bound[h]
+// is an upper bound on max |st| over the row for the state entering the chunk (the true max of
+// the previous state plus the sum of |V_new| it was updated with: a <= 1, |kg| <= 1).
+struct RowScales {
+  int log2_lambda[2];
+  float bound[2];
+};
+
+// Max over the thread's share of each row, then over the row's 4 lanes (xor 1, 2).
+__device__ __forceinline__ void row_max_abs(const float (&st)[kKeyTiles][4], float (&m)[2]) {
+  m[0] = m[1] = 0.0f;
 #pragma unroll
   for (int j = 0; j < kKeyTiles; ++j) {
     m[0] = fmaxf(m[0], fmaxf(fabsf(st[j][0]), fabsf(st[j][1])));
@@ -63,27 +67,73 @@ __device__ __forceinline__ void rescale_rows(const unsigned char* rec_smem, int 
     m[h] = fmaxf(m[h], __shfl_xor_sync(0xffffffffu, m[h], 1));
     m[h] = fmaxf(m[h], __shfl_xor_sync(0xffffffffu, m[h], 2));
   }
+}
+
+// The rows' max |x| over the fp16 state operand sa[k-step][A register] (A registers 0, 2 hold
+// row h = 0, registers 1, 3 row h = 1: scan_t.h a_tile / a_half), then over the row's 4 lanes.
+__device__ __forceinline__ void operand_row_max(const uint32_t (&sa)[kHeadDim / 16][4],
+                                                float (&m)[2]) {
+  __half2 m2[2] = {__float2half2_rn(0.0f), __float2half2_rn(0.0f)};
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      m2[q & 1] = __hmax2(m2[q & 1], __habs2(*reinterpret_cast<const __half2*>(&sa[ks][q])));
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float2 pair = __half22float2(m2[h]);
+    m[h] = fmaxf(pair.x, pair.y);
+    m[h] = fmaxf(m[h], __shfl_xor_sync(0xffffffffu, m[h], 1));
+    m[h] = fmaxf(m[h], __shfl_xor_sync(0xffffffffu, m[h], 2));
+  }
+}
+
+// Start of a chunk, before phase A. With b = max(16 bound, lambda |U|max) (the record's U_BOUND
+// > |U|max), the fp16 operands satisfy |lambda S| <= b / 16 and |lambda U| <= b; while b stays in
+// [2^-4, 2^13) nothing changes (the common case: no multiply on the chain). Otherwise the warp's
+// rows are rescaled so that b lands in [2^11, 2^12) (the change is clamped to 2^+-126 per chunk
+// and lambda to 2^+-100; an all-zero row or a non-finite b, from a NaN or inf input that then
+// propagates, keeps lambda). Then |V_new| <= |lambda U| + |lambda S| ||W_j||_1 stays far below
+// 65504. Returns U's multiplier lambda U_BOUND 2^-15 and the output's 1 / lambda per row.
+__device__ __forceinline__ void prepare_row_scales(const unsigned char* rec_smem, int warp,
+                                                   int lane, float (&st)[kKeyTiles][4],
+                                                   RowScales& rs, float (&u_mult)[2],
+                                                   float (&inv_lambda)[2]) {
+  float u_bound[2], b[2];
+  bool outside = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = tscan::state_value(warp, lane, 2 * h);
-    const float u_bound = *reinterpret_cast<const float*>(rec_smem + v1::rec2_u_bound(row));
-    const float bound = fmaxf(16.0f * m[h], exact_pow2(log2_lambda[h]) * u_bound);
-    int change = 0;
-    if (bound > 0.0f && isfinite(bound)) {
-      int e = 0;
-      frexpf(bound, &e);  // bound < 2^e
-      change = min(max(12 - e, -126), 127);
-      change = min(max(log2_lambda[h] + change, -100), 100) - log2_lambda[h];
-    }
-    const float f = exact_pow2(change);
+    u_bound[h] = *reinterpret_cast<const float*>(rec_smem + v1::rec2_u_bound(row));
+    b[h] = fmaxf(16.0f * rs.bound[h], exact_pow2(rs.log2_lambda[h]) * u_bound[h]);
+    outside = outside || b[h] >= 8192.0f || (b[h] > 0.0f && b[h] < 0.0625f);
+  }
+  if (__any_sync(0xffffffffu, outside)) {  // rare: warp-uniform
 #pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
-      st[j][2 * h] *= f;
-      st[j][2 * h + 1] *= f;
+    for (int h = 0; h < 2; ++h) {
+      int change = 0;
+      if (b[h] > 0.0f && isfinite(b[h])) {
+        int e = 0;
+        frexpf(b[h], &e);  // b < 2^e
+        change = min(max(12 - e, -126), 127);
+        change = min(max(rs.log2_lambda[h] + change, -100), 100) - rs.log2_lambda[h];
+      }
+      const float f = exact_pow2(change);
+#pragma unroll
+      for (int j = 0; j < kKeyTiles; ++j) {
+        st[j][2 * h] *= f;
+        st[j][2 * h + 1] *= f;
+      }
+      rs.bound[h] *= f;
+      rs.log2_lambda[h] += change;
     }
-    log2_lambda[h] += change;
-    u_mult[h] = exact_pow2(log2_lambda[h] - 15) * u_bound;
-    inv_lambda[h] = exact_pow2(-log2_lambda[h]);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    u_mult[h] = exact_pow2(rs.log2_lambda[h] - 15) * u_bound[h];
+    inv_lambda[h] = exact_pow2(-rs.log2_lambda[h]);
   }
 }
 
@@ -102,7 +152,8 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
   // [state_value(warp, lane, reg)] (scan_t.h).
   float st[kKeyTiles][4];
   tscan::load_state(args, chain, warp, lane, st);
-  int log2_lambda[2] = {0, 0};  // rescale_rows: st holds lambda S
+  RowScales rs = {{0, 0}, {0.0f, 0.0f}};  // st holds lambda S, lambda = 1 to begin with
+  row_max_abs(st, rs.bound);               // the initial state's own max
   float u_mult[2], inv_lambda[2] = {1.0f, 1.0f};
 
   auto issue_record = [&](int64_t c) {  // record c -> buffer c % 2, one commit group
@@ -132,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
 
     // ---- The row scales, then phase A: the fp16 state as the A operand (C -> A: key tiles 2 ks,
     // 2 ks + 1 are the A fragment of k-step ks), held until both groups are done.
-    rescale_rows(rec_smem, warp, lane, st, log2_lambda, u_mult, inv_lambda);
+    prepare_row_scales(rec_smem, warp, lane, st, rs, u_mult, inv_lambda);
     uint32_t sa[kHeadDim / 16][4];
 #pragma unroll
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
@@ -161,14 +212,20 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     }
     wgmma::commit();
 
-    // Under the tensor work: the previous chunk's output rows.
+    // Under the tensor work: the first half of the next chunk's bound, the row maxima of the fp16
+    // state operand (>= max |a S_c|: a <= 1; read from sa, the A registers, because ptxas makes
+    // any read of an accumulator register wait for the wgmmas in flight), and the previous
+    // chunk's output rows.
+    float state_max[2];
+    operand_row_max(sa, state_max);
     if (c > 0) copy_out(c - 1);
 
     // ---- V_new^T = U^T - acc (U^T unscaled from the record into lambda units), rounded once
     // to fp16, once acc's group is done.
     wgmma::wait<1>();
     uint32_t vn[kTokenTiles][2];
-    tscan::v_new<true>(buf, warp, lane, acc, u_mult, vn);
+    float v_abs[2] = {0.0f, 0.0f};  // sum of |V_new| over the thread's tokens of each row
+    tscan::v_new<true>(buf, warp, lane, acc, u_mult, vn, &v_abs);
 
     // ---- Phases B1 (onto P^T, after the q' group in issue order) and B2 (onto the state).
     wgmma::fence();
@@ -180,6 +237,13 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
       wgmma::m64n128k16_rs_mn(st, a, desc_sw128(buf + b2_kg(kt), kKeyHalfLBO, kSBO));
     }
     wgmma::commit();
+    // Under B2: the next chunk's bound, max |a S_c| + sum_t |V_new_t| per row (|kg| <= 1).
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      v_abs[h] += __shfl_xor_sync(0xffffffffu, v_abs[h], 1);
+      v_abs[h] += __shfl_xor_sync(0xffffffffu, v_abs[h], 2);
+      rs.bound[h] = state_max[h] + v_abs[h];
+    }
     wgmma::wait<0>();
 
     // ---- O^T / lambda -> O tile c % 2 [token][value] (stmatrix.trans); copied out during
