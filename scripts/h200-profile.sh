@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Nsight Compute profile of the forward's kernels on the H200 (device tool), clocks left alone.
 #   BIN=build/snapbin scripts/h200-profile.sh [SHAPE...]    (default: h96-fixed h64-uniform8)
+# TAG names the tarball ($OUT/prof-TAG.tar.gz, default prof.tar.gz) so several builds can be
+# profiled in one call; KEEP_REPORTS=0 leaves the .ncu-rep files out of it (they are large; the
+# text pages are what scripts/ncu_regions.py reads).
 # Writes $OUT/prof.tar.gz: per shape and kernel the ncu report, the details page (text) and the
 # source page per CUDA line (kda-check drives the kernels: kda-bench's blocking kernel deadlocks
 # under ncu's serialized replay)
@@ -24,4 +27,5 @@ for s in "${shapes[@]}"; do
     ncu -i "$p/$name.ncu-rep" --page source --csv --print-source sass > "$p/$name-src-sass.csv" 2>&1
   done
 done
-tar -C "$OUT" -czf "$OUT/prof.tar.gz" prof && rm -rf "$p"
+[[ ${KEEP_REPORTS:-1} == 0 ]] && rm -f "$p"/*.ncu-rep
+tar -C "$OUT" -czf "$OUT/prof${TAG:+-$TAG}.tar.gz" prof && rm -rf "$p"
