@@ -245,6 +245,7 @@ int run_benchmarks(const Options& o) {
                              const kda::bench::gpu::Launcher& launch) {
         RunRow row;
         row.shape_id = shape.id;
+        row.gate = shape.gate.label();
         row.size = size;
         row.path = kda::app::path_name(path);
         row.stage = stage < 0 ? "" : kda::forward_stage_name(stage);

@@ -705,6 +705,7 @@ TEST(Results, CsvHasStableColumnsAndRoundTripsThroughTheHarnessReader) {
   rows[1].verdict_detail = "failed: output max error 3.5, budget 0.01, \"quoted\"";
   rows[2].calls_per_sample = 3;
   rows[2].sample_method = "graph_batch";
+  rows[1].gate = "mixed";
   const std::string path = scratch("results.csv");
   kh::write_text_file_atomic(path, kb::results_csv(ctx, rows), false);
 
@@ -737,8 +738,10 @@ TEST(Results, CsvHasStableColumnsAndRoundTripsThroughTheHarnessReader) {
   EXPECT_EQ(t.rows[0][col("sample_method")], "call");
   EXPECT_EQ(t.rows[2][col("calls_per_sample")], "3");
   EXPECT_EQ(t.rows[2][col("sample_method")], "graph_batch");
-  EXPECT_EQ(t.columns.back(), "sample_method");  // appended after calls_per_sample
-  EXPECT_EQ(t.columns[t.columns.size() - 2], "calls_per_sample");
+  EXPECT_EQ(t.columns.back(), "gate");  // appended after sample_method
+  EXPECT_EQ(t.columns[t.columns.size() - 2], "sample_method");
+  EXPECT_EQ(t.columns[t.columns.size() - 3], "calls_per_sample");
+  EXPECT_EQ(t.rows[1][col("gate")], "mixed");
   EXPECT_EQ(std::stod(t.rows[2][col("noise")]), rows[2].gpu.noise);
 
   // The file is refused without overwrite, and a second run compares SAME on every row.

@@ -111,6 +111,7 @@ const std::vector<Column>& result_columns() {
       {"calls_per_sample", Unit::count, [=](C, R r) { return i64(r.calls_per_sample); },
        "calls/sample"},
       {"sample_method", Unit::text, [](C, R r) { return Value(r.sample_method); }, "sampling"},
+      {"gate", Unit::text, [](C, R r) { return Value(r.gate); }, "gate"},
   };
   return columns;
 }

@@ -58,6 +58,7 @@ struct RunRow {
   std::string verdict = "not verified";  // passed | failed | not verified
   std::string verdict_detail;            // the checker's full verdict text
   uint64_t seed = 0;                     // seed of the inputs (a shape's own seed wins)
+  std::string gate;                      // the inputs' gate recipe (shapes/README.md `gate:`)
 
   int64_t warmup_runs = 0;
   int64_t calls_per_sample = 1;  // calls inside one event pair (graph_batch: N, else 1)
