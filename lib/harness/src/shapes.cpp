@@ -5,18 +5,16 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
+
+#include "kda/harness/files.h"
 
 namespace kda::harness {
 
@@ -51,6 +49,18 @@ std::vector<int32_t> ShapeSpec::cu_seqlens() const {
     cu[i + 1] = cu[i] + static_cast<int32_t>(seq_lens[i]);  // the parser bounds the sum by int32
   }
   return cu;
+}
+
+bool is_valid_shape_id(std::string_view id) {
+  // An id names a directory of a --dump (DIR/<id>/): "." and ".." would name the dump itself or
+  // its parent.
+  if (id.empty() || id == "." || id == "..") return false;
+  for (char c : id) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,16 +209,6 @@ std::string parse_string(const Where& where, std::string_view name, const YAML::
   return node.Scalar();
 }
 
-bool valid_id(const std::string& id) {
-  if (id.empty()) return false;
-  for (char c : id) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 QRowSuite parse_q_rows(const Where& where, const Field& field) {
   const YAML::Node& node = field.value;
   const int line = value_line(field);
@@ -324,7 +324,7 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
          describe(node));
   }
   // Name the shape by its id already in key errors (unknown or repeated keys) when it has one.
-  if (const YAML::Node id = node["id"]; id && id.IsScalar() && valid_id(id.Scalar())) {
+  if (const YAML::Node id = node["id"]; id && id.IsScalar() && is_valid_shape_id(id.Scalar())) {
     where.shape = id.Scalar();
   }
   const FieldMap fields = read_fields(
@@ -338,9 +338,8 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
   auto id = fields.find("id");
   if (id == fields.end()) fail(where, entry_line, "id", "a shape id", "nothing");
   shape.id = parse_string(where, "id", id->second.value, id->second.line);
-  if (!valid_id(shape.id)) {
-    fail(where, value_line(id->second), "id", "an id of letters, digits, '.', '_' or '-'",
-         describe(id->second.value));
+  if (!is_valid_shape_id(shape.id)) {
+    fail(where, value_line(id->second), "id", kShapeIdRule, describe(id->second.value));
   }
   where.shape = shape.id;
 
@@ -420,6 +419,22 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
   return shape;
 }
 
+// The 1-based line of the '---' that starts `document` (the last marker at or before the line of
+// its first node; an empty document's node sits after its marker), or of its first node.
+int document_start_line(const std::string& text, const YAML::Node& document) {
+  const int node_line = document.Mark().line;  // 0-based
+  int marker = -1, line = 0;
+  for (size_t pos = 0; pos < text.size() && line <= node_line; ++line) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string_view row(text.data() + pos, end - pos);
+    const bool is_marker = row.rfind("---", 0) == 0 &&
+                           (row.size() == 3 || row[3] == ' ' || row[3] == '\t' || row[3] == '\r');
+    if (is_marker) marker = line;
+    pos = end + 1;
+  }
+  return (marker >= 0 ? marker : std::max(node_line, 0)) + 1;
+}
+
 }  // namespace
 
 ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_messages) {
@@ -431,7 +446,15 @@ ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_
   }
   YAML::Node document;
   try {
-    document = YAML::Load(text);
+    // YAML::Load would read the first document and drop the rest without a word.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      throw ShapeFileError(fmt::format(
+          "{}:{}: expected one YAML document, got a second one starting here (a shape file is "
+          "one map with one 'shapes:' list; merge the lists)",
+          path, document_start_line(text, documents[1])));
+    }
+    if (!documents.empty()) document = documents.front();
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's own message for this is "bad file".
     throw ShapeFileError(fmt::format("{}:{}: not valid YAML: nested more than {} levels deep", path,
@@ -474,20 +497,10 @@ ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_
 }
 
 ShapeFile load_shape_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw ShapeFileError(fmt::format("{}: cannot read shape file: it is a directory", path));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw ShapeFileError(fmt::format("{}: cannot read shape file: {}", path, std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    throw ShapeFileError(fmt::format("{}: cannot read shape file: read error", path));
-  }
-  return parse_shape_file(text.str(), path);
+  // Shape files are a few KiB; anything near this bound is not one.
+  constexpr uint64_t kMaxShapeFileBytes = uint64_t{64} << 20;
+  return parse_shape_file(
+      read_regular_file<ShapeFileError>(path, kMaxShapeFileBytes, "cannot read shape file"), path);
 }
 
 }  // namespace kda::harness
