@@ -448,7 +448,7 @@ TEST(BytesModel, ContractShapes) {
   ASSERT_EQ(file.shapes.size(), 6u);
   double floor_log_sum = 0.0;
   for (const auto& shape : file.shapes) {
-    const kb::ProblemSize s = kb::problem_size(shape);
+    const kb::ProblemSize s = kb::ProblemSize::of(shape);
     const int64_t th = shape.heads == 96 ? 786432 : 524288;
     EXPECT_EQ(s.token_heads(), th) << shape.id;
     EXPECT_EQ(kb::forward_bytes(s), th * 1540) << shape.id;  // no states in the contract
