@@ -11,9 +11,13 @@
 
 namespace kda::harness::test {
 
-// KDA_TEST_SCRATCH_DIR/<name>, emptied.
+// KDA_TEST_SCRATCH_DIR/<suite>.<test>/<name>, emptied. One directory per test: ctest runs the
+// tests of one binary as parallel processes, and two of them must never share a name.
 inline std::filesystem::path scratch_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::path(KDA_TEST_SCRATCH_DIR) / name;
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string owner =
+      test ? std::string(test->test_suite_name()) + "." + test->name() : std::string("no-test");
+  const std::filesystem::path dir = std::filesystem::path(KDA_TEST_SCRATCH_DIR) / owner / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
