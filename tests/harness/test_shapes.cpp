@@ -354,11 +354,18 @@ TEST(ShapeRefusals, MoreThanOneDocument) {
   EXPECT_EQ(parse_error("---\n" + one), "");      // an explicit start of the one document
   EXPECT_EQ(parse_error(one + "...\n"), "");      // and an explicit end
   EXPECT_REFUSED(one + "---\n" + one,
-                 "t.yaml:3: expected one YAML document, got a second one starting here (a shape "
-                 "file is one map with one 'shapes:' list; merge the lists)");
+                 "t.yaml:3: expected one YAML document, got a second one (or more text after the "
+                 "first) starting here (a shape file is one map with one 'shapes:' list; merge the "
+                 "lists)");
   EXPECT_REFUSED("---\n" + one + "---\n" + one, "t.yaml:4: expected one YAML document");
   EXPECT_REFUSED(one + "--- # the rest\n\n" + one, "t.yaml:3: expected one YAML document");
   EXPECT_REFUSED(one + "---\n", "t.yaml:3: expected one YAML document");  // an empty second one
+  // Text after a top-level flow map: YAML::Load ignored it (the second map too), YAML::LoadAll
+  // never returns (found by tests/fuzz/fuzz_shapes).
+  const std::string flow = "{shapes: [{id: a, heads: 1, seq_lens: [1]}]}";
+  EXPECT_EQ(parse_error(flow), "");
+  EXPECT_REFUSED(flow + ",", "t.yaml:1: expected one YAML document");
+  EXPECT_REFUSED(flow + ", {shapes: []}", "t.yaml:1: expected one YAML document");
 }
 
 TEST(ShapeRefusals, FileLevel) {

@@ -3,6 +3,7 @@
 #include "kda/harness/shapes.h"
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -419,20 +422,32 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
   return shape;
 }
 
-// The 1-based line of the '---' that starts `document` (the last marker at or before the line of
-// its first node; an empty document's node sits after its marker), or of its first node.
-int document_start_line(const std::string& text, const YAML::Node& document) {
-  const int node_line = document.Mark().line;  // 0-based
-  int marker = -1, line = 0;
-  for (size_t pos = 0; pos < text.size() && line <= node_line; ++line) {
-    const size_t end = std::min(text.find('\n', pos), text.size());
-    const std::string_view row(text.data() + pos, end - pos);
-    const bool is_marker = row.rfind("---", 0) == 0 &&
-                           (row.size() == 3 || row[3] == ' ' || row[3] == '\t' || row[3] == '\r');
-    if (is_marker) marker = line;
-    pos = end + 1;
-  }
-  return (marker >= 0 ? marker : std::max(node_line, 0)) + 1;
+// Where a second document starts (or text after the first one's end), if the text has any.
+// YAML::Load reads the first document and drops the rest without a word, and YAML::LoadAll loops
+// forever on text after a top-level flow collection ("{a: 1},", yaml-cpp 0.7: the parser stays
+// on the ',' and reports an empty document each time). So the parser itself is asked for two
+// documents, never more, by a handler that only notes where each starts.
+std::optional<YAML::Mark> second_document(const std::string& text) {
+  struct DocumentStarts final : YAML::EventHandler {
+    YAML::Mark last;
+    void OnDocumentStart(const YAML::Mark& mark) override { last = mark; }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  if (!parser.HandleNextDocument(starts) || !parser.HandleNextDocument(starts)) return std::nullopt;
+  return starts.last;
 }
 
 }  // namespace
@@ -446,15 +461,13 @@ ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_
   }
   YAML::Node document;
   try {
-    // YAML::Load would read the first document and drop the rest without a word.
-    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (documents.size() > 1) {
+    document = YAML::Load(text);
+    if (const std::optional<YAML::Mark> second = second_document(text)) {
       throw ShapeFileError(fmt::format(
-          "{}:{}: expected one YAML document, got a second one starting here (a shape file is "
-          "one map with one 'shapes:' list; merge the lists)",
-          path, document_start_line(text, documents[1])));
+          "{}:{}: expected one YAML document, got a second one (or more text after the first) "
+          "starting here (a shape file is one map with one 'shapes:' list; merge the lists)",
+          path, second->line >= 0 ? second->line + 1 : 1));
     }
-    if (!documents.empty()) document = documents.front();
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's own message for this is "bad file".
     throw ShapeFileError(fmt::format("{}:{}: not valid YAML: nested more than {} levels deep", path,
