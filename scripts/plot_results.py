@@ -15,6 +15,7 @@ import argparse
 import csv
 import math
 import os
+import re
 import sys
 
 PATH_ORDER = ["fused", "explicit", "l2norm"]
@@ -23,6 +24,11 @@ PATH_COLOURS = {"fused": "#1f77b4", "explicit": "#ff7f0e", "l2norm": "#2ca02c"}
 
 class InputError(Exception):
     pass
+
+
+def printable(text):
+    """Control characters of a message (file names and cells come from the user) as \\xNN."""
+    return re.sub(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def read_rows(path):
@@ -44,6 +50,9 @@ def read_rows(path):
             return reader.fieldnames, rows
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                         f"{e.start}); expected a kda-bench results CSV") from None
     except csv.Error as e:
         raise InputError(f"{path}: not a valid CSV: {e}") from None
 
@@ -98,6 +107,8 @@ def collect(path, mode):
 
 
 def plot(path, out, mode, title):
+    # The CSV first: a bad file is refused the same way with or without matplotlib.
+    mode, shapes, data, meta = collect(path, mode)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -107,7 +118,6 @@ def plot(path, out, mode, title):
         raise InputError(f"needs numpy and matplotlib ({e}); on Debian run it with /usr/bin/python3 "
                          f"(python3-numpy, python3-matplotlib)") from None
 
-    mode, shapes, data, meta = collect(path, mode)
     paths = [p for p in PATH_ORDER if any((s, p) in data for s in shapes)]
     paths += sorted({p for (_, p) in data} - set(paths))
 
@@ -194,7 +204,7 @@ def main(argv):
             raise InputError(f"{out} exists; pass --force to overwrite it")
         plot(args.csv, out, args.mode, args.title)
     except InputError as e:
-        print(f"plot_results.py: {e}", file=sys.stderr)
+        print(f"plot_results.py: {printable(str(e))}", file=sys.stderr)
         return 2
     print(out)
     return 0

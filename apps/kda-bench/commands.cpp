@@ -17,17 +17,18 @@
 
 namespace kda::bench::app {
 
+int fail(int rc, const std::string& message, const char* tool) {
+  std::cerr << tool << ": " << kda::harness::escape_controls(message) << "\n";
+  return rc;
+}
+
 int load_selected_shapes(const Options& o, std::vector<kda::harness::ShapeSpec>* shapes) {
   try {
     *shapes = kda::harness::load_shape_file(o.shapes_file).shapes;
   } catch (const std::exception& e) {
-    std::cerr << "kda-bench: " << e.what() << "\n";
-    return kExitUsage;
+    return fail(kExitUsage, e.what());
   }
-  if (shapes->empty()) {
-    std::cerr << "kda-bench: " << o.shapes_file << ": no shapes in the file\n";
-    return kExitUsage;
-  }
+  if (shapes->empty()) return fail(kExitUsage, o.shapes_file + ": no shapes in the file");
   if (!o.only.empty()) {
     std::set<std::string> known;
     for (const auto& s : *shapes) known.insert(s.id);
@@ -35,9 +36,8 @@ int load_selected_shapes(const Options& o, std::vector<kda::harness::ShapeSpec>*
       if (!known.count(id)) {
         std::string ids;
         for (const auto& s : *shapes) ids += (ids.empty() ? "" : ", ") + s.id;
-        std::cerr << "kda-bench: --only " << id << ": no such shape id in " << o.shapes_file
-                  << " (it has: " << ids << ")\n";
-        return kExitUsage;
+        return fail(kExitUsage, "--only " + id + ": no such shape id in " + o.shapes_file +
+                                    " (it has: " + ids + ")");
       }
     }
     std::erase_if(*shapes, [&](const kda::harness::ShapeSpec& s) {
@@ -48,19 +48,10 @@ int load_selected_shapes(const Options& o, std::vector<kda::harness::ShapeSpec>*
 }
 
 int refuse_existing_outputs(const Options& o) {
-  std::set<std::string> seen;
-  for (const std::string* file : {&o.md_file, &o.csv_file, &o.json_file}) {
-    if (file->empty()) continue;
-    if (!seen.insert(*file).second) {
-      std::cerr << "kda-bench: " << *file << " is given for two outputs\n";
-      return kExitUsage;
-    }
-    try {
-      kda::harness::check_output_file(*file, o.force);
-    } catch (const kda::harness::OutputError& e) {
-      std::cerr << "kda-bench: " << e.what() << "\n";
-      return kExitUsage;
-    }
+  try {
+    kda::harness::check_output_files({o.md_file, o.csv_file, o.json_file}, o.force);
+  } catch (const kda::harness::OutputError& e) {
+    return fail(kExitUsage, e.what());
   }
   return kExitOk;
 }
@@ -78,8 +69,7 @@ int run_compare(const Options& o) {
     const TimingTable b = read_timing_table(o.compare_b);
     report = compare_tables(a, b, config);
   } catch (const CompareError& e) {
-    std::cerr << "kda-bench compare: " << e.what() << "\n";
-    return kExitUsage;
+    return fail(kExitUsage, e.what(), "kda-bench compare");
   }
   const std::string md = compare_markdown(report, o.compare_a, o.compare_b, config);
   std::cout << md << std::flush;
@@ -89,15 +79,22 @@ int run_compare(const Options& o) {
       kda::harness::write_text_file_atomic(
           o.csv_file, kda::harness::to_csv(compare_table(report, false)), o.force);
   } catch (const std::exception& e) {
-    std::cerr << "kda-bench compare: " << e.what() << "\n";
-    return kExitUsage;
+    return fail(kExitUsage, e.what(), "kda-bench compare");
   }
   if (report.entries.empty()) {
-    std::cerr << "kda-bench compare: no row of " << o.compare_a << " matches a row of "
-              << o.compare_b << " (keys: shape_id, path, stage, mode)\n";
-    return kExitUsage;
+    return fail(kExitUsage,
+                "no row of " + o.compare_a + " matches a row of " + o.compare_b +
+                    " (keys: shape_id, path, stage, mode)",
+                "kda-bench compare");
   }
-  return o.fail_on_slower && report.slower > 0 ? kExitFailed : kExitOk;
+  if (o.fail_on_slower) {
+    const std::vector<std::string> failures = regression_gate_failures(report);
+    for (const std::string& why : failures) {
+      fail(kExitFailed, why, "kda-bench compare: --fail-on-slower");
+    }
+    if (!failures.empty()) return kExitFailed;
+  }
+  return kExitOk;
 }
 
 int run_list(const Options& o) {
@@ -107,7 +104,7 @@ int run_list(const Options& o) {
   t.columns = {"shape", "B", "T", "H", "N", "token-heads", "fused (MB)", "explicit (MB)",
                "l2norm (MB)", "floor (us)", "device (MB)", "gpu"};
   for (const auto& s : shapes) {
-    const ProblemSize size = problem_size(s);
+    const ProblemSize size = ProblemSize::of(s);
     auto mb = [&](PathKind p) {
       return human_number(static_cast<double>(path_bytes(size, p)), Unit::bytes);
     };
@@ -128,7 +125,8 @@ int run_list(const Options& o) {
                       human_number(floor, Unit::seconds), device,
                       s.gpu_supported() ? "yes" : "no (K, V != 128)"});
   }
-  std::cout << fmt::format("# {} ({} shapes)\n\n", o.shapes_file, shapes.size())
+  std::cout << fmt::format("# {} ({} shapes)\n\n", kda::harness::escape_controls(o.shapes_file),
+                           shapes.size())
             << kda::harness::to_markdown(t)
             << fmt::format("\nBytes model: forward 8K + 4V + 4 B per token-head (q, k, v, "
                            "out bf16; gate, beta fp32; 1540 B for K = V = 128) plus states; l2norm "

@@ -1,24 +1,23 @@
 #include "json_report.h"
 
-#include <cmath>
+#include "common/json.h"
 
 namespace kda::bench::app {
 
 namespace {
 
-// NaN and infinities are not JSON numbers: they become null.
-nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+using kda::app::json_number;
 
 nlohmann::json numbers(const std::vector<double>& values) {
   nlohmann::json out = nlohmann::json::array();
-  for (double v : values) out.push_back(number(v));
+  for (double v : values) out.push_back(json_number(v));
   return out;
 }
 
 nlohmann::json value_json(const Value& v) {
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
   if (const auto* i = std::get_if<int64_t>(&v)) return *i;
-  return number(std::get<double>(v));
+  return json_number(std::get<double>(v));
 }
 
 }  // namespace
@@ -49,27 +48,23 @@ std::string results_json(const RunContext& ctx, const nlohmann::json& device,
   }
   doc["rows"] = std::move(jrows);
 
+  // The times of a shape's summary and of a geomean, under one set of keys.
+  auto times = [](nlohmann::json entry, const auto& t) {
+    entry["fused_s"] = json_number(t.fused_s);
+    entry["explicit_s"] = json_number(t.explicit_s);
+    entry["l2norm_s"] = json_number(t.l2norm_s);
+    entry["fused_over_explicit"] = json_number(t.ratio);
+    entry["saving_s"] = json_number(t.saving_s);
+    entry["saving_share_of_l2norm"] = json_number(t.saving_share);
+    return entry;
+  };
   nlohmann::json shapes = nlohmann::json::array();
   for (const auto& s : summary.shapes) {
-    shapes.push_back({{"shape_id", s.shape_id},
-                      {"mode", s.mode},
-                      {"fused_s", number(s.fused_s)},
-                      {"explicit_s", number(s.explicit_s)},
-                      {"l2norm_s", number(s.l2norm_s)},
-                      {"fused_over_explicit", number(s.ratio)},
-                      {"saving_s", number(s.saving_s)},
-                      {"saving_share_of_l2norm", number(s.saving_share)}});
+    shapes.push_back(times({{"shape_id", s.shape_id}, {"mode", s.mode}}, s));
   }
   nlohmann::json geomeans = nlohmann::json::array();
   for (const auto& g : summary.geomeans) {
-    geomeans.push_back({{"mode", g.mode},
-                        {"shapes", g.shapes},
-                        {"fused_s", number(g.fused_s)},
-                        {"explicit_s", number(g.explicit_s)},
-                        {"l2norm_s", number(g.l2norm_s)},
-                        {"fused_over_explicit", number(g.ratio)},
-                        {"saving_s", number(g.saving_s)},
-                        {"saving_share_of_l2norm", number(g.saving_share)}});
+    geomeans.push_back(times({{"mode", g.mode}, {"shapes", g.shapes}}, g));
   }
   doc["summary"] = {{"per_shape", shapes}, {"geomeans", geomeans}};
   doc["warnings"] = run_warnings(rows);
@@ -81,16 +76,16 @@ std::string results_json(const RunContext& ctx, const nlohmann::json& device,
                          {"path", e.path},
                          {"stage", e.stage},
                          {"mode", e.mode},
-                         {"median_a_s", number(e.median_a)},
-                         {"noise_a", number(e.noise_a)},
-                         {"median_b_s", number(e.median_b)},
-                         {"noise_b", number(e.noise_b)},
-                         {"ratio", number(e.result.ratio)},
-                         {"threshold", number(e.result.threshold)},
+                         {"median_a_s", json_number(e.median_a)},
+                         {"noise_a", json_number(e.noise_a)},
+                         {"median_b_s", json_number(e.median_b)},
+                         {"noise_b", json_number(e.noise_b)},
+                         {"ratio", json_number(e.result.ratio)},
+                         {"threshold", json_number(e.result.threshold)},
                          {"change", to_string(e.result.change)}});
     }
     doc["baseline_compare"] = {{"entries", entries},
-                               {"geomean_ratio", number(compare->geomean_ratio)},
+                               {"geomean_ratio", json_number(compare->geomean_ratio)},
                                {"same", compare->same},
                                {"faster", compare->faster},
                                {"slower", compare->slower},

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/cli.h"
 #include "common/device_problem.h"
 
 #include "kda/build_info.h"
@@ -52,7 +53,9 @@ int main(int argc, char** argv) {
                                         kda::build::flags + ")");
 
   // selection
-  app.add_option("--shapes", o.shapes_file, "Shape file")->capture_default_str();
+  app.add_option("--shapes", o.shapes_file, "Shape file")
+      ->check(kda::app::non_empty_path())
+      ->capture_default_str();
   app.add_option("--only", o.only, "Run only these shape ids");
   app.add_option("--paths", o.paths, "Paths to time, comma list")
       ->delimiter(',')
@@ -71,7 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "CUDA device index")
       ->check(CLI::Range(0, 1 << 16))
       ->capture_default_str();
-  app.add_option("--seed", o.seed, "Input seed (a shape's own seed: wins)")->capture_default_str();
+  app.add_option("--seed", o.seed, "Input seed (a shape's own seed: wins)")
+      ->transform(kda::app::seed_transform())
+      ->capture_default_str();
   app.add_option("--variant", o.variant,
                  "Kernel variant of the forward (default: the library's, docs/design.md)")
       ->check(CLI::IsMember(kda::app::variant_names()));
@@ -84,52 +89,56 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
       ->capture_default_str();
   app.add_option("--min-time", stop.min_time_s, "Minimum GPU time the samples of a row span (s)")
-      ->check(CLI::Range(0.0, 3600.0))
+      ->check(kda::app::finite(CLI::Range(0.0, 3600.0)))
       ->capture_default_str();
   app.add_option("--max-noise", max_noise_pct,
                  "Stop when the relative stdev is below this (%), or once it has stabilised")
-      ->check(CLI::Range(0.0, 100.0))
+      ->check(kda::app::finite(CLI::Range(0.0, 100.0)))
       ->capture_default_str();
   app.add_option("--timeout", stop.timeout_s,
                  "Wall-time limit per row (s); a row that hits it is flagged 'did not converge'")
-      ->check(CLI::Range(0.001, 86400.0))
+      ->check(kda::app::finite(CLI::Range(0.001, 86400.0)))
       ->capture_default_str();
   double min_sample_us = o.measure.sampling.min_sample_s * 1e6;
   app.add_option("--min-sample-us", min_sample_us,
                  "warm/graph: a call shorter than this (microseconds) is timed as one replay of a CUDA graph "
                  "of N back-to-back calls per sample, N = ceil(this / call time); 0 = never")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(kda::app::finite(CLI::Range(0.0, 1e6)))
       ->capture_default_str();
   app.add_option("--warmup", o.measure.warmup_runs, "Untimed runs before each row")
       ->check(CLI::Range(int64_t{0}, int64_t{100000}))
       ->capture_default_str();
   app.add_option("--throttle-threshold", throttle_pct,
                  "Discard samples whose SM clock is below this % of the default clock")
-      ->check(CLI::Range(0.0, 100.0))
+      ->check(kda::app::finite(CLI::Range(0.0, 100.0)))
       ->capture_default_str();
   app.add_option("--throttle-recovery", o.measure.throttle.recovery_delay_s,
                  "Cool-down after a throttled sample (s)")
-      ->check(CLI::Range(0.0, 10.0))
+      ->check(kda::app::finite(CLI::Range(0.0, 10.0)))
       ->capture_default_str();
   app.add_option("--cooldown", o.cooldown_s, "Sleep between rows (s)")
-      ->check(CLI::Range(0.0, 60.0))
+      ->check(kda::app::finite(CLI::Range(0.0, 60.0)))
       ->capture_default_str();
   app.add_option("--floor-bandwidth", o.floor_bw_Bps,
                  "Copy bandwidth the byte floor is taken at (B/s; H200 measured 4.25e12)")
-      ->check(CLI::PositiveNumber)
+      ->check(kda::app::finite(CLI::PositiveNumber))
       ->capture_default_str();
 
   // outputs
-  app.add_option("--csv", o.csv_file, "Write the rows as CSV to FILE");
-  app.add_option("--json", o.json_file, "Write rows, raw samples and metadata as JSON to FILE");
-  app.add_option("--md", o.md_file, "Write the markdown report to FILE (it always goes to stdout)");
+  app.add_option("--csv", o.csv_file, "Write the rows as CSV to FILE")
+      ->check(kda::app::non_empty_path());
+  app.add_option("--json", o.json_file, "Write rows, raw samples and metadata as JSON to FILE")
+      ->check(kda::app::non_empty_path());
+  app.add_option("--md", o.md_file, "Write the markdown report to FILE (it always goes to stdout)")
+      ->check(kda::app::non_empty_path());
   app.add_flag("--force", o.force, "Overwrite existing output files");
   app.add_option("--baseline", o.baseline_file,
-                 "Compare this run with an earlier kda-bench CSV (as `compare BASELINE this`)");
+                 "Compare this run with an earlier kda-bench CSV (as `compare BASELINE this`)")
+      ->check(kda::app::non_empty_path());
   double same_pct = o.same_within * 100.0;
   app.add_option("--same-within", same_pct,
                  "Compare: smallest relative change reported as FASTER/SLOWER (%)")
-      ->check(CLI::Range(0.0, 100.0))
+      ->check(kda::app::finite(CLI::Range(0.0, 100.0)))
       ->capture_default_str();
   app.add_flag("-q,--quiet", o.quiet, "No progress lines on stderr");
 
@@ -138,18 +147,22 @@ int main(int argc, char** argv) {
       "Compare two kda-bench CSVs (or a peer's with shape_id, path/impl, median_s/median_ms and "
       "optionally noise): ratio B/A per row, geomean, SAME/FASTER/SLOWER. SAME when |B/A - 1| <= "
       "max(noise_A, noise_B, --same-within).");
-  cmp->add_option("A", o.compare_a, "Baseline CSV")->required();
-  cmp->add_option("B", o.compare_b, "New CSV")->required();
+  cmp->add_option("A", o.compare_a, "Baseline CSV")->required()->check(kda::app::non_empty_path());
+  cmp->add_option("B", o.compare_b, "New CSV")->required()->check(kda::app::non_empty_path());
   cmp->add_option("--same-within", same_pct, "Smallest change reported (%)")
-      ->check(CLI::Range(0.0, 100.0))
+      ->check(kda::app::finite(CLI::Range(0.0, 100.0)))
       ->capture_default_str();
   cmp->add_option("--mode", o.compare_mode, "Compare only rows of this mode");
   cmp->add_option("--a-path", o.a_path, "Take this path of A ...");
   cmp->add_option("--b-path", o.b_path, "... and compare it with this path of B");
-  cmp->add_option("--csv", o.csv_file, "Write the comparison as CSV to FILE");
-  cmp->add_option("--md", o.md_file, "Write the markdown comparison to FILE");
+  cmp->add_option("--csv", o.csv_file, "Write the comparison as CSV to FILE")
+      ->check(kda::app::non_empty_path());
+  cmp->add_option("--md", o.md_file, "Write the markdown comparison to FILE")
+      ->check(kda::app::non_empty_path());
   cmp->add_flag("--force", o.force, "Overwrite existing output files");
-  cmp->add_flag("--fail-on-slower", o.fail_on_slower, "Exit 1 when any row is SLOWER");
+  cmp->add_flag("--fail-on-slower", o.fail_on_slower,
+                "Exit 1 when a row is SLOWER or INVALID, a row of B is not verified, or B lacks a "
+                "row of A");
 
   try {
     app.parse(argc, argv);
@@ -159,8 +172,7 @@ int main(int argc, char** argv) {
   }
   // Options that contradict each other or would be silently ignored: refuse them (exit 2).
   auto usage_error = [](const std::string& message) {
-    std::cerr << "kda-bench: " << message << "\n";
-    return kExitUsage;
+    return kda::bench::app::fail(kExitUsage, message);
   };
   // Options of the timing run (before any sub-command).
   const char* const run_options[] = {

@@ -52,6 +52,10 @@ struct Options {
   std::vector<std::string> argv;
 };
 
+// Prints "<tool>: <message>" on stderr with control characters escaped (ids, paths and file
+// contents in messages come from the user) and returns rc.
+int fail(int rc, const std::string& message, const char* tool = "kda-bench");
+
 // Shared steps (commands.cpp). Each prints its own message and returns an exit code != 0 on
 // failure.
 int load_selected_shapes(const Options& options, std::vector<kda::harness::ShapeSpec>* shapes);

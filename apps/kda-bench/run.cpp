@@ -21,6 +21,7 @@
 #include "kda/bench/gpu_timing.h"
 #include "kda/bench/results.h"
 #include "kda/build_info.h"
+#include "kda/harness/host_memory.h"
 #include "kda/harness/inputs.h"
 #include "kda/harness/report.h"
 #include "kda/kda.h"
@@ -133,9 +134,21 @@ int run_benchmarks(const Options& o) {
     try {
       baseline = read_timing_table(o.baseline_file);
     } catch (const CompareError& e) {
-      std::cerr << "kda-bench: --baseline: " << e.what() << "\n";
-      return kExitUsage;
+      return fail(kExitUsage, std::string("--baseline: ") + e.what());
     }
+  }
+  // Every shape must fit in the host's memory (one at a time): refuse before looking for a GPU,
+  // like every other check of the input.
+  try {
+    for (const auto& shape : shapes) {
+      if (!shape.gpu_supported()) continue;  // skipped: nothing is generated
+      kda::harness::require_host_memory(
+          shape.id, kda::harness::host_footprint(kda::harness::ProblemDims::of(shape),
+                                                 o.verify ? kda::harness::HostWork::gpu_check
+                                                          : kda::harness::HostWork::inputs_only));
+    }
+  } catch (const kda::harness::HostMemoryError& e) {
+    return fail(kExitUsage, e.what());
   }
 
   // Paths and modes in the order given, each once (CLI11 already refused unknown names).
@@ -163,8 +176,7 @@ int run_benchmarks(const Options& o) {
   try {
     info = kda::app::select_device(o.device);
   } catch (const kda::Error& e) {
-    std::cerr << "kda-bench: " << e.what() << "\n";
-    return kExitDevice;  // no such device, or not an sm_90 one: no usable GPU
+    return fail(kExitDevice, e.what());  // no such device, or not an sm_90 one: no usable GPU
   }
   RunContext ctx = make_context(o, info);
 
@@ -181,6 +193,7 @@ int run_benchmarks(const Options& o) {
 
   std::vector<RunRow> rows;
   int verify_failed = 0, shapes_skipped = 0;
+  std::string current_shape;  // for an out-of-memory message
   try {
     kda::bench::gpu::Bench bench(warn);
     ctx.flush_bytes = bench.flush_bytes();
@@ -200,6 +213,7 @@ int run_benchmarks(const Options& o) {
 
     for (size_t si = 0; si < shapes.size(); ++si) {
       const auto& shape = shapes[si];
+      current_shape = shape.id;
       if (!shape.gpu_supported()) {
         warn(fmt::format("{}: skipped: K = {}, V = {}; the GPU kernels support K = V = 128",
                          shape.id, shape.key_dim, shape.value_dim));
@@ -240,7 +254,7 @@ int run_benchmarks(const Options& o) {
                                  .count()));
       }
 
-      const ProblemSize size = problem_size(shape);
+      const ProblemSize size = ProblemSize::of(shape);
       auto measure_row = [&](Path path, int stage, Mode mode,
                              const kda::bench::gpu::Launcher& launch) {
         RunRow row;
@@ -312,14 +326,14 @@ int run_benchmarks(const Options& o) {
       }
     }
   } catch (const kda::app::DeviceMemoryError& e) {
-    std::cerr << "kda-bench: " << e.what() << "\n";
-    return kExitUsage;
+    return fail(kExitUsage, e.what());
   } catch (const kda::Error& e) {
-    std::cerr << "kda-bench: " << e.what() << "\n";
-    return e.code() == kda::ErrorCode::cuda ? kExitDevice : kExitFailed;
+    return fail(e.code() == kda::ErrorCode::cuda ? kExitDevice : kExitFailed, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(kExitUsage, kda::harness::out_of_host_memory(
+                                "while running shape '" + current_shape + "'"));
   } catch (const std::exception& e) {
-    std::cerr << "kda-bench: " << e.what() << "\n";
-    return kExitFailed;
+    return fail(kExitFailed, e.what());
   }
 
   const RunSummary summary = summarize_run(rows);
@@ -335,8 +349,7 @@ int run_benchmarks(const Options& o) {
       compare = compare_tables(*baseline, current, cfg);
       md += "\n" + compare_markdown(*compare, o.baseline_file, "this run", cfg);
     } catch (const CompareError& e) {
-      std::cerr << "kda-bench: --baseline: " << e.what() << "\n";
-      rc = kExitUsage;
+      rc = fail(kExitUsage, std::string("--baseline: ") + e.what());
     }
   }
   std::cout << md << std::flush;
@@ -352,8 +365,7 @@ int run_benchmarks(const Options& o) {
       kda::harness::write_text_file_atomic(o.json_file, json, o.force);
     }
   } catch (const std::exception& e) {
-    std::cerr << "kda-bench: " << e.what() << "\n";
-    return kExitUsage;
+    return fail(kExitUsage, e.what());
   }
 
   if (rc != kExitOk) return rc;

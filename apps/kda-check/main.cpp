@@ -28,16 +28,26 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli.h"
 #include "common/device_problem.h"
+#include "common/json.h"
 #include "common/verify.h"
-#include "dump.h"
 #include "kda/build_info.h"
 #include "kda/harness/budget.h"
+#include "kda/harness/dump.h"
+#include "kda/harness/host_memory.h"
 #include "kda/harness/inputs.h"
 #include "kda/harness/report.h"
 #include "kda/harness/shapes.h"
 #include "kda/kda.h"
 #include "kda/ref/reference.h"
+
+// The --dump writer lives in lib/harness with the --load reader (one format, dump.h); the call
+// sites keep the names they had in apps/kda-check.
+namespace kda::app {
+using kda::harness::dump_inputs;
+using kda::harness::dump_tensor;
+}  // namespace kda::app
 
 namespace {
 
@@ -60,7 +70,7 @@ struct Job {
 struct Row {
   std::string shape, path, tensor;
   std::string gate = "-";   // the inputs' gate recipe (shapes/README.md), or "loaded"
-  std::string carry = "-";  // the state-carry figure of the shape (output rows)
+  std::optional<kda::harness::StateCarry> carry;  // the shape's state-carry figure (output rows)
   std::string variant = "-";  // kernel variant of the forward (GPU rows)
   int64_t elements = 0;
   std::optional<Judgement> judgement;  // empty for rows that are not a tolerance check
@@ -111,8 +121,8 @@ void check_reference(const Job& job, const kda::harness::HostInputs& inputs,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   auto to_d = [](const auto& v) { return std::vector<double>(v.begin(), v.end()); };
-  const std::string carry =
-      kda::harness::judge_state_carry(golden.out, to_d(low.out), local.out, rule).text();
+  const kda::harness::StateCarry carry =
+      kda::harness::judge_state_carry(golden.out, to_d(low.out), local.out, rule);
   auto add_f64 = [&](const std::string& tensor, const std::vector<double>& ref,
                      const std::vector<double>& got) {
     // Strict agreement: max |chunked - recurrent| <= 1e-12 * max |recurrent|.
@@ -199,7 +209,7 @@ void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
       row.gate = inputs.gate_recipe;
       if (path != Path::l2norm) {
         row.variant = vname;
-        row.carry = golden.carry.text();
+        row.carry = golden.carry;
       }
       row.repeat = check.repeat_bitwise ? "bitwise" : "differs";
       row.inactive_nonzero = check.inactive_nonzero;
@@ -298,12 +308,13 @@ Row check_fused_refuses_f32(const kda::harness::HostInputs& inputs) {
 
 kda::harness::Table make_table(const std::vector<Row>& rows, bool full) {
   kda::harness::Table table;
+  // The carry: "3.21e-01 (weak)" on screen; a number and a carry_weak column in the CSV.
   table.columns = {"shape", "gate", "path", "variant", "tensor", "max_abs_err", "budget",
                    "rel_rms", "carry", "repeat", "verdict"};
   if (full) {
     table.columns.insert(table.columns.end() - 1,
-                         {"elements", "ref_err", "max_golden", "worst_index", "non_finite",
-                          "inactive_nonzero", "reference_s"});
+                         {"carry_weak", "elements", "ref_err", "max_golden", "worst_index",
+                          "non_finite", "inactive_nonzero", "reference_s"});
   }
   for (const Row& r : rows) {
     std::vector<std::string> cells = {r.shape, r.gate, r.path, r.variant, r.tensor};
@@ -313,12 +324,13 @@ kda::harness::Table make_table(const std::vector<Row>& rows, bool full) {
     } else {
       cells.insert(cells.end(), {"-", "-", "-"});
     }
-    cells.push_back(r.carry);
+    cells.push_back(!r.carry ? "-" : full ? sci(r.carry->rel_rms) : r.carry->text());
     cells.push_back(r.repeat);
     if (full) {
       const bool j = r.judgement.has_value();
       cells.insert(cells.end(),
-                   {std::to_string(r.elements), j ? sci(r.judgement->ref_err) : "-",
+                   {!r.carry ? "-" : r.carry->weak ? "yes" : "no",
+                    std::to_string(r.elements), j ? sci(r.judgement->ref_err) : "-",
                     j ? sci(r.judgement->max_golden) : "-",
                     j ? std::to_string(r.judgement->worst_index) : "-",
                     j ? std::to_string(r.judgement->non_finite) : "-",
@@ -328,6 +340,41 @@ kda::harness::Table make_table(const std::vector<Row>& rows, bool full) {
     table.rows.push_back(std::move(cells));
   }
   return table;
+}
+
+// The rows of make_table(rows, true) for the JSON report: numbers as JSON numbers at full
+// precision (null where the table shows "-" or a value that is not finite, as kda-bench's JSON
+// does), text as strings. Same keys as the table's columns: a column added there goes here too
+// (kda_check_json_types compares these keys with the CSV header).
+nlohmann::json json_rows(const std::vector<Row>& rows) {
+  using kda::app::json_number;
+  auto text = [](const std::string& cell) {
+    return cell == "-" ? nlohmann::json() : nlohmann::json(cell);
+  };
+  nlohmann::json out = nlohmann::json::array();
+  for (const Row& r : rows) {
+    const std::optional<Judgement>& j = r.judgement;
+    out.push_back({{"shape", r.shape},
+                   {"gate", text(r.gate)},
+                   {"path", r.path},
+                   {"variant", text(r.variant)},
+                   {"tensor", r.tensor},
+                   {"max_abs_err", j ? json_number(j->max_abs_err) : nullptr},
+                   {"budget", j ? json_number(j->budget) : nullptr},
+                   {"rel_rms", j ? json_number(j->rel_rms) : nullptr},
+                   {"carry", r.carry ? json_number(r.carry->rel_rms) : nullptr},
+                   {"repeat", text(r.repeat)},
+                   {"carry_weak", r.carry ? nlohmann::json(r.carry->weak ? "yes" : "no") : nullptr},
+                   {"elements", r.elements},
+                   {"ref_err", j ? json_number(j->ref_err) : nullptr},
+                   {"max_golden", j ? json_number(j->max_golden) : nullptr},
+                   {"worst_index", j ? nlohmann::json(j->worst_index) : nullptr},
+                   {"non_finite", j ? nlohmann::json(j->non_finite) : nullptr},
+                   {"inactive_nonzero", r.inactive_nonzero},
+                   {"reference_s", json_number(r.reference_seconds)},
+                   {"verdict", r.verdict}});
+  }
+  return out;
 }
 
 }  // namespace
@@ -351,29 +398,39 @@ int main(int argc, char** argv) {
                  "gpu (fused, explicit and the l2norm pass), fused, explicit, or reference "
                  "(CPU only: chunked references vs the float64 recurrence)")
       ->check(CLI::IsMember({"gpu", "fused", "explicit", "reference"}));
-  app.add_option("--seed", seed, "Input seed (a shape's own seed: wins)");
-  app.add_option("--md", md_file, "Write the markdown report to FILE");
-  app.add_option("--csv", csv_file, "Write the report as CSV to FILE");
-  app.add_option("--json", json_file, "Write the report and metadata as JSON to FILE");
-  app.add_option("--dump", dump_dir, "Write inputs and outputs as .npy under DIR/<id>/");
-  app.add_option("--load", load_dir, "Run on .npy inputs from DIR (written by --dump)");
+  app.add_option("--seed", seed, "Input seed (a shape's own seed: wins)")
+      ->transform(kda::app::seed_transform());
+  app.add_option("--md", md_file, "Write the markdown report to FILE")
+      ->check(kda::app::non_empty_path());
+  app.add_option("--csv", csv_file, "Write the report as CSV to FILE")
+      ->check(kda::app::non_empty_path());
+  app.add_option("--json", json_file, "Write the report and metadata as JSON to FILE")
+      ->check(kda::app::non_empty_path());
+  app.add_option("--dump", dump_dir,
+                 "Write inputs and outputs as .npy under DIR/<id>/ (DIR empty or new, unless "
+                 "--force)")
+      ->check(kda::app::non_empty_path());
+  app.add_option("--load", load_dir, "Run on .npy inputs from DIR (written by --dump)")
+      ->check(kda::app::non_empty_path());
   app.add_option("--device", device, "CUDA device index")->check(CLI::Range(0, 1 << 16));
   app.add_option("--variant", variant_names,
                  "Kernel variant(s) of the forward to check against the same references "
                  "(docs/design.md)")
       ->check(CLI::IsMember(kda::app::variant_names()));
-  app.add_flag("--force", force, "Overwrite existing report files");
+  app.add_flag("--force", force,
+               "Overwrite existing report files; --dump into a non-empty DIR (each problem "
+               "directory written is emptied of the files a dump writes first)");
   kda::harness::BudgetRule rule;
   app.add_option("--rms-limit", rule.rms_limit,
                  "Relative RMS error gate of every judged row (default 5e-3, kda-forward.md "
                  "§9.4); a tighter gate such as 4e-3 makes the margin a check")
-      ->check(CLI::Range(1e-12, 1.0));
+      ->check(kda::app::finite(CLI::Range(1e-12, 1.0)));
   double soak_seconds = 0.0;
   app.add_option("--soak", soak_seconds,
                  "After each GPU path's check, re-run it for SECONDS of wall time on NaN-poisoned "
                  "outputs and require every run to be bitwise equal to the checked one (a "
                  "'soak' row per shape and path)")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(kda::app::finite(CLI::Range(0.0, 86400.0)));
   app.set_version_flag("--version", std::string("kda-check ") + kda::build::git_commit + " (" +
                                         kda::build::flags + ")");
   app.footer(
@@ -385,8 +442,10 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
   // Options that contradict each other, or that the chosen backend would silently ignore.
+  // Every message goes through escape_controls: ids, paths and file contents in it come from
+  // the user.
   auto usage_error = [](const std::string& message) {
-    std::cerr << "kda-check: " << message << "\n";
+    std::cerr << "kda-check: " << kda::harness::escape_controls(message) << "\n";
     return kExitUsage;
   };
   if (!load_dir.empty() && !shape_files.empty()) {
@@ -421,30 +480,19 @@ int main(int argc, char** argv) {
   }
   if (shape_files.empty() && load_dir.empty()) shape_files.push_back("shapes/contract.yaml");
 
-  // Refuse unwritable or existing report files before doing any work.
+  // Refuse unwritable or existing report files, and a dump directory holding other files,
+  // before doing any work.
   try {
-    std::set<std::string> seen;
-    for (const std::string* file : {&md_file, &csv_file, &json_file}) {
-      if (file->empty()) continue;
-      if (!seen.insert(*file).second) return usage_error(*file + " is given for two outputs");
-      kda::harness::check_output_file(*file, force);
-    }
-  } catch (const kda::harness::OutputError& e) {
+    kda::harness::check_output_files({md_file, csv_file, json_file}, force);
+    if (!dump_dir.empty()) kda::harness::check_dump_dir(dump_dir, force);
+  } catch (const std::runtime_error& e) {  // OutputError, DumpError
     return usage_error(e.what());
-  }
-  if (!dump_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(dump_dir, ec);
-    if (ec || !std::filesystem::is_directory(dump_dir)) {
-      return usage_error("--dump " + dump_dir + ": cannot create the directory" +
-                         (ec ? ": " + ec.message() : std::string(": a file is in the way")));
-    }
   }
 
   std::vector<Job> jobs;
   try {
     if (!load_dir.empty()) {
-      for (auto& loaded : kda::app::load_problems(load_dir)) {
+      for (auto& loaded : kda::harness::load_problems(load_dir)) {
         Job job;
         job.id = loaded.id;
         job.seed = loaded.seed;
@@ -463,25 +511,55 @@ int main(int argc, char** argv) {
         }
       }
     }
+  } catch (const std::bad_alloc&) {
+    return usage_error(kda::harness::out_of_host_memory("while reading --load " + load_dir));
   } catch (const std::exception& e) {
-    std::cerr << "kda-check: " << e.what() << "\n";
-    return kExitUsage;
+    return usage_error(e.what());
   }
   if (!only.empty()) {
     std::set<std::string> known;
     for (const Job& j : jobs) known.insert(j.id);
     for (const std::string& id : only) {
       if (!known.count(id)) {
-        std::cerr << "kda-check: --only " << id << ": no such shape id (try --shapes FILE)\n";
-        return kExitUsage;
+        return usage_error("--only " + id + ": no such shape id (try --shapes FILE)");
       }
     }
     std::erase_if(jobs, [&](const Job& j) {
       return std::find(only.begin(), only.end(), j.id) == only.end();
     });
   }
+  if (!dump_dir.empty()) {
+    // Each problem is dumped to DIR/<id>/: a second shape of the same id would replace it.
+    std::set<std::string> ids;
+    for (const Job& j : jobs) {
+      if (!ids.insert(j.id).second) {
+        return usage_error("--dump: two shapes have the id '" + j.id +
+                           "' (one per shape file given); they would share DIR/" + j.id +
+                           "/: pick one with --only, or dump each file apart");
+      }
+    }
+  }
 
   const bool gpu = backend != "reference";
+  // Every problem must fit in the host's memory (one at a time; loaded inputs are in memory
+  // already): refuse before generating anything.
+  try {
+    for (const Job& job : jobs) {
+      const kda::harness::ProblemDims dims = job.loaded
+                                                 ? kda::harness::ProblemDims::of(*job.loaded)
+                                                 : kda::harness::ProblemDims::of(*job.shape);
+      // The GPU backends compute no reference for dims the kernels do not take.
+      const bool kernels_run = dims.key_dim == kda::kHeadDim && dims.value_dim == kda::kHeadDim;
+      kda::harness::HostFootprint need = kda::harness::host_footprint(
+          dims, !gpu          ? kda::harness::HostWork::reference
+                : kernels_run ? kda::harness::HostWork::gpu_check
+                              : kda::harness::HostWork::inputs_only);
+      need.inputs_loaded = job.loaded.has_value();
+      kda::harness::require_host_memory(job.id, need);
+    }
+  } catch (const kda::harness::HostMemoryError& e) {
+    return usage_error(e.what());
+  }
   std::vector<kda::ForwardVariant> variants;
   for (const std::string& name : variant_names) {
     kda::ForwardVariant v = kda::kDefaultForwardVariant;
@@ -524,9 +602,11 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   const auto run_start = std::chrono::steady_clock::now();
+  std::string current;  // the job being checked, for an out-of-memory message
   try {
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& job = jobs[i];
+      current = job.id;
       const auto t0 = std::chrono::steady_clock::now();
       const kda::harness::HostInputs inputs =
           job.loaded ? *job.loaded : kda::harness::make_inputs(*job.shape, job.seed);
@@ -550,9 +630,11 @@ int main(int argc, char** argv) {
   } catch (const kda::Error& e) {
     std::cerr << "kda-check: " << e.what() << "\n";
     return e.code() == kda::ErrorCode::cuda ? kExitDevice : kExitFailed;
+  } catch (const std::bad_alloc&) {
+    return usage_error(
+        kda::harness::out_of_host_memory("while checking shape '" + current + "'"));
   } catch (const std::exception& e) {
-    std::cerr << "kda-check: " << e.what() << "\n";
-    return kExitUsage;
+    return usage_error(e.what());
   }
   const double total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
@@ -573,7 +655,9 @@ int main(int argc, char** argv) {
                       info.cc_major, info.cc_minor, info.sm_count, info.driver_version,
                       info.runtime_version);
   }
-  md << "- inputs: " << (load_dir.empty() ? "generated (kda-forward.md §9.3)" : "--load " + load_dir)
+  md << "- inputs: "
+     << (load_dir.empty() ? "generated (kda-forward.md §9.3)"
+                          : "--load " + kda::harness::escape_controls(load_dir))
      << "\n";
   md << "- rule: pass iff all finite, max|actual-golden| <= 2 (max|low-golden| + 2^-7 "
         "max|golden|) and RMS(actual-golden)/RMS(golden) < "
@@ -610,20 +694,12 @@ int main(int argc, char** argv) {
                          {"driver_version", info.driver_version},
                          {"runtime_version", info.runtime_version}};
       }
-      const auto table = make_table(rows, true);
-      nlohmann::json json_rows = nlohmann::json::array();
-      for (const auto& cells : table.rows) {
-        nlohmann::json row;
-        for (size_t c = 0; c < cells.size(); ++c) row[table.columns[c]] = cells[c];
-        json_rows.push_back(row);
-      }
-      doc["rows"] = json_rows;
+      doc["rows"] = json_rows(rows);
       doc["summary"] = {{"rows", rows.size()}, {"failed", failed}, {"not_verified", not_verified}};
       kda::harness::write_text_file_atomic(json_file, doc.dump(2) + "\n", force);
     }
   } catch (const std::exception& e) {
-    std::cerr << "kda-check: " << e.what() << "\n";
-    return kExitUsage;
+    return usage_error(e.what());
   }
   if (stream) cudaStreamDestroy(stream);
   return failed ? kExitFailed : 0;

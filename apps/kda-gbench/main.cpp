@@ -6,14 +6,18 @@
 // timed iteration; a path that fails is reported as a benchmark error and the exit code is 1.
 //
 //   kda-gbench [--shapes FILE] [--only ID,..] [--paths fused,explicit,l2norm] [--variant NAME]
-//              [--device N] [--seed N] [--cold] [--no-verify] [--benchmark_* flags]
+//              [--device N] [--seed N] [--cold] [--no-verify] [--force] [--version]
+//              [--benchmark_* flags]
 //
 // Our options take their value as `--opt=value` or `--opt value`; they are taken out of argv
 // before benchmark::Initialize sees it. Listing (--benchmark_list_tests) needs no GPU.
 // Exit codes (docs/errors.md): 0 ok; 1 a verification failed or a shape did not fit in device
-// memory; 2 bad usage or input (option, shape file, --only id); 3 no usable GPU or a CUDA error.
+// memory; 2 bad usage or input (option, shape file, --only id, --benchmark_out path, a shape too
+// big for the host's memory); 3 no usable GPU or a CUDA error.
 
 #include <cuda_runtime_api.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -29,13 +33,17 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "common/cli.h"
 #include "common/device_problem.h"
 #include "common/verify.h"
 #include "kda/bench/bytes_model.h"
 #include "kda/bench/gpu_timing.h"
 #include "kda/bench/results.h"
 #include "kda/build_info.h"
+#include "kda/harness/files.h"
+#include "kda/harness/host_memory.h"
 #include "kda/harness/inputs.h"
+#include "kda/harness/report.h"
 #include "kda/harness/shapes.h"
 #include "kda/kda.h"
 
@@ -57,7 +65,15 @@ struct Flags {
   uint64_t seed = kda::harness::kDefaultSeed;
   bool cold = false;
   bool verify = true;
+  bool force = false;    // replace an existing --benchmark_out file
+  bool version = false;  // print the version and exit
 };
+
+// "kda-gbench: <message>" on stderr, control characters escaped (ids and paths in messages come
+// from the user).
+void say(const std::string& message) {
+  std::cerr << "kda-gbench: " << kda::harness::escape_controls(message) << "\n";
+}
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> out;
@@ -71,12 +87,14 @@ void usage() {
   std::cout
       << "kda-gbench [--shapes FILE] [--only ID,...] [--paths fused,explicit,l2norm]\n"
          "           [--variant NAME] [--device N] [--seed N] [--cold] [--no-verify]\n"
-         "           [--benchmark_* flags]\n"
+         "           [--force] [--version] [--benchmark_* flags]\n"
          "  One Google Benchmark per (shape, path), named kda/<shape>/<path>; CUDA-event time\n"
          "  per iteration (UseManualTime). Each path is verified against the CPU float64\n"
          "  reference before it is timed (--no-verify skips that).\n"
          "  --cold memsets max(2 x L2, 256 MiB) before every iteration (untimed).\n"
          "  --benchmark_list_tests lists the benchmarks without a GPU.\n"
+         "  --benchmark_out=FILE must be a regular file or a new path; --force replaces an\n"
+         "  existing one (written once complete, atomically).\n"
          "Exit codes: 0 ok, 1 a verification failed or a shape did not fit, 2 bad usage or\n"
          "input, 3 no usable GPU or a CUDA error.\n"
          "Google Benchmark's own flags follow:\n";
@@ -141,41 +159,40 @@ bool take_flags(int* argc, char** argv, Flags* f) {
         f->device = std::stoi(v, &used);
         if (used != v.size()) throw std::invalid_argument("not a number");
       } else if (value("--seed", &v)) {
-        size_t used = 0;
-        if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0])))
-          throw std::invalid_argument("not a number");
-        f->seed = std::stoull(v, &used);
-        if (used != v.size()) throw std::invalid_argument("not a number");
+        const std::optional<uint64_t> seed = kda::app::parse_seed(v);
+        if (!seed) throw std::invalid_argument("--seed: " + kda::app::seed_refusal(v));
+        f->seed = *seed;
       } else if (a == "--cold") {
         f->cold = true;
       } else if (a == "--no-verify") {
         f->verify = false;
+      } else if (a == "--force") {
+        f->force = true;
+      } else if (a == "--version") {
+        f->version = true;
       } else {
         if (a == "--help" || a == "-h") usage();
         argv[out++] = argv[i];
       }
     } catch (const std::invalid_argument& e) {
       const std::string what = e.what();
-      if (what.rfind("--", 0) == 0)
-        std::cerr << "kda-gbench: " << what << "\n";
-      else
-        std::cerr << "kda-gbench: " << opt << ": '" << v << "' is not a number\n";
+      say(what.rfind("--", 0) == 0 ? what : opt + ": '" + v + "' is not a number");
       return false;
     } catch (const std::out_of_range&) {
-      std::cerr << "kda-gbench: " << opt << ": '" << v << "' is out of range\n";
+      say(opt + ": '" + v + "' is out of range");
       return false;
     }
   }
   *argc = out;
   argv[out] = nullptr;
   if (f->paths.empty()) {
-    std::cerr << "kda-gbench: --paths: no path given (fused, explicit, l2norm)\n";
+    say("--paths: no path given (fused, explicit, l2norm)");
     return false;
   }
   for (const auto& p : f->paths) {
     Path path;
     if (!kda::app::parse_path(p, &path)) {
-      std::cerr << "kda-gbench: --paths: unknown path '" << p << "' (fused, explicit, l2norm)\n";
+      say("--paths: unknown path '" + p + "' (fused, explicit, l2norm)");
       return false;
     }
   }
@@ -184,8 +201,7 @@ bool take_flags(int* argc, char** argv, Flags* f) {
     if (!kda::app::parse_variant(f->variant, &variant)) {
       std::string names;
       for (const auto& n : kda::app::variant_names()) names += (names.empty() ? "" : ", ") + n;
-      std::cerr << "kda-gbench: --variant: unknown variant '" << f->variant << "' (" << names
-                << ")\n";
+      say("--variant: unknown variant '" + f->variant + "' (" + names + ")");
       return false;
     }
   }
@@ -287,6 +303,54 @@ struct Runner {
   std::unique_ptr<Context> context;
   int failed = 0;       // verification failures and shapes that did not fit
   int cuda_errors = 0;
+  int out_of_memory = 0;  // host allocations that failed (exit 2, as the other apps)
+};
+
+// --benchmark_out=FILE. Google Benchmark opens FILE itself as soon as it runs, even only to list
+// the benchmarks, truncating whatever is there and following it wherever it points. So FILE is
+// checked like every other output before anything runs (a regular file or a new path, a link
+// written through; an existing file only with --force), Google Benchmark writes FILE.tmp.<pid>
+// beside the file, and that is moved into place atomically once complete. A listing writes
+// nothing.
+class BenchmarkOut {
+ public:
+  // Points every --benchmark_out= of argv at the temporary file. Throws OutputError.
+  BenchmarkOut(int argc, char** argv, bool force) : force_(force) {
+    const std::string flag = "--benchmark_out=";
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a.rfind(flag, 0) != 0) continue;
+      path_ = a.substr(flag.size());
+      const std::string target = kda::harness::check_output_file(path_, force);
+      temp_ = fmt::format("{}.tmp.{}", target, ::getpid());
+      arg_ = flag + temp_;
+      argv[i] = arg_.data();
+    }
+  }
+  BenchmarkOut(const BenchmarkOut&) = delete;  // argv points into arg_
+  BenchmarkOut& operator=(const BenchmarkOut&) = delete;
+
+  // Moves the finished output into place (keep) or only removes the temporary file. Returns
+  // false, with a message, when the output could not be written.
+  bool finish(bool keep) const {
+    if (temp_.empty()) return true;
+    bool ok = true;
+    try {
+      if (keep) {
+        const std::string content = kda::harness::RegularFile(temp_).read_all(uint64_t{1} << 30);
+        kda::harness::write_text_file_atomic(path_, content, force_);
+      }
+    } catch (const std::exception& e) {  // InputFileError, OutputError
+      say("--benchmark_out=" + path_ + ": " + e.what());
+      ok = false;
+    }
+    ::unlink(temp_.c_str());
+    return ok;
+  }
+
+ private:
+  bool force_ = false;
+  std::string path_, temp_, arg_;
 };
 
 void run_one(Runner* runner, const kda::harness::ShapeSpec& shape, Path path,
@@ -311,6 +375,13 @@ void run_one(Runner* runner, const kda::harness::ShapeSpec& shape, Path path,
     ++runner->failed;
     state.SkipWithError((std::string("skipped: ") + e.what()).c_str());
     return;
+  } catch (const std::bad_alloc&) {
+    ++runner->out_of_memory;
+    const std::string message =
+        kda::harness::out_of_host_memory("while running shape '" + shape.id + "'");
+    say(message);
+    state.SkipWithError(message.c_str());
+    return;
   } catch (const kda::Error& e) {
     if (e.code() == kda::ErrorCode::cuda) ++runner->cuda_errors; else ++runner->failed;
     state.SkipWithError(e.what());
@@ -327,7 +398,7 @@ void run_one(Runner* runner, const kda::harness::ShapeSpec& shape, Path path,
   state.counters["floor_share"] =
       benchmark::Counter(floor_s, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["token_heads"] =
-      static_cast<double>(kda::bench::problem_size(shape).token_heads());
+      static_cast<double>(kda::bench::ProblemSize::of(shape).token_heads());
 }
 
 }  // namespace
@@ -336,7 +407,18 @@ int main(int argc, char** argv) {
   static Runner runner;  // outlives every registered benchmark
   Flags& flags = runner.flags;
   if (!take_flags(&argc, argv, &flags)) return kExitUsage;
+  if (flags.version) {
+    std::cout << "kda-gbench " << kda::build::git_commit << " (" << kda::build::flags << ")\n";
+    return kExitOk;
+  }
   const bool list = list_only(argc, argv);  // before Initialize, which removes the flags it reads
+  std::optional<BenchmarkOut> out;
+  try {
+    out.emplace(argc, argv, flags.force);
+  } catch (const kda::harness::OutputError& e) {
+    say(std::string("--benchmark_out: ") + e.what());
+    return kExitUsage;
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitUsage;
 
@@ -344,31 +426,32 @@ int main(int argc, char** argv) {
   try {
     shapes = kda::harness::load_shape_file(flags.shapes).shapes;
   } catch (const std::exception& e) {
-    std::cerr << "kda-gbench: " << e.what() << "\n";
+    say(e.what());
     return kExitUsage;
   }
   for (const auto& id : flags.only) {
     if (std::none_of(shapes.begin(), shapes.end(), [&](const auto& s) { return s.id == id; })) {
       std::string ids;
       for (const auto& s : shapes) ids += (ids.empty() ? "" : ", ") + s.id;
-      std::cerr << "kda-gbench: --only " << id << ": no such shape id in " << flags.shapes
-                << " (it has: " << ids << ")\n";
+      say("--only " + id + ": no such shape id in " + flags.shapes + " (it has: " + ids + ")");
       return kExitUsage;
     }
   }
 
   // Register first (no GPU needed), so --benchmark_list_tests works anywhere.
   int registered = 0;
+  std::vector<const kda::harness::ShapeSpec*> to_run;  // shapes with registered benchmarks
   for (const auto& shape : shapes) {
     if (!flags.only.empty() &&
         std::find(flags.only.begin(), flags.only.end(), shape.id) == flags.only.end())
       continue;
     if (!shape.gpu_supported()) {
-      std::cerr << "kda-gbench: " << shape.id << ": not registered: K = " << shape.key_dim
-                << ", V = " << shape.value_dim << "; the GPU kernels support K = V = 128\n";
+      say(fmt::format("{}: not registered: K = {}, V = {}; the GPU kernels support K = V = 128",
+                      shape.id, shape.key_dim, shape.value_dim));
       continue;
     }
-    const auto size = kda::bench::problem_size(shape);
+    to_run.push_back(&shape);
+    const auto size = kda::bench::ProblemSize::of(shape);
     for (const auto& name : flags.paths) {
       Path path;
       kda::app::parse_path(name, &path);
@@ -387,14 +470,29 @@ int main(int argc, char** argv) {
     }
   }
   if (registered == 0) {
-    std::cerr << "kda-gbench: " << flags.shapes << ": no shape the GPU kernels support\n";
+    say(flags.shapes + ": no shape the GPU kernels support");
     return kExitUsage;
   }
 
   if (list) {
     const size_t matched = benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    out->finish(false);
     return matched > 0 ? kExitOk : kExitUsage;  // Google Benchmark said what did not match
+  }
+
+  // Every shape must fit in the host's memory (one at a time): refused before looking for a GPU.
+  try {
+    for (const kda::harness::ShapeSpec* shape : to_run) {
+      kda::harness::require_host_memory(
+          shape->id, kda::harness::host_footprint(kda::harness::ProblemDims::of(*shape),
+                                                  flags.verify
+                                                      ? kda::harness::HostWork::gpu_check
+                                                      : kda::harness::HostWork::inputs_only));
+    }
+  } catch (const kda::harness::HostMemoryError& e) {
+    say(e.what());
+    return kExitUsage;
   }
 
   int count = 0;
@@ -410,7 +508,7 @@ int main(int argc, char** argv) {
     info = kda::app::select_device(flags.device);
     runner.context = std::make_unique<Context>(flags, info);
   } catch (const kda::Error& e) {
-    std::cerr << "kda-gbench: " << e.what() << "\n";
+    say(e.what());
     return e.code() == kda::ErrorCode::invalid_argument ? kExitUsage : kExitDevice;
   }
 
@@ -446,7 +544,9 @@ int main(int argc, char** argv) {
   const size_t matched = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   runner.context.reset();
+  if (!out->finish(matched > 0)) return kExitUsage;
   if (matched == 0) return kExitUsage;  // Google Benchmark said what did not match
   if (runner.cuda_errors > 0) return kExitDevice;
+  if (runner.out_of_memory > 0) return kExitUsage;
   return runner.failed > 0 ? kExitFailed : kExitOk;
 }

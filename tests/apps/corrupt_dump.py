@@ -4,7 +4,10 @@ for the `kda-check --load` refusal tests (tests/apps/CMakeLists.txt).
 
     corrupt_dump.py DUMP_DIR/<id> OUT_DIR
 
-OUT_DIR/<case>/ then holds the problem's files with one of them broken."""
+OUT_DIR/<case>/ then holds the problem's files with one of them broken (or meta.json contradicting
+them). Everything is written under OUT_DIR; fifo_q's q.npy is a FIFO (made with os.mkfifo)."""
+import json
+import os
 import pathlib
 import shutil
 import sys
@@ -18,13 +21,27 @@ def main():
         sys.exit(f"{src}: no q.npy (run kda-check --dump first)")
     shutil.rmtree(out, ignore_errors=True)
 
+    q = np.load(src / "q.npy")
+    cu = np.load(src / "cu_seqlens.npy")
+    gate = np.load(src / "gate.npy")
+    meta = json.loads((src / "meta.json").read_text())
+    count = 0
+
     def case(name):
+        nonlocal count
+        count += 1
         d = out / name
         shutil.copytree(src, d)
         return d
 
-    q = np.load(src / "q.npy")
-    cu = np.load(src / "cu_seqlens.npy")
+    def edit_meta(d, **changes):
+        m = dict(meta)
+        for key, value in changes.items():
+            if value is None:
+                del m[key]
+            else:
+                m[key] = value
+        (d / "meta.json").write_text(json.dumps(m, indent=2))
 
     d = case("truncated_q")  # the last 100 bytes of data cut off
     data = (d / "q.npy").read_bytes()
@@ -57,7 +74,57 @@ def main():
     bad_cu = cu.copy()
     bad_cu[-1] = q.shape[1] + 1
     np.save(d / "cu_seqlens.npy", bad_cu.astype(np.int32))
-    print(f"corrupt_dump: 8 cases under {out}")
+    # --- issue 18: the gate contract, the file set, meta.json against the arrays -------------
+    d = case("gate_steep")  # a per-token log2 decay of -20 inside a chunk (token 1)
+    bad = gate.copy()
+    bad[0, 1, 0, 0] = bad[0, 0, 0, 0] - 20
+    np.save(d / "gate.npy", bad)
+
+    d = case("gate_positive")  # the cumulative gate grows: a positive decay
+    bad = gate.copy()
+    bad[0, 1, 0, 0] = bad[0, 0, 0, 0] + 0.5
+    np.save(d / "gate.npy", bad)
+
+    d = case("gate_chunk_start")  # G > 0 at token 64 of the first sequence (a chunk start)
+    bad = gate.copy()
+    bad[0, 64, 0, 0] = 0.25
+    np.save(d / "gate.npy", bad)
+
+    d = case("empty_cu")  # no offsets at all: would read as a dense problem
+    np.save(d / "cu_seqlens.npy", np.zeros(0, np.int32))
+
+    d = case("missing_cu")  # meta.json lists cu_seqlens.npy, the file is gone
+    (d / "cu_seqlens.npy").unlink()
+
+    d = case("extra_h0")  # an initial state meta.json does not list (another problem's?)
+    np.save(d / "h0.npy", np.zeros((len(cu) - 1, q.shape[2], q.shape[3], meta["value_dim"]),
+                                   np.float32))
+
+    d = case("meta_heads")  # meta.json says 3 heads, the arrays have 2
+    edit_meta(d, heads=3)
+
+    d = case("shape_q")  # q with one head fewer than meta.json (and k, v, gate) say
+    np.save(d / "q.npy", q[:, :, :-1, :])
+
+    d = case("meta_id_path")  # an id that names a path outside a --dump directory
+    edit_meta(d, id="../../x")
+
+    d = case("meta_id_control")  # an id with a terminal escape sequence
+    edit_meta(d, id="a\x1b[31mb")
+
+    d = case("meta_no_inputs")  # meta.json of a dump before the file list was recorded
+    edit_meta(d, inputs=None)
+
+    d = case("meta_final_state_text")
+    edit_meta(d, want_final_state="yes")
+
+    d = case("no_meta")
+    (d / "meta.json").unlink()
+
+    d = case("fifo_q")  # q.npy is a FIFO: reading it must not block
+    (d / "q.npy").unlink()
+    os.mkfifo(d / "q.npy")
+    print(f"corrupt_dump: {count} cases under {out}")
 
 
 if __name__ == "__main__":

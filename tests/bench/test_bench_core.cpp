@@ -448,7 +448,7 @@ TEST(BytesModel, ContractShapes) {
   ASSERT_EQ(file.shapes.size(), 6u);
   double floor_log_sum = 0.0;
   for (const auto& shape : file.shapes) {
-    const kb::ProblemSize s = kb::problem_size(shape);
+    const kb::ProblemSize s = kb::ProblemSize::of(shape);
     const int64_t th = shape.heads == 96 ? 786432 : 524288;
     EXPECT_EQ(s.token_heads(), th) << shape.id;
     EXPECT_EQ(kb::forward_bytes(s), th * 1540) << shape.id;  // no states in the contract
@@ -502,7 +502,11 @@ TEST(Compare, Classification) {
   EXPECT_EQ(cls(1e-3, 0.03, 1.02e-3, 0.002).change, Change::same);   // noise of A covers it
   EXPECT_EQ(cls(1e-3, 0.002, 0.975e-3, 0.03).change, Change::same);  // noise of B covers it
   EXPECT_EQ(cls(1e-3, kNaN, 1.02e-3, kNaN).change, Change::slower);  // missing noise: 1 % floor
-  EXPECT_EQ(cls(1e-3, kInf, 2e-3, 0.0).change, Change::same);        // unknown noise: can't tell
+  // A noise that cannot bound anything makes the row INVALID, never SAME (issue 18: a noise of
+  // -1.5 or inf made a 2x slowdown SAME).
+  EXPECT_EQ(cls(1e-3, kInf, 2e-3, 0.0).change, Change::invalid);
+  EXPECT_EQ(cls(1e-3, -1.5, 2e-3, 0.0).change, Change::invalid);
+  EXPECT_EQ(cls(1e-3, 0.0, 2e-3, -1.5).change, Change::invalid);
   EXPECT_EQ(cls(0.0, 0.0, 1e-3, 0.0).change, Change::invalid);
   EXPECT_EQ(cls(1e-3, 0.0, kNaN, 0.0).change, Change::invalid);
   const kb::Classification c = cls(2e-3, 0.004, 1e-3, 0.001);
@@ -637,6 +641,72 @@ TEST(Compare, ClearErrorsForBadTables) {
       "d.csv");
   EXPECT_THROW(kb::compare_tables(dup, dup, {}), kb::CompareError);
   EXPECT_THROW(kb::read_timing_table(scratch("missing.csv")), kb::CompareError);
+}
+
+// Issue 18, item 4: a time or noise that is there must be usable; empty cells are missing values.
+TEST(Compare, RefusesNegativeNanAndInfiniteTimesAndNoise) {
+  auto error = [](const std::string& median, const std::string& noise) {
+    try {
+      kb::timing_table(table_of({"shape_id", "path", "median_s", "noise"},
+                                {{"a", "fused", median, noise}}),
+                       "x.csv");
+    } catch (const kb::CompareError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string bad_noise =
+      "is not a noise (a finite fraction >= 0, or empty for a missing one); it sets how large a "
+      "change counts as SAME";
+  EXPECT_EQ(error("0.001", "-1.5"), "x.csv: data row 1: column 'noise': '-1.5' " + bad_noise);
+  EXPECT_EQ(error("0.001", "nan"), "x.csv: data row 1: column 'noise': 'nan' " + bad_noise);
+  EXPECT_EQ(error("0.001", "inf"), "x.csv: data row 1: column 'noise': 'inf' " + bad_noise);
+  const std::string bad_time = "is not a time (a finite number > 0, or empty for a missing one)";
+  EXPECT_EQ(error("-0.001", "0"), "x.csv: data row 1: column 'median_s': '-0.001' " + bad_time);
+  EXPECT_EQ(error("nan", "0"), "x.csv: data row 1: column 'median_s': 'nan' " + bad_time);
+  EXPECT_EQ(error("inf", "0"), "x.csv: data row 1: column 'median_s': 'inf' " + bad_time);
+  EXPECT_EQ(error("0", "0"), "x.csv: data row 1: column 'median_s': '0' " + bad_time);
+  EXPECT_EQ(error("0.001", ""), "");  // no noise: the threshold floor applies
+  EXPECT_EQ(error("", "0.01"), "");   // no median: the row is INVALID
+  EXPECT_EQ(error("0.001", "0"), "");
+  try {
+    kb::timing_table(table_of({"shape_id", "impl", "median_ms"}, {{"a", "x", "-1"}}), "p.csv");
+    FAIL() << "no error";
+  } catch (const kb::CompareError& e) {
+    EXPECT_NE(std::string(e.what()).find("column 'median_ms': '-1' is not a time"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Issue 18, item 4: --fail-on-slower fails on everything a regression gate cannot vouch for.
+TEST(Compare, RegressionGateFailures) {
+  const auto a = kb::timing_table(
+      table_of({"shape_id", "path", "mode", "median_s", "noise"},
+               {{"s1", "fused", "warm", "0.001", "0.002"},
+                {"s2", "fused", "warm", "0.001", "0.002"},
+                {"s3", "fused", "warm", "0.001", "0.002"},
+                {"s4", "fused", "warm", "0.001", "0.002"},
+                {"gone", "fused", "warm", "0.001", "0.002"}}),
+      "a.csv");
+  const auto b = kb::timing_table(
+      table_of({"shape_id", "path", "mode", "verdict", "median_s", "noise"},
+               {{"s1", "fused", "warm", "passed", "0.001", "0.002"},
+                {"s2", "fused", "warm", "passed", "0.002", "0.002"},        // 2x slower
+                {"s3", "fused", "warm", "not verified", "0.001", "0.002"},  // unverified
+                {"s4", "fused", "warm", "passed", "", "0.002"},             // no median
+                {"new", "fused", "warm", "passed", "0.001", "0.002"}}),
+      "b.csv");
+  EXPECT_TRUE(b.has_verdict);
+  const kb::CompareReport r = kb::compare_tables(a, b, {});
+  EXPECT_EQ(kb::regression_gate_failures(r),
+            (std::vector<std::string>{"SLOWER: s2 / fused (warm) (B/A 2.000)",
+                                      "not verified in B: s3 / fused (warm) (verdict 'not verified')",
+                                      "INVALID: s4 / fused (warm) (no usable median or noise in A or B)",
+                                      "missing in B: gone / fused (warm)"}));
+  // A file against itself passes; a B without a verdict column (a peer's) is not held to one.
+  EXPECT_FALSE(a.has_verdict);
+  EXPECT_TRUE(kb::regression_gate_failures(kb::compare_tables(a, a, {})).empty());
 }
 
 // ---------------------------------------------------------------------------------------------

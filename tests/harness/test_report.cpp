@@ -1,6 +1,7 @@
 // Report printers, the CSV reader, the atomic writer and number formatting.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>  // mkfifo
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,27 +11,15 @@
 #include <string>
 
 #include "kda/harness/report.h"
+#include "scratch.h"
 
 namespace kda::harness {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path scratch_dir(const std::string& name) {
-  const fs::path dir = fs::path(KDA_TEST_SCRATCH_DIR) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void put(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
+using test::put;
+using test::scratch_dir;
+using test::slurp;
 
 std::string csv_error(const fs::path& path) {
   try {
@@ -40,9 +29,6 @@ std::string csv_error(const fs::path& path) {
   }
   return "(read fine)";
 }
-
-#define EXPECT_CONTAINS(text, fragment) \
-  EXPECT_NE(std::string(text).find(fragment), std::string::npos) << (text)
 
 // ---------------------------------------------------------------------------------------------
 // Printers
@@ -244,6 +230,105 @@ TEST(AtomicWrite, CheckOutputFileRefusesReadOnlyDirectory) {
   fs::permissions(dir, fs::perms::owner_all);
   EXPECT_EQ(message, "cannot write " + (dir / "r.csv").string() + ": directory " + dir.string() +
                          " is not writable (Permission denied)");
+}
+
+// Issue 18, item 1: outputs go to regular files or new paths. A link is written through to the
+// end of its chain (the link stays); a FIFO, a directory or a link to one is refused before
+// anything is written, and left as it was. (A FIFO stands for /dev/null and other devices, which
+// tests must not touch.)
+std::string output_refusal(const fs::path& path, bool overwrite) {
+  try {
+    check_output_file(path.string(), overwrite);
+  } catch (const OutputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AtomicWrite, RefusesFifosAndLinksToThem) {
+  const fs::path dir = scratch_dir("atomic_fifo");
+  const fs::path fifo = dir / "r.md";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string why = "cannot write " + fifo.string() +
+                          ": it is a FIFO (named pipe); outputs go to regular files (or new paths)";
+  EXPECT_EQ(output_refusal(fifo, true), why);
+  EXPECT_THROW(write_text_file_atomic(fifo.string(), "x", true), OutputError);
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));  // not replaced by a regular file
+
+  fs::create_symlink("r.md", dir / "link.md");
+  EXPECT_EQ(output_refusal(dir / "link.md", true),
+            "cannot write " + (dir / "link.md").string() + ": it is a symbolic link to " +
+                fifo.string() + ", which is a FIFO (named pipe); outputs go to regular files (or "
+                "new paths)");
+  EXPECT_THROW(write_text_file_atomic((dir / "link.md").string(), "x", true), OutputError);
+  EXPECT_TRUE(fs::is_symlink(dir / "link.md"));
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));
+
+  fs::create_directory(dir / "sub");
+  fs::create_symlink("sub", dir / "to_dir");
+  EXPECT_EQ(output_refusal(dir / "to_dir", true),
+            "cannot write " + (dir / "to_dir").string() + ": it is a symbolic link to " +
+                (dir / "sub").string() + ", which is a directory; outputs go to regular files (or "
+                "new paths)");
+  // Nothing left behind by any of the refusals (no temporary file).
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 4);
+}
+
+TEST(AtomicWrite, WritesThroughLinks) {
+  const fs::path dir = scratch_dir("atomic_link");
+  fs::create_directory(dir / "real");
+  // To a file that does not exist yet: it is created there, without --force.
+  fs::create_symlink("real/new.csv", dir / "new.csv");
+  EXPECT_EQ(check_output_file((dir / "new.csv").string(), false), (dir / "real/new.csv").string());
+  write_text_file_atomic((dir / "new.csv").string(), "one\n", false);
+  EXPECT_TRUE(fs::is_symlink(dir / "new.csv"));
+  EXPECT_EQ(slurp(dir / "real/new.csv"), "one\n");
+  // To an existing file (through a chain of two links): replaced only with --force.
+  fs::create_symlink("new.csv", dir / "chain.csv");
+  EXPECT_EQ(output_refusal(dir / "chain.csv", false),
+            (dir / "chain.csv").string() + " exists (a symbolic link to " +
+                (dir / "real/new.csv").string() + "); pass --force to overwrite");
+  EXPECT_THROW(write_text_file_atomic((dir / "chain.csv").string(), "two\n", false), OutputError);
+  write_text_file_atomic((dir / "chain.csv").string(), "two\n", true);
+  EXPECT_TRUE(fs::is_symlink(dir / "chain.csv") && fs::is_symlink(dir / "new.csv"));
+  EXPECT_EQ(slurp(dir / "real/new.csv"), "two\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "real"), fs::directory_iterator()), 1);
+  // A loop of links is refused, not followed forever.
+  fs::create_symlink("loop_b", dir / "loop_a");
+  fs::create_symlink("loop_a", dir / "loop_b");
+  EXPECT_EQ(output_refusal(dir / "loop_a", true),
+            "cannot write " + (dir / "loop_a").string() + ": too many levels of symbolic links");
+}
+
+TEST(AtomicWrite, ATempNameTakenByAFifoDoesNotBlock) {
+  const fs::path dir = scratch_dir("atomic_temp_fifo");
+  const fs::path target = dir / "r.json";
+  const fs::path temp = dir / ("r.json.tmp." + std::to_string(::getpid()));
+  ASSERT_EQ(::mkfifo(temp.c_str(), 0600), 0);
+  write_text_file_atomic(target.string(), "{}\n", false);
+  EXPECT_EQ(slurp(target), "{}\n");
+  EXPECT_FALSE(fs::exists(temp));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Escaping text from user input (item 8)
+
+TEST(Escape, ControlCharactersBecomeHexEscapes) {
+  EXPECT_EQ(escape_controls("plain id-1.x, ünïcode"), "plain id-1.x, ünïcode");
+  EXPECT_EQ(escape_controls("a\\x1b"), "a\\x1b");  // a backslash is not a control
+  EXPECT_EQ(escape_controls("a\x1b[31mb\x07\x7f\tc\rd"), "a\\x1b[31mb\\x07\\x7f\\x09c\\x0dd");
+  EXPECT_EQ(escape_controls(std::string("nul\0!", 5)), "nul\\x00!");
+  EXPECT_EQ(escape_controls("two\nlines"), "two\nlines");  // messages keep their line breaks
+  // U+009B (CSI) in UTF-8; U+00A0 (no-break space) is not a control.
+  EXPECT_EQ(escape_controls("x\xc2\x9by\xc2\xa0z"), "x\\xc2\\x9by\xc2\xa0z");
+}
+
+TEST(Markdown, EscapesControlCharactersInCells) {
+  const Table table{{"shape"}, {{"h96\x1b[2Jfixed"}, {"a\nb"}}};
+  const std::string md = to_markdown(table);
+  EXPECT_EQ(md.find('\x1b'), std::string::npos) << md;
+  EXPECT_CONTAINS(md, "| h96\\x1b[2Jfixed |");
+  EXPECT_CONTAINS(md, "| a b ");
 }
 
 // ---------------------------------------------------------------------------------------------

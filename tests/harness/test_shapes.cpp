@@ -334,6 +334,44 @@ TEST(ShapeRefusals, BadIdAndQRows) {
                  "field 'q_rows.huge_values': expected a finite number > 0, got 'inf'");
 }
 
+// Issue 18: an id names a directory of a --dump (DIR/<id>/), so it is one plain path component,
+// and it reaches terminals and reports, so it holds no control character.
+TEST(ShapeRefusals, IdsThatWouldNameAnotherDirectoryOrCarryControls) {
+  for (const char* id : {"'.'", "'..'", "../x", "a/b", "'a\x1b[31mb'", "'tab\there'"}) {
+    EXPECT_REFUSED(std::string("shapes:\n  - id: ") + id + "\n    heads: 1\n    seq_lens: [1]\n",
+                   "t.yaml:2: shape '#1': field 'id': expected an id of letters, digits, '.', '_' "
+                   "or '-' (not '.' or '..'), got ");
+  }
+  EXPECT_EQ(parse_error("shapes:\n  - {id: ..., heads: 1, seq_lens: [1]}\n"), "");  // not '..'
+  EXPECT_EQ(parse_error("shapes:\n  - {id: .a, heads: 1, seq_lens: [1]}\n"), "");
+  EXPECT_TRUE(is_valid_shape_id("h96-fixed.v2_a"));
+  EXPECT_FALSE(is_valid_shape_id(".."));
+  EXPECT_FALSE(is_valid_shape_id("."));
+  EXPECT_FALSE(is_valid_shape_id(""));
+  EXPECT_FALSE(is_valid_shape_id("a\nb"));
+}
+
+// Issue 18: YAML::Load read the first document of a stream and dropped the others silently.
+TEST(ShapeRefusals, MoreThanOneDocument) {
+  const std::string one = "shapes:\n  - {id: a, heads: 1, seq_lens: [1]}\n";
+  EXPECT_EQ(parse_error(one), "");
+  EXPECT_EQ(parse_error("---\n" + one), "");      // an explicit start of the one document
+  EXPECT_EQ(parse_error(one + "...\n"), "");      // and an explicit end
+  EXPECT_REFUSED(one + "---\n" + one,
+                 "t.yaml:3: expected one YAML document, got a second one (or more text after the "
+                 "first) starting here (a shape file is one map with one 'shapes:' list; merge the "
+                 "lists)");
+  EXPECT_REFUSED("---\n" + one + "---\n" + one, "t.yaml:4: expected one YAML document");
+  EXPECT_REFUSED(one + "--- # the rest\n\n" + one, "t.yaml:3: expected one YAML document");
+  EXPECT_REFUSED(one + "---\n", "t.yaml:3: expected one YAML document");  // an empty second one
+  // Text after a top-level flow map: YAML::Load ignored it (the second map too), YAML::LoadAll
+  // never returns (found by tests/fuzz/fuzz_shapes).
+  const std::string flow = "{shapes: [{id: a, heads: 1, seq_lens: [1]}]}";
+  EXPECT_EQ(parse_error(flow), "");
+  EXPECT_REFUSED(flow + ",", "t.yaml:1: expected one YAML document");
+  EXPECT_REFUSED(flow + ", {shapes: []}", "t.yaml:1: expected one YAML document");
+}
+
 TEST(ShapeRefusals, FileLevel) {
   EXPECT_REFUSED("shapes: []\n",
                  "t.yaml:1: field 'shapes': expected a non-empty list of shapes, got an empty list");

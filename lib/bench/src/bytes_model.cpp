@@ -1,7 +1,5 @@
 #include "kda/bench/bytes_model.h"
 
-#include "kda/harness/shapes.h"
-
 namespace kda::bench {
 
 namespace {
@@ -22,19 +20,6 @@ std::optional<PathKind> parse_path_kind(std::string_view name) {
   if (name == "explicit") return PathKind::explicit_;
   if (name == "l2norm") return PathKind::l2norm;
   return std::nullopt;
-}
-
-ProblemSize problem_size(const kda::harness::ShapeSpec& shape) {
-  ProblemSize size;
-  size.batch = shape.batch_rows();
-  size.tokens = shape.tokens();
-  size.heads = shape.heads;
-  size.key_dim = shape.key_dim;
-  size.value_dim = shape.value_dim;
-  size.num_states = shape.num_sequences();
-  size.initial_state = shape.initial_state;
-  size.final_state = shape.final_state;
-  return size;
 }
 
 int64_t forward_bytes_per_token_head(const ProblemSize& size) {

@@ -34,6 +34,31 @@ double parse_number(const std::string& cell, const std::string& source, int row,
   return value;
 }
 
+// A median: missing (empty, NaN) or a finite time > 0.
+double parse_median(const std::string& cell, const std::string& source, int row,
+                    const std::string& column, double scale) {
+  const double value = parse_number(cell, source, row, column);
+  if (!cell.empty() && !(std::isfinite(value) && value > 0.0)) {
+    throw CompareError(fmt::format("{}: data row {}: column '{}': '{}' is not a time (a finite "
+                                   "number > 0, or empty for a missing one)",
+                                   source, row, column, cell));
+  }
+  return value * scale;
+}
+
+// A noise: missing (empty) or a finite fraction >= 0.
+double parse_noise(const std::string& cell, const std::string& source, int row,
+                   const std::string& column) {
+  const double value = parse_number(cell, source, row, column);
+  if (!cell.empty() && !(std::isfinite(value) && value >= 0.0)) {
+    throw CompareError(fmt::format("{}: data row {}: column '{}': '{}' is not a noise (a finite "
+                                   "fraction >= 0, or empty for a missing one); it sets how large "
+                                   "a change counts as SAME",
+                                   source, row, column, cell));
+  }
+  return value;
+}
+
 std::string key_text(const TimingRecord& r, bool with_path) {
   std::string key = r.shape_id;
   if (with_path) key += " / " + r.path;
@@ -61,6 +86,7 @@ TimingTable timing_table(const kda::harness::Table& csv, const std::string& sour
   const int noise = pick({"noise", "stdev_rel"});
   const int stage = pick({"stage"});
   const int mode = pick({"mode"});
+  const int verdict = pick({"verdict"});
   auto missing = [&](const char* what) {
     throw CompareError(fmt::format("{}: no '{}' column (the file has: {}); kda-bench compare "
                                    "needs shape_id, path, median_s and optionally noise",
@@ -74,6 +100,7 @@ TimingTable timing_table(const kda::harness::Table& csv, const std::string& sour
   table.source = source;
   table.has_stage = stage >= 0;
   table.has_mode = mode >= 0;
+  table.has_verdict = verdict >= 0;
   for (size_t r = 0; r < csv.rows.size(); ++r) {
     const auto& row = csv.rows[r];
     const int line = static_cast<int>(r) + 1;
@@ -83,11 +110,12 @@ TimingTable timing_table(const kda::harness::Table& csv, const std::string& sour
     rec.path = row[path];
     if (stage >= 0) rec.stage = row[stage];
     if (mode >= 0) rec.mode = row[mode];
+    if (verdict >= 0) rec.verdict = row[verdict];
     if (rec.shape_id.empty())
       throw CompareError(fmt::format("{}: data row {}: empty shape_id", source, line));
-    rec.median_s = median_s >= 0 ? parse_number(row[median_s], source, line, "median_s")
-                                 : parse_number(row[median_ms], source, line, "median_ms") * 1e-3;
-    rec.noise = noise >= 0 ? parse_number(row[noise], source, line, csv.columns[noise]) : kNaN;
+    rec.median_s = median_s >= 0 ? parse_median(row[median_s], source, line, "median_s", 1.0)
+                                 : parse_median(row[median_ms], source, line, "median_ms", 1e-3);
+    rec.noise = noise >= 0 ? parse_noise(row[noise], source, line, csv.columns[noise]) : kNaN;
     table.records.push_back(std::move(rec));
   }
   return table;
@@ -115,8 +143,10 @@ Classification classify(double median_a, double noise_a, double median_b, double
                         double min_threshold) {
   Classification c;
   auto usable = [](double m) { return std::isfinite(m) && m > 0.0; };
-  auto noise_or_zero = [](double n) { return std::isnan(n) ? 0.0 : std::fabs(n); };
-  if (!usable(median_a) || !usable(median_b)) {
+  // NaN is a missing noise; a negative or infinite one cannot bound anything.
+  auto usable_noise = [](double n) { return std::isnan(n) || (std::isfinite(n) && n >= 0.0); };
+  auto noise_or_zero = [](double n) { return std::isnan(n) ? 0.0 : n; };
+  if (!usable(median_a) || !usable(median_b) || !usable_noise(noise_a) || !usable_noise(noise_b)) {
     c.ratio = kNaN;
     c.threshold = kNaN;
     return c;
@@ -189,6 +219,7 @@ CompareReport compare_tables(const TimingTable& a, const TimingTable& b,
     e.median_b = it->second->median_s;
     e.noise_a = r.noise;
     e.noise_b = it->second->noise;
+    e.verdict_b = it->second->verdict;
     e.result = classify(e.median_a, e.noise_a, e.median_b, e.noise_b, config.min_threshold);
     switch (e.result.change) {
       case Change::same: ++report.same; break;
@@ -205,6 +236,28 @@ CompareReport compare_tables(const TimingTable& a, const TimingTable& b,
   }
   report.geomean_ratio = geomean(ratios);
   return report;
+}
+
+std::vector<std::string> regression_gate_failures(const CompareReport& report) {
+  std::vector<std::string> failures;
+  auto key = [](const CompareEntry& e) {
+    std::string k = e.shape_id + " / " + e.path;
+    if (!e.stage.empty()) k += " / " + e.stage;
+    if (!e.mode.empty()) k += " (" + e.mode + ")";
+    return k;
+  };
+  for (const CompareEntry& e : report.entries) {
+    if (e.result.change == Change::slower) {
+      failures.push_back(fmt::format("SLOWER: {} (B/A {:.3f})", key(e), e.result.ratio));
+    } else if (e.result.change == Change::invalid) {
+      failures.push_back(fmt::format("INVALID: {} (no usable median or noise in A or B)", key(e)));
+    }
+    if (!e.verdict_b.empty() && e.verdict_b != "passed") {
+      failures.push_back(fmt::format("not verified in B: {} (verdict '{}')", key(e), e.verdict_b));
+    }
+  }
+  for (const std::string& k : report.only_in_a) failures.push_back("missing in B: " + k);
+  return failures;
 }
 
 kda::harness::Table compare_table(const CompareReport& report, bool human) {
@@ -242,8 +295,10 @@ kda::harness::Table compare_table(const CompareReport& report, bool human) {
 
 std::string compare_markdown(const CompareReport& report, const std::string& name_a,
                              const std::string& name_b, const CompareConfig& config) {
+  // The names are paths from the command line: no control character reaches the report raw.
   std::string out = fmt::format("# kda-bench compare\n\n- A (baseline): {}\n- B (new): {}\n",
-                                name_a, name_b);
+                                kda::harness::escape_controls(name_a),
+                                kda::harness::escape_controls(name_b));
   out += fmt::format(
       "- ratio = median_B / median_A (< 1: B is faster); SAME when |ratio - 1| <= "
       "max(noise_A, noise_B, {})\n\n",
@@ -254,8 +309,12 @@ std::string compare_markdown(const CompareReport& report, const std::string& nam
       report.entries.size() - static_cast<size_t>(report.invalid),
       human_number(report.geomean_ratio, Unit::ratio), report.same, report.faster, report.slower,
       report.invalid);
-  for (const auto& k : report.only_in_a) out += "only in A: " + k + "\n";
-  for (const auto& k : report.only_in_b) out += "only in B: " + k + "\n";
+  for (const auto& k : report.only_in_a) {
+    out += "only in A: " + kda::harness::escape_controls(k) + "\n";
+  }
+  for (const auto& k : report.only_in_b) {
+    out += "only in B: " + kda::harness::escape_controls(k) + "\n";
+  }
   return out;
 }
 

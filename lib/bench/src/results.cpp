@@ -266,7 +266,9 @@ std::string results_markdown(const RunContext& ctx, const std::vector<RunRow>& r
   out += fmt::format("- driver {}, runtime {}; commit {}; build {}\n", ctx.driver_version,
                      ctx.runtime_version, ctx.git_commit, ctx.build_flags);
   out += fmt::format("- shapes {}; seed {}; kernel variant {}; byte floor at {} TB/s; {}\n",
-                     ctx.shapes_file, ctx.seed, ctx.variant.empty() ? "-" : ctx.variant, human_number(ctx.floor_bw_Bps, Unit::bytes_per_s), ctx.utc_time);
+                     kda::harness::escape_controls(ctx.shapes_file), ctx.seed,
+                     ctx.variant.empty() ? "-" : ctx.variant,
+                     human_number(ctx.floor_bw_Bps, Unit::bytes_per_s), ctx.utc_time);
   out += fmt::format(
       "- stopping: min {} samples, min {} s GPU time, max noise {}, timeout {} s; throttle below "
       "{} of the default clock\n\n",

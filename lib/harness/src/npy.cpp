@@ -4,15 +4,14 @@
 
 #include <bit>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
 
+#include "kda/harness/files.h"
 #include "kda/harness/report.h"
 
 namespace kda::harness {
@@ -57,15 +56,6 @@ const char* descr_of(NpyType type) {
 }
 
 size_t item_size(NpyType type) { return type == NpyType::f64 ? 8 : 4; }
-
-const char* type_name(NpyType type) {
-  switch (type) {
-    case NpyType::f32: return "float32";
-    case NpyType::f64: return "float64";
-    case NpyType::i32: return "int32";
-  }
-  return "?";
-}
 
 // Element count of a shape; throws on negative or overflowing extents.
 int64_t element_count(const std::vector<int64_t>& shape, const std::string& context) {
@@ -228,11 +218,20 @@ class HeaderParser {
 
 }  // namespace
 
+const char* to_string(NpyType type) {
+  switch (type) {
+    case NpyType::f32: return "float32";
+    case NpyType::f64: return "float64";
+    case NpyType::i32: return "int32";
+  }
+  return "?";
+}
+
 int64_t NpyArray::size() const { return element_count(shape, "npy array"); }
 
 std::vector<float> NpyArray::as_f32() const {
   if (type != NpyType::f32) {
-    throw NpyError(fmt::format("npy array holds {}, not float32", type_name(type)));
+    throw NpyError(fmt::format("npy array holds {}, not float32", to_string(type)));
   }
   std::vector<float> out(bytes.size() / sizeof(float));
   if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
@@ -245,7 +244,7 @@ std::vector<double> NpyArray::as_f64() const {
     return std::vector<double>(narrow.begin(), narrow.end());
   }
   if (type != NpyType::f64) {
-    throw NpyError(fmt::format("npy array holds {}, not a floating type", type_name(type)));
+    throw NpyError(fmt::format("npy array holds {}, not a floating type", to_string(type)));
   }
   std::vector<double> out(bytes.size() / sizeof(double));
   if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(double));
@@ -254,7 +253,7 @@ std::vector<double> NpyArray::as_f64() const {
 
 std::vector<int32_t> NpyArray::as_i32() const {
   if (type != NpyType::i32) {
-    throw NpyError(fmt::format("npy array holds {}, not int32", type_name(type)));
+    throw NpyError(fmt::format("npy array holds {}, not int32", to_string(type)));
   }
   std::vector<int32_t> out(bytes.size() / sizeof(int32_t));
   if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(int32_t));
@@ -304,20 +303,20 @@ class MemorySource final : public ByteSource {
 
 class FileSource final : public ByteSource {
  public:
-  FileSource(std::ifstream& in, uint64_t size, const std::string& path)
-      : in_(in), left_(size), path_(path) {}
+  FileSource(RegularFile& file, const std::string& path)
+      : file_(file), left_(file.size()), path_(path) {}
   uint64_t remaining() const override { return left_; }
   void read(void* out, size_t n) override {
-    in_.read(static_cast<char*>(out), static_cast<std::streamsize>(n));
-    if (static_cast<size_t>(in_.gcount()) != n) {
-      throw NpyError(fmt::format("{}: read error after {} of {} bytes (file changed while "
-                                 "reading?)", path_, in_.gcount(), n));
+    try {
+      file_.read_exact(out, n);
+    } catch (const InputFileError& e) {
+      throw NpyError(fmt::format("{}: {}", path_, e.what()));
     }
     left_ -= n;
   }
 
  private:
-  std::ifstream& in_;
+  RegularFile& file_;
   uint64_t left_;
   const std::string& path_;
 };
@@ -396,17 +395,13 @@ NpyArray parse_npy(std::string_view bytes, const std::string& name_for_messages)
 }
 
 NpyArray read_npy(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw NpyError(fmt::format("{}: cannot open: it is a directory", path));
+  std::optional<RegularFile> file;
+  try {
+    file.emplace(path);
+  } catch (const InputFileError& e) {
+    throw NpyError(fmt::format("{}: cannot open: {}", path, e.what()));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NpyError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size < 0 || !in) throw NpyError(fmt::format("{}: cannot read: not a regular file", path));
-  FileSource source(in, static_cast<uint64_t>(size), path);
+  FileSource source(*file, path);
   return decode(source, path);
 }
 

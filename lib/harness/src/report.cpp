@@ -2,17 +2,15 @@
 #include "kda/harness/report.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string_view>
 
 #include <fmt/format.h>
+
+#include "kda/harness/files.h"
 
 namespace kda::harness {
 
@@ -46,7 +44,7 @@ std::string markdown_cell(const std::string& text) {
       out += c;
     }
   }
-  return out;
+  return escape_controls(out);
 }
 
 bool looks_numeric(const std::string& text) {
@@ -179,6 +177,27 @@ class LineSplitter {
 
 }  // namespace
 
+std::string escape_controls(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c0 = (c < 0x20 && c != '\n') || c == 0x7F;
+    // U+0080..U+009F in UTF-8 (C2 80..C2 9F): terminals that take 8-bit controls act on them.
+    const bool c1 = c == 0xC2 && i + 1 < text.size() &&
+                    static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(text[i + 1]) <= 0x9F;
+    if (c0) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c1) {
+      out += fmt::format("\\xc2\\x{:02x}", static_cast<unsigned char>(text[++i]));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string to_markdown(const Table& table) {
   check_rectangular(table, "to_markdown");
   const size_t columns = table.columns.size();
@@ -272,16 +291,9 @@ Table parse_csv(std::string_view text, const std::string& name_for_messages) {
 }
 
 Table read_csv(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw CsvError(fmt::format("{}: cannot open: it is a directory", path));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CsvError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw CsvError(fmt::format("{}: cannot read: read error", path));
-  return parse_csv(text.str(), path);
+  // Result files are KiB to a few MiB; this only bounds what a wrong file can make us allocate.
+  constexpr uint64_t kMaxCsvBytes = uint64_t{1} << 30;
+  return parse_csv(read_regular_file<CsvError>(path, kMaxCsvBytes, "cannot open"), path);
 }
 
 std::string format_sig(double value, int digits) {
@@ -294,6 +306,10 @@ std::string format_sig(double value, int digits) {
   const int exponent = std::stoi(sci.substr(sci.find('e') + 1));
   if (exponent < -4 || exponent >= 6) return sci;
   return fmt::format("{:.{}f}", value, std::max(0, digits - 1 - exponent));
+}
+
+std::string format_gib(size_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
 }
 
 std::string format_seconds(double seconds) {

@@ -3,21 +3,22 @@
 #include "kda/harness/shapes.h"
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
 
+#include "kda/harness/files.h"
 #include "kda/harness/npy.h"
 
 namespace kda::harness {
@@ -144,6 +145,18 @@ std::vector<int32_t> ShapeSpec::cu_seqlens() const {
     cu[i + 1] = cu[i] + static_cast<int32_t>(seq_lens[i]);  // the parser bounds the sum by int32
   }
   return cu;
+}
+
+bool is_valid_shape_id(std::string_view id) {
+  // An id names a directory of a --dump (DIR/<id>/): "." and ".." would name the dump itself or
+  // its parent.
+  if (id.empty() || id == "." || id == "..") return false;
+  for (char c : id) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,16 +319,6 @@ std::string parse_string(const Where& where, std::string_view name, const YAML::
                          int line) {
   if (!node.IsScalar()) fail(where, line_of(node, line), name, "a string", describe(node));
   return node.Scalar();
-}
-
-bool valid_id(const std::string& id) {
-  if (id.empty()) return false;
-  for (char c : id) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
 }
 
 QRowSuite parse_q_rows(const Where& where, const Field& field) {
@@ -525,7 +528,7 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
          describe(node));
   }
   // Name the shape by its id already in key errors (unknown or repeated keys) when it has one.
-  if (const YAML::Node id = node["id"]; id && id.IsScalar() && valid_id(id.Scalar())) {
+  if (const YAML::Node id = node["id"]; id && id.IsScalar() && is_valid_shape_id(id.Scalar())) {
     where.shape = id.Scalar();
   }
   const FieldMap fields = read_fields(
@@ -539,9 +542,8 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
   auto id = fields.find("id");
   if (id == fields.end()) fail(where, entry_line, "id", "a shape id", "nothing");
   shape.id = parse_string(where, "id", id->second.value, id->second.line);
-  if (!valid_id(shape.id)) {
-    fail(where, value_line(id->second), "id", "an id of letters, digits, '.', '_' or '-'",
-         describe(id->second.value));
+  if (!is_valid_shape_id(shape.id)) {
+    fail(where, value_line(id->second), "id", kShapeIdRule, describe(id->second.value));
   }
   where.shape = shape.id;
 
@@ -624,6 +626,34 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
   return shape;
 }
 
+// Where a second document starts (or text after the first one's end), if the text has any.
+// YAML::Load reads the first document and drops the rest without a word, and YAML::LoadAll loops
+// forever on text after a top-level flow collection ("{a: 1},", yaml-cpp 0.7: the parser stays
+// on the ',' and reports an empty document each time). So the parser itself is asked for two
+// documents, never more, by a handler that only notes where each starts.
+std::optional<YAML::Mark> second_document(const std::string& text) {
+  struct DocumentStarts final : YAML::EventHandler {
+    YAML::Mark last;
+    void OnDocumentStart(const YAML::Mark& mark) override { last = mark; }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  if (!parser.HandleNextDocument(starts) || !parser.HandleNextDocument(starts)) return std::nullopt;
+  return starts.last;
+}
+
 }  // namespace
 
 ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_messages) {
@@ -636,6 +666,12 @@ ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_
   YAML::Node document;
   try {
     document = YAML::Load(text);
+    if (const std::optional<YAML::Mark> second = second_document(text)) {
+      throw ShapeFileError(fmt::format(
+          "{}:{}: expected one YAML document, got a second one (or more text after the first) "
+          "starting here (a shape file is one map with one 'shapes:' list; merge the lists)",
+          path, second->line >= 0 ? second->line + 1 : 1));
+    }
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's own message for this is "bad file".
     throw ShapeFileError(fmt::format("{}:{}: not valid YAML: nested more than {} levels deep", path,
@@ -678,20 +714,10 @@ ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_
 }
 
 ShapeFile load_shape_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw ShapeFileError(fmt::format("{}: cannot read shape file: it is a directory", path));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw ShapeFileError(fmt::format("{}: cannot read shape file: {}", path, std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    throw ShapeFileError(fmt::format("{}: cannot read shape file: read error", path));
-  }
-  ShapeFile file = parse_shape_file(text.str(), path);
+  // Shape files are a few KiB; anything near this bound is not one.
+  constexpr uint64_t kMaxShapeFileBytes = uint64_t{64} << 20;
+  ShapeFile file = parse_shape_file(
+      read_regular_file<ShapeFileError>(path, kMaxShapeFileBytes, "cannot read shape file"), path);
   for (ShapeSpec& shape : file.shapes) {
     load_gate_files(shape.id, shape.heads, shape.key_dim, shape.gate);
   }

@@ -20,9 +20,7 @@
 #include <optional>
 #include <string_view>
 
-namespace kda::harness {
-struct ShapeSpec;
-}
+#include "kda/harness/problem_dims.h"
 
 namespace kda::bench {
 
@@ -30,16 +28,9 @@ enum class PathKind { fused, explicit_, l2norm };
 const char* to_string(PathKind path);                           // "fused", "explicit", "l2norm"
 std::optional<PathKind> parse_path_kind(std::string_view name);
 
-struct ProblemSize {
-  int64_t batch = 1, tokens = 0, heads = 0;
-  int64_t key_dim = 128, value_dim = 128;
-  int64_t num_states = 0;  // N (sequences), for the state terms
-  bool initial_state = false, final_state = false;
-
-  int64_t token_heads() const { return batch * tokens * heads; }
-};
-
-ProblemSize problem_size(const kda::harness::ShapeSpec& shape);
+// The problem's sizes (ProblemSize::of(shape)); num_states (N) and the state flags give the state
+// terms.
+using ProblemSize = kda::harness::ProblemDims;
 
 int64_t forward_bytes_per_token_head(const ProblemSize& size);  // 1540 for K = V = 128
 int64_t forward_bytes(const ProblemSize& size);

@@ -9,9 +9,12 @@
 //     SAME    if |ratio − 1| <= threshold
 //     FASTER  if ratio < 1 − threshold
 //     SLOWER  if ratio > 1 + threshold
-//     INVALID if either median is missing, not finite or not > 0.
+//     INVALID if either median is missing, not finite or not > 0, or a noise is negative or not
+//             finite (a noise of NaN is a missing one).
 // A missing or empty noise counts as 0 (the min_threshold floor still applies). The geomean of
-// the ratios is taken over the valid rows.
+// the ratios is taken over the valid rows. In a CSV, an empty median is a missing one (INVALID);
+// a median that is there must be a finite time > 0 and a noise a finite fraction >= 0, or the
+// file is refused: a negative, NaN or infinite noise would make any slowdown SAME.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,7 @@ namespace kda::bench {
 
 struct TimingRecord {
   std::string shape_id, path, stage, mode;
+  std::string verdict;  // the verdict column ("passed", "failed", "not verified"), if any
   double median_s = 0.0;
   double noise = 0.0;
   int row = 0;  // 1-based data row in the source file (the header is row 0)
@@ -33,7 +37,7 @@ struct TimingRecord {
 
 struct TimingTable {
   std::string source;
-  bool has_stage = false, has_mode = false;
+  bool has_stage = false, has_mode = false, has_verdict = false;
   std::vector<TimingRecord> records;
 };
 
@@ -43,8 +47,10 @@ class CompareError : public std::runtime_error {
 };
 
 // Accepted columns: shape_id; path (or impl); median_s (or median_ms); noise (or stdev_rel, a
-// fraction) — optional; stage, mode — optional. Throws CompareError naming the file, the row and
-// the column for a missing column or a value that is not a number.
+// fraction) — optional; stage, mode, verdict — optional. Throws CompareError naming the file,
+// the row and the column for a missing column, a value that is not a number, a median that is
+// not a finite time > 0 or a noise that is not a finite fraction >= 0 (empty cells are missing
+// values).
 TimingTable timing_table(const kda::harness::Table& csv, const std::string& source);
 // read_csv + timing_table; CompareError for an unreadable file too.
 TimingTable read_timing_table(const std::string& path);
@@ -70,6 +76,7 @@ struct CompareConfig {
 struct CompareEntry {
   std::string shape_id, path, stage, mode;  // key (as in A)
   double median_a = 0, median_b = 0, noise_a = 0, noise_b = 0;
+  std::string verdict_b;  // B's verdict column ("" when B has none)
   Classification result;
 };
 
@@ -84,6 +91,11 @@ struct CompareReport {
 // several modes compared against one without a mode column: pass CompareConfig::mode.
 CompareReport compare_tables(const TimingTable& a, const TimingTable& b,
                              const CompareConfig& config);
+
+// What makes `compare --fail-on-slower` fail, one line each: SLOWER rows, INVALID rows, rows of A
+// that B lacks, and rows of B whose verdict is not "passed" (when B has a verdict column: a time
+// of an output that failed or was not verified proves nothing). Empty when the gate passes.
+std::vector<std::string> regression_gate_failures(const CompareReport& report);
 
 // The per-row table (markdown cells or raw CSV values) and the full human report.
 kda::harness::Table compare_table(const CompareReport& report, bool human);

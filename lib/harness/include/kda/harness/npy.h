@@ -15,6 +15,7 @@ class NpyError : public std::runtime_error {
 };
 
 enum class NpyType { f32, f64, i32 };
+const char* to_string(NpyType type);  // "float32", "float64", "int32"
 
 struct NpyArray {
   NpyType type = NpyType::f32;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kda::harness {
@@ -90,8 +91,18 @@ class ShapeFileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// load_shape_file also reads the gate recipes' .npy files (GateRecipe::a_log_values ...), so a
-// missing or malformed file is refused before any run; parse_shape_file touches no file.
+// The id rule, for shape files and for the ids a --load directory's meta.json gives: letters,
+// digits, '.', '_' and '-', and neither "." nor "..", so an id is always one plain path
+// component (the dump writes DIR/<id>/) and never carries a control character to a terminal.
+bool is_valid_shape_id(std::string_view id);
+// What the rule expects, as the messages say it.
+inline constexpr const char* kShapeIdRule =
+    "an id of letters, digits, '.', '_' or '-' (not '.' or '..')";
+
+// Reads a regular file only (a FIFO, a device or a directory is refused before it is read) and
+// refuses a file of more than one YAML document. It also reads the gate recipes' .npy files
+// (GateRecipe::a_log_values ...), so a missing or malformed file is refused before any run;
+// parse_shape_file touches no file.
 ShapeFile load_shape_file(const std::string& path);
 ShapeFile parse_shape_file(const std::string& text, const std::string& path_for_messages);
 
