@@ -1,0 +1,67 @@
+// The reference's hot loops: the recurrence's state sweeps and the chunked algorithm's small
+// GEMMs and forward substitution. kernels.cpp compiles each for several instruction sets
+// (AVX-512, AVX2, the x86-64 baseline) and picks one at run time (kda/ref/reference.h, Isa).
+//
+// Why every instruction set gives the same bits: each output element is computed by one fixed
+// sequence of IEEE operations, written out below per kernel. The loops are vectorized across the
+// output column only, never across a sum, and kda_ref compiles with -ffp-contract=off (no fused
+// multiply-add contraction), so a wider vector only computes more elements side by side. Register
+// blocking (rows per block, columns per vector) differs per instruction set and changes nothing
+// either, because no element's operation sequence depends on it.
+#pragma once
+
+#include <cstdint>
+
+namespace kda::ref::detail {
+
+// Tokens of one (sequence, head) that the recurrence runs in one call, with their per-token
+// operands already formed in precision S. Row-major, token-major: token t's key row is
+// k[t * K .. t * K + K).
+template <class S>
+struct RecurrentTokens {
+  int64_t tokens = 0, key_dim = 0, value_dim = 0;
+  const S* decay = nullptr;  // tokens x K: 2^gamma_t
+  const S* k = nullptr;      // tokens x K
+  const S* sq = nullptr;     // tokens x K: scale * q_hat_t
+  const S* beta = nullptr;   // tokens
+  const S* v = nullptr;      // tokens x V
+  S* out = nullptr;          // tokens x V
+};
+
+// Runs §2.1 for the given tokens on `state` (K x V row-major, updated in place). Per token t and
+// value column c, with rows r taken in ascending order:
+//   sweep 1, per r:  S[r][c] = S[r][c] * decay[r];   p[c] = p[c] + k[r] * S[r][c]   (p from +0)
+//   delta[c] = beta * (v[c] - p[c])
+//   sweep 2, per r:  S[r][c] = S[r][c] + k[r] * delta[c];   o[c] = o[c] + sq[r] * S[r][c]  (o from +0)
+// Value columns are independent, so the state is swept in column slices that stay in L1 across
+// all the tokens of the call.
+template <class S>
+void recurrent_tokens(const RecurrentTokens<S>& tokens, S* state);
+
+// C = A · B with A(i, d) = a[i * a_row + d * a_col] (any strides: a transposed operand is
+// a_row = 1), B row-major (ldb), C row-major (ldc), i < rows, c < cols, d < depth(i):
+//   C[i][c] = (((+0 + A(i,0) B[0][c]) + A(i,1) B[1][c]) + ...)   ascending d
+// depth(i) = inner, or min(inner, i + 1) when `lower` (A inclusive lower triangular: the
+// products past the diagonal are skipped, not added as zeros).
+template <class S>
+struct Gemm {
+  int64_t rows = 0, cols = 0, inner = 0;
+  const S* a = nullptr;
+  int64_t a_row = 0, a_col = 1;
+  const S* b = nullptr;
+  int64_t ldb = 0;
+  S* c = nullptr;
+  int64_t ldc = 0;
+  bool lower = false;
+};
+
+template <class S>
+void gemm(const Gemm<S>& g);
+
+// T = (I + A)^-1 for A strictly lower triangular (n x n, row-major, lda), by forward
+// substitution row by row, T row-major (ldt), upper part set to 0:
+//   T[i][c] = (((e_i[c] - A[i][0] T[0][c]) - A[i][1] T[1][c]) - ...)   j ascending, j < i
+template <class S>
+void unit_lower_inverse(int64_t n, const S* a, int64_t lda, S* t, int64_t ldt);
+
+}  // namespace kda::ref::detail
