@@ -84,6 +84,7 @@ struct ChunkWorkspace {
   std::vector<S> gram_q, gram_k;           // n x kGramBlock
   std::vector<S> state_product;            // K x V
   std::vector<float> q_raw;                // n x K: q as given
+  std::vector<S> factor;                   // K: one row of anchored factors
 
   ChunkWorkspace(int64_t rows, int64_t key_dim, int64_t value_dim)
       : K(key_dim), V(value_dim) {
@@ -97,6 +98,7 @@ struct ChunkWorkspace {
     gram_q.resize(rows * kGramBlock);
     gram_k.resize(rows * kGramBlock);
     state_product.resize(key_dim * value_dim);
+    factor.resize(key_dim);
   }
 };
 
@@ -157,20 +159,23 @@ void gram_panel(ChunkWorkspace<S>& w, int64_t r0, int64_t r1, int64_t j0, int64_
     for (int64_t d = 0; d < K; ++d) fits = fits && g_a[d] - w.gate[j * K + d] <= limit;
 
   if (fits) {
+    S* factor = w.factor.data();
     for (int64_t j = j0; j < j1; ++j) {
       const S* g_j = w.gate.data() + j * K;
       const S* k_j = w.k.data() + j * K;
-      for (int64_t d = 0; d < K; ++d)
-        w.column_t[d * kGramBlock + (j - j0)] = k_j[d] * detail::exp2_or_zero(g_a[d] - g_j[d]);
+      for (int64_t d = 0; d < K; ++d) factor[d] = g_a[d] - g_j[d];
+      detail::exp2_array(factor, factor, K);
+      for (int64_t d = 0; d < K; ++d) w.column_t[d * kGramBlock + (j - j0)] = k_j[d] * factor[d];
     }
     for (int64_t i = r0; i < r1; ++i) {
       const S* g_i = w.gate.data() + i * K;
       S* rq = w.row_q.data() + (i - r0) * K;
       S* rk = w.row_k.data() + (i - r0) * K;
+      for (int64_t d = 0; d < K; ++d) factor[d] = g_i[d] - g_a[d];
+      detail::exp2_array(factor, factor, K);
       for (int64_t d = 0; d < K; ++d) {
-        const S factor = detail::exp2_or_zero(g_i[d] - g_a[d]);
-        rq[d] = w.q_hat[i * K + d] * factor;
-        rk[d] = w.k[i * K + d] * factor;
+        rq[d] = w.q_hat[i * K + d] * factor[d];
+        rk[d] = w.k[i * K + d] * factor[d];
       }
     }
     product(rows, width, K, w.row_q.data(), K, 1, w.column_t.data(), kGramBlock,
@@ -242,7 +247,7 @@ void intra_chunk_grams(ChunkWorkspace<S>& w, S scale) {
 template <class S>
 void chunk_step(ChunkWorkspace<S>& w, S scale, std::vector<S>& state) {
   const int64_t n = w.n, K = w.K, V = w.V;
-  for (int64_t e = 0; e < n * K; ++e) w.gamma[e] = detail::exp2_or_zero(w.gate[e]);  // <= 1
+  detail::exp2_array(w.gate.data(), w.gamma.data(), n * K);  // Gamma = 2^G <= 1
   const S* last_gate = w.gate.data() + (n - 1) * K;  // G_{n-1} of the last valid row
   const S* last_gamma = w.gamma.data() + (n - 1) * K;
 
@@ -261,11 +266,12 @@ void chunk_step(ChunkWorkspace<S>& w, S scale, std::vector<S>& state) {
 
   // Operands of steps 5 and 6: q' = scale * q_hat * Gamma, kg = k * 2^(G_{n-1} - G).
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t d = 0; d < K; ++d) {
-      const int64_t e = i * K + d;
-      w.q_prime[e] = scale * (w.q_hat[e] * w.gamma[e]);
-      w.kg[e] = w.k[e] * detail::exp2_or_zero(last_gate[d] - w.gate[e]);
-    }
+    for (int64_t d = 0; d < K; ++d) w.kg[i * K + d] = last_gate[d] - w.gate[i * K + d];
+  detail::exp2_array(w.kg.data(), w.kg.data(), n * K);
+  for (int64_t e = 0; e < n * K; ++e) {
+    w.q_prime[e] = scale * (w.q_hat[e] * w.gamma[e]);
+    w.kg[e] = w.k[e] * w.kg[e];
+  }
 
   // 4. V_new = U - W S_c (row i is the recurrence's delta_i).
   product(n, V, K, w.w.data(), K, 1, state.data(), V, w.product.data(), V);

@@ -9,8 +9,10 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "detail.h"
 #include "kda/ref/reference.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -306,6 +308,56 @@ KDA_REF_INLINE void gemm_body(const Gemm<S>& g) {
     for (int64_t c = c0; c < g.cols; ++c) gemm_element(g, i, c);
 }
 
+// --- exp2 --------------------------------------------------------------------------------------
+
+// 2^x for x in [-1022, 1023] (kernels.h, exp2_array).
+KDA_REF_INLINE double exp2_normal(double x) {
+  constexpr double kShift = 0x1.8p52;  // x + kShift rounds x to an integer in the low bits
+  constexpr double kTaylor[14] = {
+      1.0,                     // ln2^k / k!, correctly rounded
+      0.6931471805599453,     0.24022650695910072,    0.05550410866482158,
+      0.009618129107628477,   0.0013333558146428443,  0.0001540353039338161,
+      1.5252733804059841e-05, 1.321548679014431e-06,  1.01780860092397e-07,
+      7.054911620801123e-09,  4.4455382718708116e-10, 2.5678435993488206e-11,
+      1.3691488853904128e-12};
+  const double shifted = x + kShift;
+  const double m = shifted - kShift;  // round(x), ties to even
+  const double f = x - m;             // exact, in [-0.5, 0.5]
+  double p = kTaylor[13];
+  for (int k = 12; k >= 0; --k) p = p * f + kTaylor[k];
+  // The low mantissa bits of `shifted` hold m (two's complement): m + 1023 shifted into the
+  // exponent field is 2^m.
+  uint64_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  bits = (bits + 1023) << 52;
+  double scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+template <class S>
+KDA_REF_INLINE void exp2_body(const S* x, S* y, int64_t n) {
+  if constexpr (std::is_same_v<S, float>) {
+    for (int64_t i = 0; i < n; ++i) y[i] = exp2_or_zero(x[i]);
+  } else {
+    // In pieces whose inputs are copied first: y may be x (in place), and the second pass needs
+    // the inputs.
+    constexpr int64_t kPiece = 64;
+    double xs[kPiece];
+    for (int64_t i0 = 0; i0 < n; i0 += kPiece) {
+      const int64_t m = std::min(kPiece, n - i0);
+      std::memcpy(xs, x + i0, static_cast<std::size_t>(m) * sizeof(double));
+      for (int64_t i = 0; i < m; ++i) {
+        const double xi = xs[i];
+        const double clamped = xi > -1022.0 ? (xi < 1023.0 ? xi : 1023.0) : -1022.0;  // NaN: -1022
+        y[i0 + i] = exp2_normal(clamped);
+      }
+      for (int64_t i = 0; i < m; ++i)
+        if (!(xs[i] >= -1022.0 && xs[i] <= 1023.0)) y[i0 + i] = exp2_or_zero(xs[i]);
+    }
+  }
+}
+
 // --- forward substitution --------------------------------------------------------------------
 
 template <class S>
@@ -338,6 +390,10 @@ KDA_REF_INLINE void unit_lower_inverse_body(int64_t n, const S* a, int64_t lda, 
   template <class S>                                                                       \
   target void inverse_##suffix(int64_t n, const S* a, int64_t lda, S* t, int64_t ldt) {    \
     unit_lower_inverse_body(n, a, lda, t, ldt);                                            \
+  }                                                                                        \
+  template <class S>                                                                       \
+  target void exp2_##suffix(const S* x, S* y, int64_t n) {                                 \
+    exp2_body(x, y, n);                                                                    \
   }
 
 #if KDA_REF_X86
@@ -391,12 +447,28 @@ void unit_lower_inverse(int64_t n, const S* a, int64_t lda, S* t, int64_t ldt) {
   }
 }
 
+template <class S>
+void exp2_array(const S* x, S* y, int64_t n) {
+  switch (active_isa()) {
+#if KDA_REF_X86
+    case Isa::avx512:
+      return exp2_avx512(x, y, n);
+    case Isa::avx2:
+      return exp2_avx2(x, y, n);
+#endif
+    default:
+      return exp2_baseline(x, y, n);
+  }
+}
+
 template void recurrent_tokens<float>(const RecurrentTokens<float>&, float*);
 template void recurrent_tokens<double>(const RecurrentTokens<double>&, double*);
 template void gemm<float>(const Gemm<float>&);
 template void gemm<double>(const Gemm<double>&);
 template void unit_lower_inverse<float>(int64_t, const float*, int64_t, float*, int64_t);
 template void unit_lower_inverse<double>(int64_t, const double*, int64_t, double*, int64_t);
+template void exp2_array<float>(const float*, float*, int64_t);
+template void exp2_array<double>(const double*, double*, int64_t);
 
 }  // namespace detail
 }  // namespace kda::ref

@@ -19,17 +19,16 @@ namespace {
 // slice of the state in L1 across them, and re-reads their operands once per slice.
 constexpr int64_t kBlockTokens = 64;
 
-// Per-channel decay 2^gamma_t from the chunk-local cumulative gate G. G restarts at every chunk
-// start, so gamma_t = G_t there and G_t - G_{t-1} elsewhere (difference taken in S). The
-// chunked algorithm uses 2^(G_i - G_j) for the same pairs, so both agree to rounding.
+// Per-channel log2 decay gamma_t from the chunk-local cumulative gate G. G restarts at every
+// chunk start, so gamma_t = G_t there and G_t - G_{t-1} elsewhere (difference taken in S); the
+// decay is 2^gamma (detail::exp2_array). The chunked algorithm uses 2^(G_i - G_j) for the same
+// pairs, so both agree to rounding.
 template <class S>
-void token_decay(const float* gate, const float* previous_gate, int64_t dim, S* decay) {
-  for (int64_t d = 0; d < dim; ++d) {
-    const S gamma = previous_gate == nullptr
-                        ? static_cast<S>(gate[d])
-                        : static_cast<S>(gate[d]) - static_cast<S>(previous_gate[d]);
-    decay[d] = detail::exp2_or_zero(gamma);
-  }
+void token_log2_decay(const float* gate, const float* previous_gate, int64_t dim, S* gamma) {
+  for (int64_t d = 0; d < dim; ++d)
+    gamma[d] = previous_gate == nullptr
+                   ? static_cast<S>(gate[d])
+                   : static_cast<S>(gate[d]) - static_cast<S>(previous_gate[d]);
 }
 
 // Operand buffers of one block of tokens, reused across the blocks of one (sequence, head).
@@ -70,11 +69,12 @@ void run_sequence_head(const Problem& problem, const Options& options,
       const float* previous_gate =
           chunk_start ? nullptr
                       : problem.gate.data() + layout.row(span.batch_row, t - 1, head) * K;
-      token_decay(gate, previous_gate, K, block.decay.data() + i * K);
+      token_log2_decay(gate, previous_gate, K, block.decay.data() + i * K);
       detail::widen_row(problem.k, row * K, K, block.k.data() + i * K);
       detail::widen_row(problem.v, row * V, V, block.v.data() + i * V);
       block.beta[i] = static_cast<S>(problem.beta[row]);
     }
+    detail::exp2_array(block.decay.data(), block.decay.data(), n * K);
     detail::load_query_rows(problem, options, span.batch_row, first, n, head, block.q_raw,
                             block.sq.data());
     for (int64_t e = 0; e < n * K; ++e) block.sq[e] = scale * block.sq[e];
