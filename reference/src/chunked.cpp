@@ -113,9 +113,9 @@ void load_chunk(const Problem& problem, const Options& options, int64_t batch_ro
                           w.q_hat.data());
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t row = layout.row(batch_row, first_token + i, head);
-    detail::widen_row(problem.k, row * K, K, w.k.data() + i * K);
-    detail::widen_row(problem.v, row * V, V, w.v.data() + i * V);
-    detail::widen_row(problem.gate, row * K, K, w.gate.data() + i * K);
+    detail::widen(problem.k.data() + row * K, w.k.data() + i * K, K);
+    detail::widen(problem.v.data() + row * V, w.v.data() + i * V, V);
+    detail::widen(problem.gate.data() + row * K, w.gate.data() + i * K, K);
     w.beta[i] = static_cast<S>(problem.beta[row]);
   }
 }

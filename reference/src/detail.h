@@ -87,12 +87,6 @@ S exp2_or_zero(S x) {
   return x < kUnderflow ? S(0) : std::exp2(x);
 }
 
-// Widens `dim` floats starting at element `offset` of `source` into S.
-template <class S>
-void widen_row(const std::vector<float>& source, int64_t offset, int64_t dim, S* destination) {
-  for (int64_t d = 0; d < dim; ++d) destination[d] = static_cast<S>(source[offset + d]);
-}
-
 // Gathers the q rows of tokens [first, first + rows) of one (batch row, head) into `raw` and
 // writes them as the algorithms consume them to `destination` (rows x K): l2-normalized in S
 // (Options::normalize_q; l2norm_rows interleaves several rows, same bits as one at a time) or

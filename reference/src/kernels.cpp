@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -172,7 +174,7 @@ KDA_REF_INLINE void recurrent_slice(const RecurrentTokens<S>& in, S* state, int6
         }
       }
     }
-    S* out = in.out + t * Vd + c0;
+    S* out = in.out + t * in.out_stride + c0;
 #pragma GCC unroll 16
     for (int i = 0; i < NV; ++i) store(out + i * L, o[i]);
   }
@@ -200,7 +202,7 @@ KDA_REF_INLINE void recurrent_tail(const RecurrentTokens<S>& in, S* state, int64
         s = s + k[r] * delta;
         o = o + sq[r] * s;
       }
-      in.out[t * V + c] = o;
+      in.out[t * in.out_stride + c] = o;
     }
   }
 }
@@ -358,6 +360,66 @@ KDA_REF_INLINE void exp2_body(const S* x, S* y, int64_t n) {
   }
 }
 
+// --- conversions -------------------------------------------------------------------------------
+
+template <class S>
+KDA_REF_INLINE void widen_body(const float* src, S* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<S>(src[i]);
+}
+
+template <class S>
+KDA_REF_INLINE void gate_difference_body(const float* gate, const float* previous, S* dst,
+                                         int64_t n) {
+  if (previous == nullptr) return widen_body(gate, dst, n);
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<S>(gate[i]) - static_cast<S>(previous[i]);
+}
+
+// --- l2norm pieces ----------------------------------------------------------------------------
+
+KDA_REF_INLINE float max_abs_body(const float* x, int64_t n, bool* finite) {
+  constexpr int kLanes = 16;
+  float lane_max[kLanes] = {};
+  bool lane_finite[kLanes];
+  for (bool& f : lane_finite) f = true;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float magnitude = std::fabs(x[i + l]);
+      lane_finite[l] = lane_finite[l] & (magnitude <= std::numeric_limits<float>::max());
+      lane_max[l] = lane_max[l] < magnitude ? magnitude : lane_max[l];
+    }
+  for (; i < n; ++i) {
+    const float magnitude = std::fabs(x[i]);
+    lane_finite[0] = lane_finite[0] & (magnitude <= std::numeric_limits<float>::max());
+    lane_max[0] = lane_max[0] < magnitude ? magnitude : lane_max[0];
+  }
+  bool all_finite = true;
+  float largest = 0.0f;
+  for (int l = 0; l < kLanes; ++l) {
+    all_finite = all_finite && lane_finite[l];
+    largest = largest < lane_max[l] ? lane_max[l] : largest;
+  }
+  *finite = all_finite;
+  return largest;
+}
+
+template <class S>
+KDA_REF_INLINE void scaled_unit_rows_body(const float* x, S* y, int rows, int64_t dim,
+                                          const S* unit, const S* eps_scaled) {
+  constexpr int kMaxRows = 8;
+  S ssq[kMaxRows] = {};
+  for (int64_t d = 0; d < dim; ++d)
+    for (int r = 0; r < rows; ++r) {
+      const S value = static_cast<S>(x[r * dim + d]) * unit[r];
+      ssq[r] += value * value;
+    }
+  for (int r = 0; r < rows; ++r) {
+    const S rstd = S(1) / std::sqrt(ssq[r] + eps_scaled[r]);
+    for (int64_t d = 0; d < dim; ++d)
+      y[r * dim + d] = (static_cast<S>(x[r * dim + d]) * unit[r]) * rstd;
+  }
+}
+
 // --- forward substitution --------------------------------------------------------------------
 
 template <class S>
@@ -394,6 +456,23 @@ KDA_REF_INLINE void unit_lower_inverse_body(int64_t n, const S* a, int64_t lda, 
   template <class S>                                                                       \
   target void exp2_##suffix(const S* x, S* y, int64_t n) {                                 \
     exp2_body(x, y, n);                                                                    \
+  }                                                                                        \
+  target float max_abs_##suffix(const float* x, int64_t n, bool* finite) {                 \
+    return max_abs_body(x, n, finite);                                                     \
+  }                                                                                        \
+  template <class S>                                                                       \
+  target void scaled_unit_rows_##suffix(const float* x, S* y, int rows, int64_t dim,       \
+                                        const S* unit, const S* eps_scaled) {              \
+    scaled_unit_rows_body(x, y, rows, dim, unit, eps_scaled);                              \
+  }                                                                                        \
+  template <class S>                                                                       \
+  target void widen_##suffix(const float* src, S* dst, int64_t n) {                        \
+    widen_body(src, dst, n);                                                               \
+  }                                                                                        \
+  template <class S>                                                                       \
+  target void gate_difference_##suffix(const float* gate, const float* previous, S* dst,   \
+                                       int64_t n) {                                        \
+    gate_difference_body(gate, previous, dst, n);                                          \
   }
 
 #if KDA_REF_X86
@@ -461,6 +540,62 @@ void exp2_array(const S* x, S* y, int64_t n) {
   }
 }
 
+float max_abs(const float* x, int64_t n, bool* finite) {
+  switch (active_isa()) {
+#if KDA_REF_X86
+    case Isa::avx512:
+      return max_abs_avx512(x, n, finite);
+    case Isa::avx2:
+      return max_abs_avx2(x, n, finite);
+#endif
+    default:
+      return max_abs_baseline(x, n, finite);
+  }
+}
+
+template <class S>
+void scaled_unit_rows(const float* x, S* y, int rows, int64_t dim, const S* unit,
+                      const S* eps_scaled) {
+  switch (active_isa()) {
+#if KDA_REF_X86
+    case Isa::avx512:
+      return scaled_unit_rows_avx512(x, y, rows, dim, unit, eps_scaled);
+    case Isa::avx2:
+      return scaled_unit_rows_avx2(x, y, rows, dim, unit, eps_scaled);
+#endif
+    default:
+      return scaled_unit_rows_baseline(x, y, rows, dim, unit, eps_scaled);
+  }
+}
+
+template <class S>
+void widen(const float* src, S* dst, int64_t n) {
+  switch (active_isa()) {
+#if KDA_REF_X86
+    case Isa::avx512:
+      return widen_avx512(src, dst, n);
+    case Isa::avx2:
+      return widen_avx2(src, dst, n);
+#endif
+    default:
+      return widen_baseline(src, dst, n);
+  }
+}
+
+template <class S>
+void gate_difference(const float* gate, const float* previous, S* dst, int64_t n) {
+  switch (active_isa()) {
+#if KDA_REF_X86
+    case Isa::avx512:
+      return gate_difference_avx512(gate, previous, dst, n);
+    case Isa::avx2:
+      return gate_difference_avx2(gate, previous, dst, n);
+#endif
+    default:
+      return gate_difference_baseline(gate, previous, dst, n);
+  }
+}
+
 template void recurrent_tokens<float>(const RecurrentTokens<float>&, float*);
 template void recurrent_tokens<double>(const RecurrentTokens<double>&, double*);
 template void gemm<float>(const Gemm<float>&);
@@ -469,6 +604,14 @@ template void unit_lower_inverse<float>(int64_t, const float*, int64_t, float*, 
 template void unit_lower_inverse<double>(int64_t, const double*, int64_t, double*, int64_t);
 template void exp2_array<float>(const float*, float*, int64_t);
 template void exp2_array<double>(const double*, double*, int64_t);
+template void scaled_unit_rows<float>(const float*, float*, int, int64_t, const float*,
+                                      const float*);
+template void scaled_unit_rows<double>(const float*, double*, int, int64_t, const double*,
+                                       const double*);
+template void widen<float>(const float*, float*, int64_t);
+template void widen<double>(const float*, double*, int64_t);
+template void gate_difference<float>(const float*, const float*, float*, int64_t);
+template void gate_difference<double>(const float*, const float*, double*, int64_t);
 
 }  // namespace detail
 }  // namespace kda::ref

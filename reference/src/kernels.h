@@ -25,7 +25,8 @@ struct RecurrentTokens {
   const S* sq = nullptr;     // tokens x K: scale * q_hat_t
   const S* beta = nullptr;   // tokens
   const S* v = nullptr;      // tokens x V
-  S* out = nullptr;          // tokens x V
+  S* out = nullptr;          // tokens rows of V, out_stride apart
+  int64_t out_stride = 0;
 };
 
 // Runs §2.1 for the given tokens on `state` (K x V row-major, updated in place). Per token t and
@@ -63,6 +64,26 @@ void gemm(const Gemm<S>& g);
 //   T[i][c] = (((e_i[c] - A[i][0] T[0][c]) - A[i][1] T[1][c]) - ...)   j ascending, j < i
 template <class S>
 void unit_lower_inverse(int64_t n, const S* a, int64_t lda, S* t, int64_t ldt);
+
+// max |x[i]| over i < n (exact whatever the order) and whether every x[i] is finite.
+float max_abs(const float* x, int64_t n, bool* finite);
+
+// l2norm_rows' simple case for `rows` rows of `dim` at once (l2norm.cpp): per row r, in order,
+//   ssq = ((+0 + x'[0]^2) + x'[1]^2) + ...,  x'[d] = S(x[r][d]) * unit[r]
+//   y[r][d] = x'[d] * (1 / sqrt(ssq + eps_scaled[r])),
+// the rows' sums interleaved (independent chains). rows <= 8.
+template <class S>
+void scaled_unit_rows(const float* x, S* y, int rows, int64_t dim, const S* unit,
+                      const S* eps_scaled);
+
+// dst[i] = S(src[i]) for i < n (exact).
+template <class S>
+void widen(const float* src, S* dst, int64_t n);
+
+// dst[i] = S(gate[i]) - S(previous[i]), or S(gate[i]) when previous is null: the per-token log2
+// decay from the chunk-local cumulative gate.
+template <class S>
+void gate_difference(const float* gate, const float* previous, S* dst, int64_t n);
 
 // y[i] = 2^x[i] for i < n (y == x allowed), +0 where 2^x underflows to zero (x < -1075 in double, -150 in float),
 // NaN for NaN, +inf above the range. float: std::exp2 per element (exp2_or_zero). double: a

@@ -13,6 +13,7 @@
 
 #include "detail.h"
 #include "kda/ref/reference.h"
+#include "kernels.h"
 
 namespace kda::ref {
 namespace {
@@ -28,26 +29,9 @@ void l2norm_row_unscaled(const float* x, S* y, int64_t dim, S eps) {
   for (int64_t d = 0; d < dim; ++d) y[d] = static_cast<S>(x[d]) * rstd;
 }
 
-// Row maximum |x| and whether every entry is finite. Max is exact, so the eight partial maxima
-// (independent chains, vectorizable) give the same value as one running maximum.
+// Row maximum |x| and whether every entry is finite (detail::max_abs: exact in any order).
 inline float row_max_abs(const float* x, int64_t dim, bool* finite) {
-  constexpr int kLanes = 8;
-  float lane_max[kLanes] = {};
-  bool all_finite = true;
-  int64_t d = 0;
-  for (; d + kLanes <= dim; d += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const float magnitude = std::fabs(x[d + l]);
-      all_finite = all_finite && magnitude <= std::numeric_limits<float>::max();
-      lane_max[l] = std::max(lane_max[l], magnitude);
-    }
-  for (; d < dim; ++d) {
-    const float magnitude = std::fabs(x[d]);
-    all_finite = all_finite && magnitude <= std::numeric_limits<float>::max();
-    lane_max[0] = std::max(lane_max[0], magnitude);
-  }
-  *finite = all_finite;
-  return *std::max_element(lane_max, lane_max + kLanes);
+  return detail::max_abs(x, dim, finite);
 }
 
 // The power-of-two scaling of a row: x' = x * unit with unit = 2^-e, and eps * 2^-2e. `simple`
@@ -112,24 +96,18 @@ void l2norm_row(const float* x, S* y, int64_t dim, S eps) {
   for (int64_t d = 0; d < dim; ++d) y[d] = scaled(x[d]) * rstd;
 }
 
-// kGroup simple rows at once: l2norm_row's operations for each, with the rows' sums of squares
-// interleaved (independent add chains instead of one latency-bound chain), so each row gets
-// exactly l2norm_row's bits.
+// kGroup simple rows at once (detail::scaled_unit_rows: l2norm_row's operations for each row,
+// the rows' sums of squares interleaved), so each row gets exactly l2norm_row's bits.
 constexpr int kGroup = 4;
 
 template <class S>
 void l2norm_rows_simple(const float* x, S* y, int64_t dim, const RowScale<S>* scale) {
-  S ssq[kGroup] = {};
-  for (int64_t d = 0; d < dim; ++d)
-    for (int r = 0; r < kGroup; ++r) {
-      const S value = static_cast<S>(x[r * dim + d]) * scale[r].unit;
-      ssq[r] += value * value;
-    }
+  S unit[kGroup], eps_scaled[kGroup];
   for (int r = 0; r < kGroup; ++r) {
-    const S rstd = S(1) / std::sqrt(ssq[r] + scale[r].eps_scaled);
-    for (int64_t d = 0; d < dim; ++d)
-      y[r * dim + d] = (static_cast<S>(x[r * dim + d]) * scale[r].unit) * rstd;
+    unit[r] = scale[r].unit;
+    eps_scaled[r] = scale[r].eps_scaled;
   }
+  detail::scaled_unit_rows(x, y, kGroup, dim, unit, eps_scaled);
 }
 
 // Rows [first, first + kGroup): interleaved when all are simple, else one by one.

@@ -1,9 +1,10 @@
 // recurrent_forward: the per-token recurrence of kda-forward.md §2.1, the ground truth.
 //
-// Per (sequence, head) the state is a plain row-major K x V array. Tokens are taken in blocks
-// (at most kBlockTokens, never across a chunk start) whose per-token operands (decay, k,
-// scale * q_hat, beta, v) are formed first; detail::recurrent_tokens then runs the block's tokens
-// over the state in two fused sweeps per token (kernels.h gives the exact operation order).
+// Per (sequence, head) the state is a plain row-major K x V array. Tokens are taken in blocks (at
+// most kBlockTokens; never across a chunk start when the state is reset there) whose per-token
+// operands (decay, k, scale * q_hat, beta, v) are formed first; detail::recurrent_tokens then
+// runs the block's tokens over the state in two fused sweeps per token (kernels.h gives the
+// exact operation order).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -16,29 +17,18 @@ namespace kda::ref {
 namespace {
 
 // Tokens whose operands are formed per call of the sweep kernel: the kernel keeps one value
-// slice of the state in L1 across them, and re-reads their operands once per slice.
-constexpr int64_t kBlockTokens = 64;
-
-// Per-channel log2 decay gamma_t from the chunk-local cumulative gate G. G restarts at every
-// chunk start, so gamma_t = G_t there and G_t - G_{t-1} elsewhere (difference taken in S); the
-// decay is 2^gamma (detail::exp2_array). The chunked algorithm uses 2^(G_i - G_j) for the same
-// pairs, so both agree to rounding.
-template <class S>
-void token_log2_decay(const float* gate, const float* previous_gate, int64_t dim, S* gamma) {
-  for (int64_t d = 0; d < dim; ++d)
-    gamma[d] = previous_gate == nullptr
-                   ? static_cast<S>(gate[d])
-                   : static_cast<S>(gate[d]) - static_cast<S>(previous_gate[d]);
-}
+// slice of the state in L1 across them (copied in and out once per call), and re-reads their
+// operands (~1 MiB for 256 tokens at K = V = 128 in double: L2) once per slice.
+constexpr int64_t kBlockTokens = 256;
 
 // Operand buffers of one block of tokens, reused across the blocks of one (sequence, head).
 template <class S>
 struct TokenBlock {
-  std::vector<S> decay, k, sq, beta, v, out;
+  std::vector<S> decay, k, sq, beta, v;
   std::vector<float> q_raw;
   explicit TokenBlock(int64_t K, int64_t V)
       : decay(kBlockTokens * K), k(kBlockTokens * K), sq(kBlockTokens * K), beta(kBlockTokens),
-        v(kBlockTokens * V), out(kBlockTokens * V) {}
+        v(kBlockTokens * V) {}
 };
 
 // Runs one (sequence, head) pair token by token; writes its output rows and leaves the final
@@ -55,9 +45,11 @@ void run_sequence_head(const Problem& problem, const Options& options,
   detail::load_initial_state(problem, options, sequence, head, state.data());
   TokenBlock<S> block(K, V);
   for (int64_t first = span.begin; first < span.end;) {
+    // A block ends at the next chunk start when the state is reset there.
     const int64_t offset = first - span.begin;  // position in the sequence
-    const int64_t to_chunk_end = chunk - offset % chunk;
-    const int64_t n = std::min({kBlockTokens, to_chunk_end, span.end - first});
+    const int64_t limit =
+        options.reset_state_at_chunk_starts ? chunk - offset % chunk : kBlockTokens;
+    const int64_t n = std::min({kBlockTokens, limit, span.end - first});
     if (options.reset_state_at_chunk_starts && offset % chunk == 0)
       std::fill(state.begin(), state.end(), S(0));
 
@@ -69,9 +61,12 @@ void run_sequence_head(const Problem& problem, const Options& options,
       const float* previous_gate =
           chunk_start ? nullptr
                       : problem.gate.data() + layout.row(span.batch_row, t - 1, head) * K;
-      token_log2_decay(gate, previous_gate, K, block.decay.data() + i * K);
-      detail::widen_row(problem.k, row * K, K, block.k.data() + i * K);
-      detail::widen_row(problem.v, row * V, V, block.v.data() + i * V);
+      // Log2 decay gamma_t: G_t at a chunk start (G restarts there), else G_t - G_{t-1} (in S);
+      // the decay is 2^gamma. The chunked algorithm uses 2^(G_i - G_j) for the same pairs, so
+      // both agree to rounding.
+      detail::gate_difference(gate, previous_gate, block.decay.data() + i * K, K);
+      detail::widen(problem.k.data() + row * K, block.k.data() + i * K, K);
+      detail::widen(problem.v.data() + row * V, block.v.data() + i * V, V);
       block.beta[i] = static_cast<S>(problem.beta[row]);
     }
     detail::exp2_array(block.decay.data(), block.decay.data(), n * K);
@@ -88,12 +83,11 @@ void run_sequence_head(const Problem& problem, const Options& options,
     tokens.sq = block.sq.data();
     tokens.beta = block.beta.data();
     tokens.v = block.v.data();
-    tokens.out = block.out.data();
+    // Output rows of consecutive tokens are H rows apart.
+    tokens.out = out.data() + layout.row(span.batch_row, first, head) * V;
+    tokens.out_stride = problem.heads * V;
     detail::recurrent_tokens(tokens, state.data());
 
-    for (int64_t i = 0; i < n; ++i)
-      std::copy_n(block.out.data() + i * V, V,
-                  out.data() + layout.row(span.batch_row, first + i, head) * V);
     first += n;
   }
 }
