@@ -124,19 +124,7 @@ void load_chunk(const Problem& problem, const Options& options, int64_t batch_ro
 template <class S>
 void product(int64_t rows, int64_t cols, int64_t inner, const S* a, int64_t a_row,
              int64_t a_col, const S* b, int64_t ldb, S* c, int64_t ldc, bool lower = false) {
-  detail::Gemm<S> g;
-  g.rows = rows;
-  g.cols = cols;
-  g.inner = inner;
-  g.a = a;
-  g.a_row = a_row;
-  g.a_col = a_col;
-  g.b = b;
-  g.ldb = ldb;
-  g.c = c;
-  g.ldc = ldc;
-  g.lower = lower;
-  detail::gemm(g);
+  detail::gemm(detail::Gemm<S>{rows, cols, inner, a, a_row, a_col, b, ldb, c, ldc, lower});
 }
 
 // One panel of the grams, rows [r0, r1) x columns [j0, j1) (of which the caller keeps j <= i),

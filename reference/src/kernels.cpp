@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -76,15 +77,9 @@ void set_isa(Isa isa) {
 }
 
 const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::baseline:
-      return "baseline";
-    case Isa::avx2:
-      return "avx2";
-    case Isa::avx512:
-      return "avx512";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"baseline", "avx2", "avx512"};  // in enum order
+  const auto index = static_cast<std::size_t>(isa);
+  return index < std::size(kNames) ? kNames[index] : "?";
 }
 
 namespace detail {
@@ -484,117 +479,62 @@ KDA_REF_WRAPPERS(baseline, , 16)
 
 }  // namespace
 
+// Calls name_<isa>(args...) for the active instruction set.
+#if KDA_REF_X86
+#define KDA_REF_DISPATCH(name, ...)          \
+  switch (active_isa()) {                    \
+    case Isa::avx512:                        \
+      return name##_avx512(__VA_ARGS__);     \
+    case Isa::avx2:                          \
+      return name##_avx2(__VA_ARGS__);       \
+    default:                                 \
+      return name##_baseline(__VA_ARGS__);   \
+  }
+#else
+#define KDA_REF_DISPATCH(name, ...) return name##_baseline(__VA_ARGS__)
+#endif
+
 template <class S>
 void recurrent_tokens(const RecurrentTokens<S>& in, S* state) {
-  switch (active_isa()) {
-#if KDA_REF_X86
-    case Isa::avx512:
-      return recurrent_avx512(in, state);
-    case Isa::avx2:
-      return recurrent_avx2(in, state);
-#endif
-    default:
-      return recurrent_baseline(in, state);
-  }
+  KDA_REF_DISPATCH(recurrent, in, state);
 }
 
 template <class S>
 void gemm(const Gemm<S>& g) {
-  switch (active_isa()) {
-#if KDA_REF_X86
-    case Isa::avx512:
-      return gemm_avx512(g);
-    case Isa::avx2:
-      return gemm_avx2(g);
-#endif
-    default:
-      return gemm_baseline(g);
-  }
+  KDA_REF_DISPATCH(gemm, g);
 }
 
 template <class S>
 void unit_lower_inverse(int64_t n, const S* a, int64_t lda, S* t, int64_t ldt) {
-  switch (active_isa()) {
-#if KDA_REF_X86
-    case Isa::avx512:
-      return inverse_avx512(n, a, lda, t, ldt);
-    case Isa::avx2:
-      return inverse_avx2(n, a, lda, t, ldt);
-#endif
-    default:
-      return inverse_baseline(n, a, lda, t, ldt);
-  }
+  KDA_REF_DISPATCH(inverse, n, a, lda, t, ldt);
 }
 
 template <class S>
 void exp2_array(const S* x, S* y, int64_t n) {
-  switch (active_isa()) {
-#if KDA_REF_X86
-    case Isa::avx512:
-      return exp2_avx512(x, y, n);
-    case Isa::avx2:
-      return exp2_avx2(x, y, n);
-#endif
-    default:
-      return exp2_baseline(x, y, n);
-  }
+  KDA_REF_DISPATCH(exp2, x, y, n);
 }
 
 float max_abs(const float* x, int64_t n, bool* finite) {
-  switch (active_isa()) {
-#if KDA_REF_X86
-    case Isa::avx512:
-      return max_abs_avx512(x, n, finite);
-    case Isa::avx2:
-      return max_abs_avx2(x, n, finite);
-#endif
-    default:
-      return max_abs_baseline(x, n, finite);
-  }
+  KDA_REF_DISPATCH(max_abs, x, n, finite);
 }
 
 template <class S>
 void scaled_unit_rows(const float* x, S* y, int rows, int64_t dim, const S* unit,
                       const S* eps_scaled) {
-  switch (active_isa()) {
-#if KDA_REF_X86
-    case Isa::avx512:
-      return scaled_unit_rows_avx512(x, y, rows, dim, unit, eps_scaled);
-    case Isa::avx2:
-      return scaled_unit_rows_avx2(x, y, rows, dim, unit, eps_scaled);
-#endif
-    default:
-      return scaled_unit_rows_baseline(x, y, rows, dim, unit, eps_scaled);
-  }
+  KDA_REF_DISPATCH(scaled_unit_rows, x, y, rows, dim, unit, eps_scaled);
 }
 
 template <class S>
 void widen(const float* src, S* dst, int64_t n) {
-  switch (active_isa()) {
-#if KDA_REF_X86
-    case Isa::avx512:
-      return widen_avx512(src, dst, n);
-    case Isa::avx2:
-      return widen_avx2(src, dst, n);
-#endif
-    default:
-      return widen_baseline(src, dst, n);
-  }
+  KDA_REF_DISPATCH(widen, src, dst, n);
 }
 
 template <class S>
 void gate_difference(const float* gate, const float* previous, S* dst, int64_t n) {
-  switch (active_isa()) {
-#if KDA_REF_X86
-    case Isa::avx512:
-      return gate_difference_avx512(gate, previous, dst, n);
-    case Isa::avx2:
-      return gate_difference_avx2(gate, previous, dst, n);
-#endif
-    default:
-      return gate_difference_baseline(gate, previous, dst, n);
-  }
+  KDA_REF_DISPATCH(gate_difference, gate, previous, dst, n);
 }
+
+#undef KDA_REF_DISPATCH
 
 template void recurrent_tokens<float>(const RecurrentTokens<float>&, float*);
 template void recurrent_tokens<double>(const RecurrentTokens<double>&, double*);

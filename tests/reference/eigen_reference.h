@@ -74,13 +74,20 @@ Result<S> make_result(const Problem& p, const Options& options) {
   return result;
 }
 
-template <class S>
-void store_state(const Problem& p, int64_t sequence, int64_t head, const Matrix<S>& state,
-                 Result<S>& result) {
-  if (result.final_state.empty()) return;
+// Runs state = run(span, head, state) for every (sequence, head) in order, from the initial state,
+// and stores the final states.
+template <class S, class Run>
+void for_each_pair(const Problem& p, Result<S>& result, const Run& run) {
+  const auto spans = spans_of(p);
   const int64_t KV = p.key_dim * p.value_dim;
-  Eigen::Map<Matrix<S>>(result.final_state.data() + (sequence * p.heads + head) * KV,
-                        p.key_dim, p.value_dim) = state;
+  for (std::size_t sequence = 0; sequence < spans.size(); ++sequence)
+    for (int64_t head = 0; head < p.heads; ++head) {
+      const auto s = static_cast<int64_t>(sequence);
+      const Matrix<S> state = run(spans[sequence], head, state_of<S>(p, s, head));
+      if (!result.final_state.empty())
+        Eigen::Map<Matrix<S>>(result.final_state.data() + (s * p.heads + head) * KV, p.key_dim,
+                              p.value_dim) = state;
+    }
 }
 
 // 0b498d2's recurrent_forward.
@@ -89,32 +96,27 @@ Result<S> recurrent(const Problem& p, const Options& options) {
   const int64_t K = p.key_dim, V = p.value_dim, H = p.heads;
   const S scale = scale_of<S>(options, K);
   Result<S> result = make_result<S>(p, options);
-  const auto spans = spans_of(p);
-  for (std::size_t sequence = 0; sequence < spans.size(); ++sequence) {
-    const Span span = spans[sequence];
-    for (int64_t head = 0; head < H; ++head) {
-      Matrix<S> state = state_of<S>(p, static_cast<int64_t>(sequence), head);
-      Vector<S> q(K), k(K), decay(K), v(V), delta(V), output(V);
-      for (int64_t t = span.begin; t < span.end; ++t) {
-        const int64_t row = (span.batch_row * p.tokens + t) * H + head;
-        const bool chunk_start = (t - span.begin) % options.chunk_size == 0;
-        for (int64_t d = 0; d < K; ++d) {
-          const S g = static_cast<S>(p.gate[row * K + d]);
-          decay[d] = exp2_or_zero(chunk_start ? g : g - static_cast<S>(p.gate[(row - H) * K + d]));
-          k[d] = static_cast<S>(p.k[row * K + d]);
-        }
-        for (int64_t c = 0; c < V; ++c) v[c] = static_cast<S>(p.v[row * V + c]);
-        query_row(p, options, row, q.data());
-        const S beta = static_cast<S>(p.beta[row]);
-        state.array().colwise() *= decay.array();
-        delta.noalias() = beta * (v - state.transpose() * k);
-        state.noalias() += k * delta.transpose();
-        output.noalias() = state.transpose() * (scale * q);
-        Eigen::Map<Vector<S>>(result.out.data() + row * V, V) = output;
+  for_each_pair<S>(p, result, [&](const Span& span, int64_t head, Matrix<S> state) {
+    Vector<S> q(K), k(K), decay(K), v(V), delta(V), output(V);
+    for (int64_t t = span.begin; t < span.end; ++t) {
+      const int64_t row = (span.batch_row * p.tokens + t) * H + head;
+      const bool chunk_start = (t - span.begin) % options.chunk_size == 0;
+      for (int64_t d = 0; d < K; ++d) {
+        const S g = static_cast<S>(p.gate[row * K + d]);
+        decay[d] = exp2_or_zero(chunk_start ? g : g - static_cast<S>(p.gate[(row - H) * K + d]));
+        k[d] = static_cast<S>(p.k[row * K + d]);
       }
-      store_state(p, static_cast<int64_t>(sequence), head, state, result);
+      for (int64_t c = 0; c < V; ++c) v[c] = static_cast<S>(p.v[row * V + c]);
+      query_row(p, options, row, q.data());
+      const S beta = static_cast<S>(p.beta[row]);
+      state.array().colwise() *= decay.array();
+      delta.noalias() = beta * (v - state.transpose() * k);
+      state.noalias() += k * delta.transpose();
+      output.noalias() = state.transpose() * (scale * q);
+      Eigen::Map<Vector<S>>(result.out.data() + row * V, V) = output;
     }
-  }
+    return state;
+  });
   return result;
 }
 
@@ -126,59 +128,54 @@ Result<S> chunked(const Problem& p, const Options& options) {
   const S scale = scale_of<S>(options, K);
   const auto exp2 = [](S x) { return exp2_or_zero(x); };
   Result<S> result = make_result<S>(p, options);
-  const auto spans = spans_of(p);
-  for (std::size_t sequence = 0; sequence < spans.size(); ++sequence) {
-    const Span span = spans[sequence];
-    for (int64_t head = 0; head < H; ++head) {
-      Matrix<S> state = state_of<S>(p, static_cast<int64_t>(sequence), head);
-      for (int64_t first = span.begin; first < span.end; first += options.chunk_size) {
-        const Index n = std::min<int64_t>(options.chunk_size, span.end - first);
-        Matrix<S> q_hat(n, K), k(n, K), v(n, V), gate(n, K);
-        Vector<S> beta(n);
-        for (Index i = 0; i < n; ++i) {
-          const int64_t row = (span.batch_row * p.tokens + first + i) * H + head;
-          query_row(p, options, row, q_hat.row(i).data());
-          for (int64_t d = 0; d < K; ++d) {
-            k(i, d) = static_cast<S>(p.k[row * K + d]);
-            gate(i, d) = static_cast<S>(p.gate[row * K + d]);
-          }
-          for (int64_t c = 0; c < V; ++c) v(i, c) = static_cast<S>(p.v[row * V + c]);
-          beta[i] = static_cast<S>(p.beta[row]);
+  for_each_pair<S>(p, result, [&](const Span& span, int64_t head, Matrix<S> state) {
+    for (int64_t first = span.begin; first < span.end; first += options.chunk_size) {
+      const Index n = std::min<int64_t>(options.chunk_size, span.end - first);
+      Matrix<S> q_hat(n, K), k(n, K), v(n, V), gate(n, K);
+      Vector<S> beta(n);
+      for (Index i = 0; i < n; ++i) {
+        const int64_t row = (span.batch_row * p.tokens + first + i) * H + head;
+        query_row(p, options, row, q_hat.row(i).data());
+        for (int64_t d = 0; d < K; ++d) {
+          k(i, d) = static_cast<S>(p.k[row * K + d]);
+          gate(i, d) = static_cast<S>(p.gate[row * K + d]);
         }
-        const Matrix<S> gamma = gate.unaryExpr(exp2);
-        Matrix<S> a_qk = Matrix<S>::Zero(n, n), a_kk = Matrix<S>::Zero(n, n), decayed(n, K);
-        Vector<S> dots(n);
-        for (Index i = 0; i < n; ++i) {
-          for (Index j = 0; j < i; ++j)
-            for (Index d = 0; d < K; ++d) decayed(j, d) = k(j, d) * exp2(gate(i, d) - gate(j, d));
-          decayed.row(i) = k.row(i);
-          dots.head(i + 1).noalias() = decayed.topRows(i + 1) * q_hat.row(i).transpose();
-          for (Index j = 0; j <= i; ++j) a_qk(i, j) = scale * dots[j];
-          dots.head(i + 1).noalias() = decayed.topRows(i + 1) * k.row(i).transpose();
-          for (Index j = 0; j < i; ++j) a_kk(i, j) = beta[i] * dots[j];
-        }
-        Matrix<S> t = Matrix<S>::Identity(n, n);
-        a_kk.template triangularView<Eigen::UnitLower>().solveInPlace(t);
-        const Matrix<S> w = t * (beta.asDiagonal() * k.cwiseProduct(gamma));
-        const Matrix<S> u = t * (beta.asDiagonal() * v);
-        const Matrix<S> q_prime = scale * q_hat.cwiseProduct(gamma);
-        Matrix<S> kg(n, K);
-        for (Index i = 0; i < n; ++i)
-          kg.row(i) = k.row(i).cwiseProduct((gate.row(n - 1) - gate.row(i)).unaryExpr(exp2));
-        Matrix<S> v_new = u;
-        v_new.noalias() -= w * state;
-        Matrix<S> out = q_prime * state;
-        out.noalias() += a_qk * v_new;
-        state.array().colwise() *= gamma.row(n - 1).transpose().array();
-        state.noalias() += kg.transpose() * v_new;
-        for (Index i = 0; i < n; ++i) {
-          const int64_t row = (span.batch_row * p.tokens + first + i) * H + head;
-          Eigen::Map<Vector<S>>(result.out.data() + row * V, V) = out.row(i).transpose();
-        }
+        for (int64_t c = 0; c < V; ++c) v(i, c) = static_cast<S>(p.v[row * V + c]);
+        beta[i] = static_cast<S>(p.beta[row]);
       }
-      store_state(p, static_cast<int64_t>(sequence), head, state, result);
+      const Matrix<S> gamma = gate.unaryExpr(exp2);
+      Matrix<S> a_qk = Matrix<S>::Zero(n, n), a_kk = Matrix<S>::Zero(n, n), decayed(n, K);
+      Vector<S> dots(n);
+      for (Index i = 0; i < n; ++i) {
+        for (Index j = 0; j < i; ++j)
+          for (Index d = 0; d < K; ++d) decayed(j, d) = k(j, d) * exp2(gate(i, d) - gate(j, d));
+        decayed.row(i) = k.row(i);
+        dots.head(i + 1).noalias() = decayed.topRows(i + 1) * q_hat.row(i).transpose();
+        for (Index j = 0; j <= i; ++j) a_qk(i, j) = scale * dots[j];
+        dots.head(i + 1).noalias() = decayed.topRows(i + 1) * k.row(i).transpose();
+        for (Index j = 0; j < i; ++j) a_kk(i, j) = beta[i] * dots[j];
+      }
+      Matrix<S> t = Matrix<S>::Identity(n, n);
+      a_kk.template triangularView<Eigen::UnitLower>().solveInPlace(t);
+      const Matrix<S> w = t * (beta.asDiagonal() * k.cwiseProduct(gamma));
+      const Matrix<S> u = t * (beta.asDiagonal() * v);
+      const Matrix<S> q_prime = scale * q_hat.cwiseProduct(gamma);
+      Matrix<S> kg(n, K);
+      for (Index i = 0; i < n; ++i)
+        kg.row(i) = k.row(i).cwiseProduct((gate.row(n - 1) - gate.row(i)).unaryExpr(exp2));
+      Matrix<S> v_new = u;
+      v_new.noalias() -= w * state;
+      Matrix<S> out = q_prime * state;
+      out.noalias() += a_qk * v_new;
+      state.array().colwise() *= gamma.row(n - 1).transpose().array();
+      state.noalias() += kg.transpose() * v_new;
+      for (Index i = 0; i < n; ++i) {
+        const int64_t row = (span.batch_row * p.tokens + first + i) * H + head;
+        Eigen::Map<Vector<S>>(result.out.data() + row * V, V) = out.row(i).transpose();
+      }
     }
-  }
+    return state;
+  });
   return result;
 }
 
