@@ -41,8 +41,8 @@ Golden compute_golden(const kda::harness::HostInputs& inputs, const kda::harness
   if (state_carry) {
     kda::ref::Options local_options = options;
     local_options.final_state = false;
-    const auto local =
-        kda::ref::recurrent_forward<double>(kda::ref::chunk_local(problem), local_options);
+    local_options.reset_state_at_chunk_starts = true;
+    const auto local = kda::ref::recurrent_forward<double>(problem, local_options);
     golden.carry = kda::harness::judge_state_carry(golden.out, golden.out_low, local.out, rule);
   }
 

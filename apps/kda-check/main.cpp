@@ -8,6 +8,7 @@
 // (none, unknown --device, not sm_90) or a CUDA error. Messages: docs/errors.md.
 
 #include <cuda_runtime_api.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +38,7 @@
 #include "kda/harness/dump.h"
 #include "kda/harness/host_memory.h"
 #include "kda/harness/inputs.h"
+#include "kda/harness/progress.h"
 #include "kda/harness/report.h"
 #include "kda/harness/shapes.h"
 #include "kda/kda.h"
@@ -115,8 +117,8 @@ void check_reference(const Job& job, const kda::harness::HostInputs& inputs,
   const auto chunked_f32 = kda::ref::chunked_forward<float>(problem, options);
   kda::ref::Options local_options = options;
   local_options.final_state = false;
-  const auto local =
-      kda::ref::recurrent_forward<double>(kda::ref::chunk_local(problem), local_options);
+  local_options.reset_state_at_chunk_starts = true;
+  const auto local = kda::ref::recurrent_forward<double>(problem, local_options);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -600,6 +602,21 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Progress on long runs: a start line (and the run's ETA) before each shape whose CPU
+  // references are expected to take more than a few seconds (kda/harness/progress.h).
+  std::vector<kda::harness::ReferenceLoad> loads;
+  std::vector<double> works;
+  for (const Job& job : jobs) {
+    loads.push_back(job.loaded ? kda::harness::reference_load(*job.loaded, omp_get_max_threads())
+                               : kda::harness::reference_load(*job.shape, omp_get_max_threads()));
+    const bool verified = job.loaded ? (job.loaded->key_dim == kda::kHeadDim &&
+                                        job.loaded->value_dim == kda::kHeadDim)
+                                     : job.shape->gpu_supported();
+    works.push_back(gpu && !verified ? 0.0 : loads.back().work);  // no reference runs for it
+  }
+  kda::harness::ReferenceEta eta(gpu ? kda::harness::kGoldenSecondsPerWork
+                                     : kda::harness::kReferenceSecondsPerWork);
+
   std::vector<Row> rows;
   const auto run_start = std::chrono::steady_clock::now();
   std::string current;  // the job being checked, for an out-of-memory message
@@ -607,6 +624,11 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& job = jobs[i];
       current = job.id;
+      if (const auto line = kda::harness::reference_start_line(
+              i, jobs.size(), job.id, loads[i].token_heads, eta.estimate(works[i]),
+              eta.remaining(works, i))) {
+        std::cerr << *line << "\n";
+      }
       const auto t0 = std::chrono::steady_clock::now();
       const kda::harness::HostInputs inputs =
           job.loaded ? *job.loaded : kda::harness::make_inputs(*job.shape, job.seed);
@@ -622,10 +644,11 @@ int main(int argc, char** argv) {
       }
       int failed = 0;
       for (size_t r = before; r < rows.size(); ++r) failed += rows[r].failed() ? 1 : 0;
-      std::cerr << fmt::format(
-          "[{}/{}] {}: {} rows, {} failed ({:.1f} s)\n", i + 1, jobs.size(), job.id,
-          rows.size() - before, failed,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const double job_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      eta.record(works[i], job_seconds);
+      std::cerr << fmt::format("[{}/{}] {}: {} rows, {} failed ({:.1f} s)\n", i + 1,
+                               jobs.size(), job.id, rows.size() - before, failed, job_seconds);
     }
   } catch (const kda::Error& e) {
     std::cerr << "kda-check: " << e.what() << "\n";

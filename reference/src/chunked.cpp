@@ -1,124 +1,298 @@
 // chunked_forward: the chunked (WY / UT-transform) algorithm of kda-forward.md §2.2, the same
-// math the kernels run, with Eigen products in precision S.
+// math the kernels run, in precision S. Every product is a small GEMM or forward substitution of
+// kernels.h (fixed order per element, the same bits on every instruction set); the grams use the
+// kernels' per-block anchors (docs/design.md, PREP step 3) instead of one exp2 per (i, j, d).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define KDA_REF_HAVE_MXCSR 1
+#else
+#define KDA_REF_HAVE_MXCSR 0
+#endif
 
 #include "detail.h"
 #include "kda/ref/reference.h"
+#include "kernels.h"
 
 namespace kda::ref {
 namespace {
 
-using Index = Eigen::Index;
+// Column blocks of the grams and the anchor row inside each (the kernels' choice).
+constexpr int64_t kGramBlock = 16;
+constexpr int64_t kAnchorOffset = 8;
+
+// Largest exponent an anchored factor may have: larger ones (gates far outside the bounded-gate
+// contract, whose anchored exponents stay within 7 decays of 8.53 = 59.7) send the panel to the
+// direct pairwise form. At this limit a factor that underflows (float: below 2^-126, results are
+// flushed, see FlushSubnormalResults) is paired with one of at most 2^limit, so the product it
+// drops is below 2^(80 - 126) = 2^-46 (float) or 2^(900 - 1074) (double) of |x_i| |k_j|:
+// nothing at S's precision.
+template <class S>
+constexpr S anchor_exponent_limit() {
+  return std::is_same_v<S, float> ? S(80) : S(900);
+}
+
+// While alive, results that would be subnormal are flushed to zero on this thread (x86 MXCSR.FTZ;
+// restored afterwards); used for the float chunked algorithm only. Its anchored factors and 2^G
+// reach far below float's normal range, and a subnormal result costs a microcode assist of ~100
+// cycles: 2^-126 and less of |x_i||k_j| (or of the state) is nothing at float's precision, and
+// the GPU kernels flush the same way (ftz). Inputs are never flushed (no DAZ), and the float
+// recurrence, the budget's `low`, stays plain IEEE.
+class FlushSubnormalResults {
+ public:
+  explicit FlushSubnormalResults(bool enable) {
+#if KDA_REF_HAVE_MXCSR
+    if (enable) {
+      saved_ = _mm_getcsr();
+      _mm_setcsr(saved_ | _MM_FLUSH_ZERO_ON);
+      active_ = true;
+    }
+#else
+    (void)enable;
+#endif
+  }
+  ~FlushSubnormalResults() {
+#if KDA_REF_HAVE_MXCSR
+    if (active_) _mm_setcsr(saved_);
+#endif
+  }
+  FlushSubnormalResults(const FlushSubnormalResults&) = delete;  // owns the thread's FP mode
+  FlushSubnormalResults& operator=(const FlushSubnormalResults&) = delete;
+
+ private:
+  unsigned saved_ = 0;
+  bool active_ = false;
+};
+
+// Row-major matrix workspaces of one (sequence, head), sized for the largest chunk.
+template <class S>
+struct ChunkWorkspace {
+  int64_t n = 0, K = 0, V = 0;
+  std::vector<S> q_hat, k, v, gate, beta;  // inputs: n x K, n x K, n x V, n x K, n
+  std::vector<S> gamma;                    // n x K: 2^G
+  std::vector<S> a_qk, a_kk, t;            // n x n
+  std::vector<S> rhs_k, rhs_v;             // n x K: beta k Gamma, n x V: beta v
+  std::vector<S> w, u;                     // n x K, n x V
+  std::vector<S> q_prime, kg;              // n x K
+  std::vector<S> v_new, out, product;      // n x V
+  std::vector<S> row_q, row_k;             // n x K: anchored row operands
+  std::vector<S> column_t;                 // K x kGramBlock: anchored column operand, transposed
+  std::vector<S> gram_q, gram_k;           // n x kGramBlock
+  std::vector<S> state_product;            // K x V
+  std::vector<float> q_raw;                // n x K: q as given
+  std::vector<S> factor;                   // K: one row of anchored factors
+
+  ChunkWorkspace(int64_t rows, int64_t key_dim, int64_t value_dim)
+      : K(key_dim), V(value_dim) {
+    const int64_t nK = rows * key_dim, nV = rows * value_dim;
+    for (auto* m : {&q_hat, &k, &gate, &gamma, &rhs_k, &w, &q_prime, &kg, &row_q, &row_k})
+      m->resize(nK);
+    for (auto* m : {&v, &rhs_v, &u, &v_new, &out, &product}) m->resize(nV);
+    for (auto* m : {&a_qk, &a_kk, &t}) m->resize(rows * rows);
+    beta.resize(rows);
+    column_t.resize(key_dim * kGramBlock);
+    gram_q.resize(rows * kGramBlock);
+    gram_k.resize(rows * kGramBlock);
+    state_product.resize(key_dim * value_dim);
+    factor.resize(key_dim);
+  }
+};
 
 // Rows [first_token, first_token + n) of one (sequence, head), widened to S.
 template <class S>
-struct ChunkInputs {
-  Matrix<S> q_hat;          // n x K, normalized if Options::normalize_q
-  Matrix<S> k;              // n x K
-  Matrix<S> v;              // n x V
-  Matrix<S> gate;           // n x K, chunk-local cumulative log2 gate G
-  detail::Vector<S> beta;   // n
-};
-
-template <class S>
 void load_chunk(const Problem& problem, const Options& options, int64_t batch_row,
-                int64_t first_token, int64_t rows, int64_t head, ChunkInputs<S>& in) {
-  const int64_t K = problem.key_dim, V = problem.value_dim;
+                int64_t first_token, int64_t rows, int64_t head, ChunkWorkspace<S>& w) {
+  const int64_t K = w.K, V = w.V;
   const detail::TokenLayout layout{problem.tokens, problem.heads};
-  in.q_hat.resize(rows, K);
-  in.k.resize(rows, K);
-  in.v.resize(rows, V);
-  in.gate.resize(rows, K);
-  in.beta.resize(rows);
+  w.n = rows;
+  detail::load_query_rows(problem, options, batch_row, first_token, rows, head, w.q_raw,
+                          w.q_hat.data());
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t row = layout.row(batch_row, first_token + i, head);
-    detail::load_query_row(problem, options, row * K, in.q_hat.row(i).data());
-    detail::widen_row(problem.k, row * K, K, in.k.row(i).data());
-    detail::widen_row(problem.v, row * V, V, in.v.row(i).data());
-    detail::widen_row(problem.gate, row * K, K, in.gate.row(i).data());
-    in.beta[i] = static_cast<S>(problem.beta[row]);
+    detail::widen(problem.k.data() + row * K, w.k.data() + i * K, K);
+    detail::widen(problem.v.data() + row * V, w.v.data() + i * V, V);
+    detail::widen(problem.gate.data() + row * K, w.gate.data() + i * K, K);
+    w.beta[i] = static_cast<S>(problem.beta[row]);
   }
 }
 
-// Step 1: both intra-chunk grams with the exact pairwise relative decay 2^(G_i - G_j) per
-// channel (no reference-row factorization: the reference has no range to protect).
+// C (rows x cols, ldc) = A · B, A(i, d) = a[i * a_row + d * a_col], B row-major (ldb).
+template <class S>
+void product(int64_t rows, int64_t cols, int64_t inner, const S* a, int64_t a_row,
+             int64_t a_col, const S* b, int64_t ldb, S* c, int64_t ldc, bool lower = false) {
+  detail::gemm(detail::Gemm<S>{rows, cols, inner, a, a_row, a_col, b, ldb, c, ldc, lower});
+}
+
+// One panel of the grams, rows [r0, r1) x columns [j0, j1) (of which the caller keeps j <= i),
+// factored at an anchor row a <= r0:
+//   2^(G_i - G_j) = 2^(G_i - G_a) * 2^(G_a - G_j),
+// row operands x_i 2^(G_i - G_a), column operand k_j 2^(G_a - G_j), and the panel of each gram is
+// one GEMM (sum over d ascending) into w.gram_q / w.gram_k (row i - r0, column j - j0). A panel
+// whose exponents exceed anchor_exponent_limit (gates far outside the contract; NaN too) is
+// computed pairwise instead: sum_d x_i[d] (k_j[d] 2^(G_i[d] - G_j[d])), ascending d.
+template <class S>
+void gram_panel(ChunkWorkspace<S>& w, int64_t r0, int64_t r1, int64_t j0, int64_t j1,
+                int64_t a) {
+  const int64_t K = w.K, rows = r1 - r0, width = j1 - j0;
+  const S limit = anchor_exponent_limit<S>();
+  const S* g_a = w.gate.data() + a * K;
+  bool fits = true;
+  for (int64_t i = r0; i < r1 && fits; ++i)
+    for (int64_t d = 0; d < K; ++d) fits = fits && w.gate[i * K + d] - g_a[d] <= limit;
+  for (int64_t j = j0; j < j1 && fits; ++j)
+    for (int64_t d = 0; d < K; ++d) fits = fits && g_a[d] - w.gate[j * K + d] <= limit;
+
+  if (fits) {
+    S* factor = w.factor.data();
+    for (int64_t j = j0; j < j1; ++j) {
+      const S* g_j = w.gate.data() + j * K;
+      const S* k_j = w.k.data() + j * K;
+      for (int64_t d = 0; d < K; ++d) factor[d] = g_a[d] - g_j[d];
+      detail::exp2_array(factor, factor, K);
+      for (int64_t d = 0; d < K; ++d) w.column_t[d * kGramBlock + (j - j0)] = k_j[d] * factor[d];
+    }
+    for (int64_t i = r0; i < r1; ++i) {
+      const S* g_i = w.gate.data() + i * K;
+      S* rq = w.row_q.data() + (i - r0) * K;
+      S* rk = w.row_k.data() + (i - r0) * K;
+      for (int64_t d = 0; d < K; ++d) factor[d] = g_i[d] - g_a[d];
+      detail::exp2_array(factor, factor, K);
+      for (int64_t d = 0; d < K; ++d) {
+        rq[d] = w.q_hat[i * K + d] * factor[d];
+        rk[d] = w.k[i * K + d] * factor[d];
+      }
+    }
+    product(rows, width, K, w.row_q.data(), K, 1, w.column_t.data(), kGramBlock,
+            w.gram_q.data(), kGramBlock);
+    product(rows, width, K, w.row_k.data(), K, 1, w.column_t.data(), kGramBlock,
+            w.gram_k.data(), kGramBlock);
+    return;
+  }
+  for (int64_t i = r0; i < r1; ++i) {
+    const S* g_i = w.gate.data() + i * K;
+    for (int64_t j = j0; j < std::min(j1, i + 1); ++j) {
+      const S* g_j = w.gate.data() + j * K;
+      const S* k_j = w.k.data() + j * K;
+      S dot_q = 0, dot_k = 0;
+      for (int64_t d = 0; d < K; ++d) {
+        const S decayed = k_j[d] * detail::exp2_or_zero(g_i[d] - g_j[d]);
+        dot_q = dot_q + w.q_hat[i * K + d] * decayed;
+        dot_k = dot_k + w.k[i * K + d] * decayed;
+      }
+      w.gram_q[(i - r0) * kGramBlock + (j - j0)] = dot_q;
+      w.gram_k[(i - r0) * kGramBlock + (j - j0)] = dot_k;
+    }
+  }
+}
+
+// Scales the panel's entries with j <= i into the grams: A_qk = scale * gram_q (j <= i),
+// A_kk = beta_i * gram_k (j < i). Rows [r0, r1).
+template <class S>
+void store_panel(ChunkWorkspace<S>& w, S scale, int64_t r0, int64_t r1, int64_t j0, int64_t j1) {
+  const int64_t n = w.n;
+  for (int64_t i = r0; i < r1; ++i)
+    for (int64_t j = j0; j < std::min(j1, i + 1); ++j) {
+      const int64_t g = (i - r0) * kGramBlock + (j - j0);
+      w.a_qk[i * n + j] = scale * w.gram_q[g];
+      if (j < i) w.a_kk[i * n + j] = w.beta[i] * w.gram_k[g];
+    }
+}
+
+// Step 1, the intra-chunk grams (the upper parts are exact zeros):
 //   A_qk[i, j] = scale  * sum_d q_i[d] k_j[d] 2^(G_i[d] - G_j[d])   for j <= i
 //   A_kk[i, j] = beta_i * sum_d k_i[d] k_j[d] 2^(G_i[d] - G_j[d])   for j <  i
-// For each row i the decayed keys k_j * 2^(G_i - G_j), j <= i, are formed once and both grams
-// come from matrix-vector products with them. `decayed_k` and `dots` are workspaces.
+// Column block c (columns 16c .. 16c + 15) is factored at the kernels' anchor m = 16c + 8 for
+// the rows i >= m (docs/design.md, PREP step 3): there every row factor is <= 1 and every column
+// factor within 7 per-token decays (<= 2^60 at the contract's edge, fine even in float); rows of
+// later blocks get factors that underflow only where the entry is negligible. The rows above m,
+// [16c, 16c + 8), with their columns j <= i, use the block's first row as anchor instead (factors
+// within 7 decays again), where the kernels use m (or n - 1 in a short last chunk): so no entry
+// depends on a later token's gate, and an output row never depends on later tokens, bit for bit.
 template <class S>
-void intra_chunk_grams(const ChunkInputs<S>& in, S scale, Matrix<S>& a_qk, Matrix<S>& a_kk,
-                       Matrix<S>& decayed_k, detail::Vector<S>& dots) {
-  const Index n = in.k.rows(), K = in.k.cols();
-  a_qk.setZero(n, n);
-  a_kk.setZero(n, n);
-  decayed_k.resize(n, K);
-  dots.resize(n);
-  for (Index i = 0; i < n; ++i) {
-    const S* g_i = in.gate.row(i).data();
-    for (Index j = 0; j < i; ++j) {
-      const S* g_j = in.gate.row(j).data();
-      const S* k_j = in.k.row(j).data();
-      S* decayed = decayed_k.row(j).data();
-      for (Index d = 0; d < K; ++d) decayed[d] = k_j[d] * detail::exp2_or_zero(g_i[d] - g_j[d]);
+void intra_chunk_grams(ChunkWorkspace<S>& w, S scale) {
+  const int64_t n = w.n;
+  std::fill(w.a_qk.begin(), w.a_qk.begin() + n * n, S(0));
+  std::fill(w.a_kk.begin(), w.a_kk.begin() + n * n, S(0));
+  for (int64_t j0 = 0; j0 < n; j0 += kGramBlock) {
+    const int64_t j1 = std::min(j0 + kGramBlock, n);
+    const int64_t m = j0 + kAnchorOffset;
+    const int64_t top_end = std::min(m, n);
+    gram_panel(w, j0, top_end, j0, top_end, j0);
+    store_panel(w, scale, j0, top_end, j0, top_end);
+    if (m < n) {
+      gram_panel(w, m, n, j0, j1, m);
+      store_panel(w, scale, m, n, j0, j1);
     }
-    decayed_k.row(i) = in.k.row(i);  // 2^0 = 1
-    dots.head(i + 1).noalias() = decayed_k.topRows(i + 1) * in.q_hat.row(i).transpose();
-    for (Index j = 0; j <= i; ++j) a_qk(i, j) = scale * dots[j];
-    dots.head(i + 1).noalias() = decayed_k.topRows(i + 1) * in.k.row(i).transpose();
-    for (Index j = 0; j < i; ++j) a_kk(i, j) = in.beta[i] * dots[j];
   }
 }
 
-// Workspaces reused across the chunks of one (sequence, head).
+// Steps 1-6 for one chunk. `state` (K x V) enters as S_c and leaves as S_{c+1}; the chunk's
+// n x V output is left in w.out.
 template <class S>
-struct ChunkWorkspace {
-  Matrix<S> gamma;      // n x K: 2^G
-  Matrix<S> decayed_k;  // n x K: see intra_chunk_grams
-  detail::Vector<S> dots;
-};
+void chunk_step(ChunkWorkspace<S>& w, S scale, std::vector<S>& state) {
+  const int64_t n = w.n, K = w.K, V = w.V;
+  detail::exp2_array(w.gate.data(), w.gamma.data(), n * K);  // Gamma = 2^G <= 1
+  const S* last_gate = w.gate.data() + (n - 1) * K;  // G_{n-1} of the last valid row
+  const S* last_gamma = w.gamma.data() + (n - 1) * K;
 
-// Steps 1-6 for one chunk. `step` receives every intermediate (it doubles as the trace record);
-// `state` enters as S_c and leaves as S_{c+1}; `out` receives the chunk's n x V output.
-template <class S>
-void chunk_step(const ChunkInputs<S>& in, S scale, Matrix<S>& state, ChunkTrace<S>& step,
-                ChunkWorkspace<S>& work, Matrix<S>& out) {
-  const Index n = in.k.rows();
-  const auto exp2 = [](S x) { return detail::exp2_or_zero(x); };
-  Matrix<S>& gamma = work.gamma;
-  gamma = in.gate.unaryExpr(exp2);           // Gamma_i = 2^(G_i), entries <= 1
-  const auto last_gate = in.gate.row(n - 1);  // G_{n-1} of the last valid row
+  intra_chunk_grams(w, scale);
 
-  intra_chunk_grams(in, scale, step.A_qk, step.A_kk, work.decayed_k, work.dots);
+  // 2. T = (I + A_kk)^-1 by forward substitution.
+  detail::unit_lower_inverse(n, w.a_kk.data(), n, w.t.data(), n);
 
-  // 2. T = (I + A_kk)^-1 by forward substitution. The UnitLower view of A_kk reads only its
-  // strictly lower part and takes the diagonal as 1, i.e. it is exactly I + A_kk.
-  step.T.setIdentity(n, n);
-  step.A_kk.template triangularView<Eigen::UnitLower>().solveInPlace(step.T);
-
-  // 3. W = T (beta * k * Gamma), U = T (beta * v).
-  step.W.noalias() = step.T * (in.beta.asDiagonal() * in.k.cwiseProduct(gamma));
-  step.U.noalias() = step.T * (in.beta.asDiagonal() * in.v);
+  // 3. W = T (beta * k * Gamma), U = T (beta * v); T is lower triangular.
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t d = 0; d < K; ++d) w.rhs_k[i * K + d] = w.beta[i] * (w.k[i * K + d] * w.gamma[i * K + d]);
+    for (int64_t c = 0; c < V; ++c) w.rhs_v[i * V + c] = w.beta[i] * w.v[i * V + c];
+  }
+  product(n, K, n, w.t.data(), n, 1, w.rhs_k.data(), K, w.w.data(), K, true);
+  product(n, V, n, w.t.data(), n, 1, w.rhs_v.data(), V, w.u.data(), V, true);
 
   // Operands of steps 5 and 6: q' = scale * q_hat * Gamma, kg = k * 2^(G_{n-1} - G).
-  step.q_prime = scale * in.q_hat.cwiseProduct(gamma);
-  step.kg.resize(n, in.k.cols());
-  for (Index i = 0; i < n; ++i)
-    step.kg.row(i) = in.k.row(i).cwiseProduct((last_gate - in.gate.row(i)).unaryExpr(exp2));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < K; ++d) w.kg[i * K + d] = last_gate[d] - w.gate[i * K + d];
+  detail::exp2_array(w.kg.data(), w.kg.data(), n * K);
+  for (int64_t e = 0; e < n * K; ++e) {
+    w.q_prime[e] = scale * (w.q_hat[e] * w.gamma[e]);
+    w.kg[e] = w.k[e] * w.kg[e];
+  }
 
   // 4. V_new = U - W S_c (row i is the recurrence's delta_i).
-  step.state_in = state;
-  step.V_new = step.U;
-  step.V_new.noalias() -= step.W * state;
+  product(n, V, K, w.w.data(), K, 1, state.data(), V, w.product.data(), V);
+  for (int64_t e = 0; e < n * V; ++e) w.v_new[e] = w.u[e] - w.product[e];
 
   // 5. O = q' S_c + A_qk V_new.
-  out.noalias() = step.q_prime * state;
-  out.noalias() += step.A_qk * step.V_new;
+  product(n, V, K, w.q_prime.data(), K, 1, state.data(), V, w.out.data(), V);
+  product(n, V, n, w.a_qk.data(), n, 1, w.v_new.data(), V, w.product.data(), V, true);
+  for (int64_t e = 0; e < n * V; ++e) w.out[e] = w.out[e] + w.product[e];
 
   // 6. S_{c+1} = diag(Gamma_{n-1}) S_c + kg^T V_new.
-  state.array().colwise() *= gamma.row(n - 1).transpose().array();
-  state.noalias() += step.kg.transpose() * step.V_new;
+  product(K, V, n, w.kg.data(), 1, K, w.v_new.data(), V, w.state_product.data(), V);
+  for (int64_t r = 0; r < K; ++r)
+    for (int64_t c = 0; c < V; ++c)
+      state[r * V + c] = state[r * V + c] * last_gamma[r] + w.state_product[r * V + c];
+}
+
+// Copies the chunk's intermediates into a trace record.
+template <class S>
+void record_chunk(const ChunkWorkspace<S>& w, const std::vector<S>& state_in,
+                  ChunkTrace<S>& step) {
+  const auto n = static_cast<Eigen::Index>(w.n), K = static_cast<Eigen::Index>(w.K),
+             V = static_cast<Eigen::Index>(w.V);
+  using Map = Eigen::Map<const Matrix<S>>;
+  step.A_kk = Map(w.a_kk.data(), n, n);
+  step.T = Map(w.t.data(), n, n);
+  step.W = Map(w.w.data(), n, K);
+  step.U = Map(w.u.data(), n, V);
+  step.q_prime = Map(w.q_prime.data(), n, K);
+  step.kg = Map(w.kg.data(), n, K);
+  step.A_qk = Map(w.a_qk.data(), n, n);
+  step.V_new = Map(w.v_new.data(), n, V);
+  step.state_in = Map(state_in.data(), K, V);
 }
 
 bool traced(const TraceFilter& filter, int64_t sequence, int64_t head) {
@@ -126,39 +300,45 @@ bool traced(const TraceFilter& filter, int64_t sequence, int64_t head) {
          (filter.sequence < 0 || filter.sequence == sequence);
 }
 
-// Runs every chunk of one (sequence, head); writes its output rows and returns the final state.
+// Runs every chunk of one (sequence, head); writes its output rows and leaves the final state in
+// `state` (K x V row-major).
 template <class S>
-Matrix<S> run_sequence_head(const Problem& problem, const Options& options,
-                            const detail::SequenceSpan& span, int64_t sequence, int64_t head,
-                            std::vector<S>& out, std::vector<ChunkTrace<S>>* trace) {
+void run_sequence_head(const Problem& problem, const Options& options,
+                       const detail::SequenceSpan& span, int64_t sequence, int64_t head,
+                       std::vector<S>& out, std::vector<S>& state,
+                       std::vector<ChunkTrace<S>>* trace) {
   const int64_t V = problem.value_dim;
   const detail::TokenLayout layout{problem.tokens, problem.heads};
   const S scale = detail::resolved_scale<S>(options, problem.key_dim);
 
-  Matrix<S> state = detail::initial_state<S>(problem, sequence, head);
-  ChunkInputs<S> in;
-  ChunkTrace<S> step;
-  ChunkWorkspace<S> work;
-  Matrix<S> chunk_out;
+  detail::load_initial_state(problem, options, sequence, head, state.data());
+  ChunkWorkspace<S> work(std::min<int64_t>(options.chunk_size, span.end - span.begin),
+                         problem.key_dim, V);
+  std::vector<S> state_in;
   int64_t chunk = 0;
   for (int64_t first = span.begin; first < span.end; first += options.chunk_size, ++chunk) {
     const int64_t rows = std::min<int64_t>(options.chunk_size, span.end - first);
-    load_chunk(problem, options, span.batch_row, first, rows, head, in);
-    chunk_step(in, scale, state, step, work, chunk_out);
-    for (int64_t i = 0; i < rows; ++i) {
-      S* destination = out.data() + layout.row(span.batch_row, first + i, head) * V;
-      Eigen::Map<detail::Vector<S>>(destination, V) = chunk_out.row(i).transpose();
+    if (options.reset_state_at_chunk_starts) std::fill(state.begin(), state.end(), S(0));
+    load_chunk(problem, options, span.batch_row, first, rows, head, work);
+    if (trace != nullptr) state_in = state;
+    {
+      const FlushSubnormalResults flush(std::is_same_v<S, float>);
+      chunk_step(work, scale, state);
     }
+    for (int64_t i = 0; i < rows; ++i)
+      std::copy_n(work.out.data() + i * V, V,
+                  out.data() + layout.row(span.batch_row, first + i, head) * V);
     if (trace != nullptr) {
+      ChunkTrace<S> step;
+      record_chunk(work, state_in, step);
       step.sequence = sequence;
       step.head = head;
       step.chunk = chunk;
       step.first_token = span.batch_row * problem.tokens + first;
       step.rows = rows;
-      trace->push_back(step);
+      trace->push_back(std::move(step));
     }
   }
-  return state;
 }
 
 }  // namespace
@@ -171,12 +351,12 @@ Result<S> chunked_forward(const Problem& problem, const Options& options,
   const auto spans = detail::sequence_spans(problem.batch, problem.tokens, problem.cu_seqlens);
   const int64_t states = problem.num_states();
   const int64_t heads = problem.heads;
+  const int64_t KV = problem.key_dim * problem.value_dim;
 
   Result<S> result;
   // Zero-filled: rows at or after cu[N] are never written.
   result.out.assign(problem.batch * problem.tokens * heads * problem.value_dim, S(0));
-  if (options.final_state)
-    result.final_state.assign(states * heads * problem.key_dim * problem.value_dim, S(0));
+  if (options.final_state) result.final_state.assign(states * heads * KV, S(0));
 
   // One trace list per (sequence, head) task, concatenated in task order afterwards so the
   // record order does not depend on thread scheduling.
@@ -188,10 +368,11 @@ Result<S> chunked_forward(const Problem& problem, const Options& options,
         trace != nullptr && traced(filter, sequence, head)
             ? &task_traces[static_cast<std::size_t>(sequence * heads + head)]
             : nullptr;
-    const Matrix<S> state = run_sequence_head<S>(problem, options, spans[sequence], sequence,
-                                                 head, result.out, task_trace);
+    std::vector<S> state(KV);
+    run_sequence_head<S>(problem, options, spans[sequence], sequence, head, result.out, state,
+                         task_trace);
     if (options.final_state)
-      detail::store_final_state(state, problem, sequence, head, result.final_state);
+      detail::store_final_state(state.data(), problem, sequence, head, result.final_state);
   });
 
   if (trace != nullptr)

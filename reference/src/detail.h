@@ -2,6 +2,7 @@
 // indexing, option checks and the (sequence, head) parallel loop.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -54,21 +55,26 @@ S resolved_scale(const Options& options, int64_t key_dim) {
   return static_cast<S>(1.0 / std::sqrt(static_cast<double>(key_dim)));
 }
 
-// The state entering a sequence, K x V in precision S: the initial_state row or zeros.
+// Writes the state entering a sequence, K x V row-major in precision S, to `state`: the
+// initial_state row widened, or zeros (also when Options::reset_state_at_chunk_starts, which
+// ignores the initial state).
 template <class S>
-Matrix<S> initial_state(const Problem& problem, int64_t sequence, int64_t head) {
-  const int64_t K = problem.key_dim, V = problem.value_dim;
-  if (problem.initial_state.empty()) return Matrix<S>::Zero(K, V);
-  const float* src = problem.initial_state.data() + (sequence * problem.heads + head) * K * V;
-  return Eigen::Map<const Matrix<float>>(src, K, V).template cast<S>();
+void load_initial_state(const Problem& problem, const Options& options, int64_t sequence,
+                        int64_t head, S* state) {
+  const int64_t KV = problem.key_dim * problem.value_dim;
+  if (problem.initial_state.empty() || options.reset_state_at_chunk_starts) {
+    std::fill(state, state + KV, S(0));
+    return;
+  }
+  const float* src = problem.initial_state.data() + (sequence * problem.heads + head) * KV;
+  for (int64_t e = 0; e < KV; ++e) state[e] = static_cast<S>(src[e]);
 }
 
 template <class S>
-void store_final_state(const Matrix<S>& state, const Problem& problem, int64_t sequence,
-                       int64_t head, std::vector<S>& final_state) {
-  const int64_t K = problem.key_dim, V = problem.value_dim;
-  S* dst = final_state.data() + (sequence * problem.heads + head) * K * V;
-  Eigen::Map<Matrix<S>>(dst, K, V) = state;
+void store_final_state(const S* state, const Problem& problem, int64_t sequence, int64_t head,
+                       std::vector<S>& final_state) {
+  const int64_t KV = problem.key_dim * problem.value_dim;
+  std::copy(state, state + KV, final_state.data() + (sequence * problem.heads + head) * KV);
 }
 
 // std::exp2, returning +0 directly where the result underflows to zero anyway (2^x below half
@@ -81,20 +87,26 @@ S exp2_or_zero(S x) {
   return x < kUnderflow ? S(0) : std::exp2(x);
 }
 
-// Widens `dim` floats starting at element `offset` of `source` into S.
+// Gathers the q rows of tokens [first, first + rows) of one (batch row, head) into `raw` and
+// writes them as the algorithms consume them to `destination` (rows x K): l2-normalized in S
+// (Options::normalize_q; l2norm_rows interleaves several rows, same bits as one at a time) or
+// widened.
 template <class S>
-void widen_row(const std::vector<float>& source, int64_t offset, int64_t dim, S* destination) {
-  for (int64_t d = 0; d < dim; ++d) destination[d] = static_cast<S>(source[offset + d]);
-}
-
-// One q row as the algorithms consume it: l2-normalized in S (Options::normalize_q) or widened.
-template <class S>
-void load_query_row(const Problem& problem, const Options& options, int64_t offset,
-                    S* destination) {
-  if (options.normalize_q)
-    l2norm_rows<S>(problem.q.data() + offset, destination, 1, problem.key_dim);
-  else
-    widen_row(problem.q, offset, problem.key_dim, destination);
+void load_query_rows(const Problem& problem, const Options& options, int64_t batch_row,
+                     int64_t first, int64_t rows, int64_t head, std::vector<float>& raw,
+                     S* destination) {
+  const int64_t K = problem.key_dim;
+  const TokenLayout layout{problem.tokens, problem.heads};
+  raw.resize(static_cast<std::size_t>(rows * K));
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* src = problem.q.data() + layout.row(batch_row, first + i, head) * K;
+    std::copy(src, src + K, raw.data() + i * K);
+  }
+  if (options.normalize_q) {
+    l2norm_rows<S>(raw.data(), destination, rows, K);
+  } else {
+    for (int64_t e = 0; e < rows * K; ++e) destination[e] = static_cast<S>(raw[e]);
+  }
 }
 
 // Runs work(sequence, head) for every pair, in parallel. Each pair is independent and writes a

@@ -8,10 +8,12 @@
 // keeps the formula unchanged (the scaling itself is exact).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "detail.h"
 #include "kda/ref/reference.h"
+#include "kernels.h"
 
 namespace kda::ref {
 namespace {
@@ -27,15 +29,38 @@ void l2norm_row_unscaled(const float* x, S* y, int64_t dim, S eps) {
   for (int64_t d = 0; d < dim; ++d) y[d] = static_cast<S>(x[d]) * rstd;
 }
 
+// Row maximum |x| and whether every entry is finite (detail::max_abs: exact in any order).
+inline float row_max_abs(const float* x, int64_t dim, bool* finite) {
+  return detail::max_abs(x, dim, finite);
+}
+
+// The power-of-two scaling of a row: x' = x * unit with unit = 2^-e, and eps * 2^-2e. `simple`
+// when the row is finite and non-zero, unit is representable and the scaled eps finite, the
+// case l2norm_rows_simple handles; every other row goes through l2norm_row.
+template <class S>
+struct RowScale {
+  bool simple = false;
+  S unit = 1, eps_scaled = 0;
+};
+
+template <class S>
+RowScale<S> row_scale(const float* x, int64_t dim, S eps) {
+  RowScale<S> scale;
+  bool finite = true;
+  const float largest = row_max_abs(x, dim, &finite);
+  if (!finite || largest == 0.0f) return scale;
+  int e = 0;
+  std::frexp(largest, &e);  // largest = f * 2^e, f in [0.5, 1)
+  scale.eps_scaled = std::ldexp(eps, -2 * e);
+  scale.unit = std::ldexp(S(1), -e);
+  scale.simple = std::isfinite(scale.eps_scaled) && std::isfinite(scale.unit);
+  return scale;
+}
+
 template <class S>
 void l2norm_row(const float* x, S* y, int64_t dim, S eps) {
-  float largest = 0.0f;
   bool finite = true;
-  for (int64_t d = 0; d < dim; ++d) {
-    const float magnitude = std::fabs(x[d]);
-    finite = finite && std::isfinite(magnitude);
-    largest = std::max(largest, magnitude);
-  }
+  const float largest = row_max_abs(x, dim, &finite);
   if (!finite) return l2norm_row_unscaled(x, y, dim, eps);
   if (largest == 0.0f) {
     std::fill(y, y + dim, S(0));
@@ -71,6 +96,33 @@ void l2norm_row(const float* x, S* y, int64_t dim, S eps) {
   for (int64_t d = 0; d < dim; ++d) y[d] = scaled(x[d]) * rstd;
 }
 
+// kGroup simple rows at once (detail::scaled_unit_rows: l2norm_row's operations for each row,
+// the rows' sums of squares interleaved), so each row gets exactly l2norm_row's bits.
+constexpr int kGroup = 4;
+
+template <class S>
+void l2norm_rows_simple(const float* x, S* y, int64_t dim, const RowScale<S>* scale) {
+  S unit[kGroup], eps_scaled[kGroup];
+  for (int r = 0; r < kGroup; ++r) {
+    unit[r] = scale[r].unit;
+    eps_scaled[r] = scale[r].eps_scaled;
+  }
+  detail::scaled_unit_rows(x, y, kGroup, dim, unit, eps_scaled);
+}
+
+// Rows [first, first + kGroup): interleaved when all are simple, else one by one.
+template <class S>
+void l2norm_group(const float* x, S* y, int64_t first, int64_t dim, S eps) {
+  RowScale<S> scale[kGroup];
+  bool simple = true;
+  for (int r = 0; r < kGroup; ++r) {
+    scale[r] = row_scale(x + (first + r) * dim, dim, eps);
+    simple = simple && scale[r].simple;
+  }
+  if (simple) return l2norm_rows_simple(x + first * dim, y + first * dim, dim, scale);
+  for (int r = 0; r < kGroup; ++r) l2norm_row(x + (first + r) * dim, y + (first + r) * dim, dim, eps);
+}
+
 }  // namespace
 
 template <class S>
@@ -78,7 +130,17 @@ void l2norm_rows(const float* x, S* y, int64_t rows, int64_t dim, double eps) {
   if (!(eps >= 0.0) || !std::isfinite(eps))
     throw std::invalid_argument("l2norm_rows: eps must be finite and >= 0");
   const S eps_s = static_cast<S>(eps);
-  for (int64_t r = 0; r < rows; ++r) l2norm_row(x + r * dim, y + r * dim, dim, eps_s);
+  const int64_t groups = rows / kGroup;
+  // Rows are independent, so threads change no bit; only large calls (kda-check's q_hat of a
+  // whole problem) are worth a parallel region.
+  constexpr int64_t kParallelRows = 16384;
+  if (rows >= kParallelRows) {
+#pragma omp parallel for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) l2norm_group(x, y, g * kGroup, dim, eps_s);
+  } else {
+    for (int64_t g = 0; g < groups; ++g) l2norm_group(x, y, g * kGroup, dim, eps_s);
+  }
+  for (int64_t r = groups * kGroup; r < rows; ++r) l2norm_row(x + r * dim, y + r * dim, dim, eps_s);
 }
 
 template void l2norm_rows<float>(const float*, float*, int64_t, int64_t, double);

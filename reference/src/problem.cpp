@@ -91,24 +91,4 @@ void Problem::check() const {
                        num_states() * heads * key_dim * value_dim, "N*H*K*V or empty");
 }
 
-Problem chunk_local(const Problem& problem, int chunk_size) {
-  problem.check();
-  if (chunk_size < 1)
-    throw std::invalid_argument("chunk_local: chunk_size must be >= 1, got " + std::to_string(chunk_size));
-  Problem local = problem;
-  local.batch = 1;
-  local.tokens = problem.batch * problem.tokens;
-  local.initial_state.clear();
-  local.cu_seqlens = {0};
-  for (const detail::SequenceSpan& span :
-       detail::sequence_spans(problem.batch, problem.tokens, problem.cu_seqlens)) {
-    const int64_t base = span.batch_row * problem.tokens;
-    for (int64_t first = span.begin; first < span.end; first += chunk_size) {
-      local.cu_seqlens.push_back(static_cast<int32_t>(base + std::min<int64_t>(first + chunk_size, span.end)));
-    }
-  }
-  if (local.cu_seqlens.size() == 1) local.cu_seqlens.push_back(0);  // no tokens: one empty sequence
-  return local;
-}
-
 }  // namespace kda::ref

@@ -298,11 +298,13 @@ Result<double> replay_forward(const Problem& problem, const Options& options,
 
   detail::for_each_sequence_head(states, H, [&](int64_t sequence, int64_t head) {
     const detail::SequenceSpan& span = spans[sequence];
-    M state = detail::initial_state<double>(problem, sequence, head);
+    M state(K, V);  // row-major, as load_initial_state and store_final_state lay it out
+    detail::load_initial_state<double>(problem, options, sequence, head, state.data());
     ChunkIn in;
     M chunk_out;
     for (int64_t first = span.begin; first < span.end; first += options.chunk_size) {
       const int64_t n = std::min<int64_t>(options.chunk_size, span.end - first);
+      if (options.reset_state_at_chunk_starts) state.setZero();
       in.x.resize(n, K);
       in.k.resize(n, K);
       in.v.resize(n, V);
@@ -312,18 +314,21 @@ Result<double> replay_forward(const Problem& problem, const Options& options,
       for (int64_t i = 0; i < n; ++i) {
         const int64_t row = layout.row(span.batch_row, first + i, head);
         load_query(problem.q.data() + row * K, K, scale, plan, in.x.row(i).data(), in.row_scale[i]);
-        detail::widen_row(problem.k, row * K, K, in.k.row(i).data());
-        detail::widen_row(problem.v, row * V, V, in.v.row(i).data());
-        detail::widen_row(problem.gate, row * K, K, in.gate.row(i).data());
+        for (int64_t d = 0; d < K; ++d) {
+          in.k(i, d) = problem.k[row * K + d];
+          in.gate(i, d) = problem.gate[row * K + d];
+        }
+        for (int64_t d = 0; d < V; ++d) in.v(i, d) = problem.v[row * V + d];
         in.beta[i] = problem.beta[row];
       }
       replay_chunk(in, plan, state, chunk_out);
       for (int64_t i = 0; i < n; ++i) {
         double* dst = result.out.data() + layout.row(span.batch_row, first + i, head) * V;
-        Eigen::Map<detail::Vector<double>>(dst, V) = chunk_out.row(i).transpose();
+        for (int64_t d = 0; d < V; ++d) dst[d] = chunk_out(i, d);
       }
     }
-    if (options.final_state) detail::store_final_state(state, problem, sequence, head, result.final_state);
+    if (options.final_state)
+      detail::store_final_state(state.data(), problem, sequence, head, result.final_state);
   });
   return result;
 }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -120,6 +121,41 @@ TYPED_TEST(L2Norm, RowsAreIndependent) {
     std::vector<TypeParam> alone(3);
     l2norm_rows<TypeParam>(x.data() + 3 * r, alone.data(), 1, 3);
     for (int d = 0; d < 3; ++d) EXPECT_EQ(together[3 * r + d], alone[d]);
+  }
+}
+
+TYPED_TEST(L2Norm, ManyRowsGiveTheBitsOfOneRowPerCall) {
+  // Large calls interleave groups of rows and run in parallel; every row must still get the
+  // bits of a one-row call, for every kind of row (groups mixing them included).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (int64_t dim : {9, 128}) {
+    const int64_t rows = 20000;  // above the parallel threshold
+    std::vector<float> x(static_cast<std::size_t>(rows * dim));
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = x.data() + r * dim;
+      for (int64_t d = 0; d < dim; ++d) row[d] = normal(rng);
+      switch (r % 23) {
+        case 3: std::fill(row, row + dim, 0.0f); break;
+        case 7: for (int64_t d = 0; d < dim; ++d) row[d] *= 3e37f; break;
+        case 11: for (int64_t d = 0; d < dim; ++d) row[d] *= 1e-30f; break;
+        case 13: for (int64_t d = 0; d < dim; ++d) row[d] *= 1e-44f; break;
+        case 17: row[dim / 2] = nan; break;
+        case 19: row[0] = -inf; break;
+        case 21: row[1] = 3e38f; break;
+        default: break;
+      }
+    }
+    std::vector<TypeParam> together(x.size());
+    l2norm_rows<TypeParam>(x.data(), together.data(), rows, dim);
+    std::vector<TypeParam> alone(static_cast<std::size_t>(dim));
+    for (int64_t r = 0; r < rows; ++r) {
+      l2norm_rows<TypeParam>(x.data() + r * dim, alone.data(), 1, dim);
+      ASSERT_EQ(std::memcmp(alone.data(), together.data() + r * dim, dim * sizeof(TypeParam)), 0)
+          << "dim " << dim << " row " << r;
+    }
   }
 }
 

@@ -98,6 +98,13 @@ TEST(Replay, ExactPlanIsTheChunkedAlgorithm) {
     EXPECT_LE(max_err, 1e-12 * max_golden) << (fused ? "fused" : "explicit");
     EXPECT_LE(rel_rms(golden.final_state, replay.final_state), 1e-13);
   }
+  // The state reset at every chunk start (kda-check's state-carry baseline) too.
+  Options reset = options;
+  reset.reset_state_at_chunk_starts = true;
+  const auto golden_reset = recurrent_forward<double>(problem, reset);
+  const auto replay_reset = replay_forward(problem, reset, RoundingPlan().exact());
+  EXPECT_LE(rel_rms(golden_reset.out, replay_reset.out), 1e-13);
+  EXPECT_GT(rel_rms(golden.out, golden_reset.out), 1e-3) << "the reset must change something";
   Options bad = options;
   bad.chunk_size = 32;
   EXPECT_THROW(replay_forward(problem, bad, RoundingPlan()), std::invalid_argument);

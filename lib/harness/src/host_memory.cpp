@@ -32,9 +32,10 @@ HostFootprint host_footprint(const ProblemDims& d, HostWork work) {
       break;
     case HostWork::gpu_check: {
       // compute_golden keeps out, out_low, q_hat, q_hat_low and the final states (fp64); while
-      // it runs, the fp32 copy and the fp32 results before widening are alive too.
+      // it runs, the fp32 copy, the fp32 results before widening and the state-carry run's fp64
+      // output (kda-check) are alive too.
       const double golden = th * (8 * v + 8 * v + 8 * k + 8 * k) + 16 * ht;
-      const double computing = copy + th * (4 * v + 4 * k) + 4 * ht;
+      const double computing = copy + th * (4 * v + 4 * k + 8 * v) + 4 * ht;
       // check_path: the kept outputs of fused, explicit and l2norm (fp32), a repeat run and its
       // bf16 download, and two fp64 widenings at once (judge_against_explicit).
       const double judging = th * (4 * v + 4 * v + 4 * k + 4 * v + 2 * v + 16 * v) + 20 * ht;
@@ -42,9 +43,9 @@ HostFootprint host_footprint(const ProblemDims& d, HostWork work) {
       break;
     }
     case HostWork::reference:
-      // check_reference: the fp32 copy, recurrent and chunked results in fp64 and fp32, and the
-      // fp64 widenings of the fp32 pair being judged.
-      working = copy + th * (8 * v + 8 * v + 4 * v + 4 * v) + 24 * ht +
+      // check_reference: the fp32 copy, recurrent and chunked results in fp64 and fp32, the
+      // state-carry run's fp64 output, and the fp64 widenings of the fp32 pair being judged.
+      working = copy + th * (8 * v + 8 * v + 4 * v + 4 * v + 8 * v) + 24 * ht +
                 std::max(th * 16 * v, 16 * ht);
       break;
   }

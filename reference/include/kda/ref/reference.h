@@ -2,7 +2,9 @@
 //
 // Templated on the scalar: double is the golden, float the "low" reference of the error budget
 // (../shared/spec/kda-forward.md §9.4). Any K and V. Inputs are the exact (already rounded) values
-// the kernels consume, widened to float. Parallel over sequences x heads (OpenMP).
+// the kernels consume, widened to float. Parallel over sequences x heads (OpenMP); the hot loops
+// are plain C++ with a fixed order per output element, compiled for several instruction sets
+// (Isa below), so the bits depend neither on the thread count nor on the CPU.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,10 @@ struct Options {
   bool final_state = true;   // compute the final state
   int chunk_size = 64;       // chunked algorithm only; the gate must be chunk-local for this size
   double scale = 0.0;        // 0 = 1/sqrt(K)
+  // The "state-carry" baseline: zero the state at the start of every chunk_size-token chunk
+  // (chunks counted from each sequence start, as the gate's), the first one included, so the
+  // initial state is ignored and every chunk sees only its own tokens. Both algorithms.
+  bool reset_state_at_chunk_starts = false;
 };
 
 template <class S>
@@ -89,13 +95,15 @@ Result<S> chunked_forward(const Problem& problem, const Options& options,
 template <class S>
 void l2norm_rows(const float* x, S* y, int64_t rows, int64_t dim, double eps = 1e-6);
 
-// The same problem with the state reset at every chunk start (chunks of `chunk_size` tokens
-// counted from each sequence start, the gate's chunking): every chunk becomes a packed sequence
-// of its own with a zero initial state, over the same buffers (a dense [B, T] batch is viewed as
-// one packed [1, B T] buffer; rows at or after cu[N] stay outside every sequence). Its output,
-// laid out like the original's, is what a forward that drops the state carried between chunks
-// would give: kda-check's state-carry figure (docs/checking.md) compares it with the golden.
-Problem chunk_local(const Problem& problem, int chunk_size = 64);
+// Instruction sets the hot loops are compiled for. The widest one the CPU supports is used;
+// every one gives bitwise identical results (reference/src/kernels.h says why). Tests and
+// benchmarks may force one: set_isa throws std::invalid_argument for one the CPU lacks and must
+// not be called while a forward runs.
+enum class Isa { baseline, avx2, avx512 };
+bool isa_supported(Isa isa);
+Isa active_isa();
+void set_isa(Isa isa);
+const char* isa_name(Isa isa);
 
 // Most negative lower_bound gate_cumsum accepts (§3.1): -128 / (15 * log2 e) = -5.9148559407783,
 // so that 15 per-token log2 decays stay within fp32's exponent budget of 128.

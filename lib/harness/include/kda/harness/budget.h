@@ -49,7 +49,8 @@ inline Judgement judge_against_explicit(std::span<const double> golden,
 }
 
 // How much the state carried between chunks moves the golden output: `local` is the golden of the
-// same inputs with the state reset at every chunk start (kda::ref::chunk_local). A row whose
+// same inputs with the state reset at every chunk start
+// (kda::ref::Options::reset_state_at_chunk_starts). A row whose
 // carry is weak cannot tell a correct recurrence from a forward that drops the state: `local`
 // itself would pass the same rule.
 struct StateCarry {
