@@ -249,44 +249,30 @@ FieldMap read_fields(const Where& where, const YAML::Node& map, int map_line,
 
 int value_line(const Field& field) { return line_of(field.value, field.line); }
 
+// A plain (unquoted) scalar that is exactly one number of type T, with nothing after it.
+template <class T>
+bool scalar_number(const YAML::Node& node, T& value) {
+  if (!is_plain_scalar(node)) return false;
+  const std::string& text = node.Scalar();
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end;
+}
+
 int64_t parse_int(const Where& where, std::string_view name, const YAML::Node& node, int line,
                   int64_t min_value, int64_t max_value, std::string_view what) {
   int64_t value = 0;
-  bool ok = is_plain_scalar(node);
-  if (ok) {
-    const std::string& text = node.Scalar();
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    ok = ec == std::errc() && ptr == end && value >= min_value && value <= max_value;
+  if (!scalar_number(node, value) || value < min_value || value > max_value) {
+    fail(where, line_of(node, line), name, what, describe(node));
   }
-  if (!ok) fail(where, line_of(node, line), name, what, describe(node));
   return value;
 }
 
 uint64_t parse_uint64(const Where& where, std::string_view name, const YAML::Node& node, int line) {
   uint64_t value = 0;
-  bool ok = is_plain_scalar(node);
-  if (ok) {
-    const std::string& text = node.Scalar();
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    ok = ec == std::errc() && ptr == end;
+  if (!scalar_number(node, value)) {
+    fail(where, line_of(node, line), name, "an unsigned 64-bit integer", describe(node));
   }
-  if (!ok) fail(where, line_of(node, line), name, "an unsigned 64-bit integer", describe(node));
-  return value;
-}
-
-double parse_positive_number(const Where& where, std::string_view name, const YAML::Node& node,
-                             int line) {
-  double value = 0.0;
-  bool ok = is_plain_scalar(node);
-  if (ok) {
-    const std::string& text = node.Scalar();
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    ok = ec == std::errc() && ptr == end && std::isfinite(value) && value > 0.0;
-  }
-  if (!ok) fail(where, line_of(node, line), name, "a finite number > 0", describe(node));
   return value;
 }
 
@@ -294,15 +280,17 @@ double parse_positive_number(const Where& where, std::string_view name, const YA
 double parse_number(const Where& where, std::string_view name, const YAML::Node& node, int line,
                     double min_value, double max_value, std::string_view what) {
   double value = 0.0;
-  bool ok = is_plain_scalar(node);
-  if (ok) {
-    const std::string& text = node.Scalar();
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    ok = ec == std::errc() && ptr == end && std::isfinite(value) && value >= min_value &&
-         value <= max_value;
+  if (!scalar_number(node, value) || !std::isfinite(value) || value < min_value ||
+      value > max_value) {
+    fail(where, line_of(node, line), name, what, describe(node));
   }
-  if (!ok) fail(where, line_of(node, line), name, what, describe(node));
+  return value;
+}
+
+double parse_positive_number(const Where& where, std::string_view name, const YAML::Node& node,
+                             int line) {
+  const double value = parse_number(where, name, node, line, 0.0, INFINITY, "a finite number > 0");
+  if (value == 0.0) fail(where, line_of(node, line), name, "a finite number > 0", describe(node));
   return value;
 }
 
@@ -421,15 +409,10 @@ GateRecipe parse_gate(const Where& where, const Field& field) {
     }
     if (!value.IsScalar()) fail(where, value_at, full, what, describe(value));
     const std::string& text = value.Scalar();
-    if (!is_quoted(value)) {
-      double x = 0.0;
-      const char* end = text.data() + text.size();
-      auto [ptr, ec] = std::from_chars(text.data(), end, x);
-      if (ec == std::errc() && ptr == end) {
-        if (!std::isfinite(x)) fail(where, value_at, full, what, describe(value));
-        range = {x, x};
-        return;
-      }
+    if (double x = 0.0; scalar_number(value, x)) {
+      if (!std::isfinite(x)) fail(where, value_at, full, what, describe(value));
+      range = {x, x};
+      return;
     }
     if (text.size() < 5 || text.substr(text.size() - 4) != ".npy") fail(where, value_at, full, what, describe(value));
     const std::filesystem::path given(text);
