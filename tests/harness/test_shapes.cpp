@@ -421,7 +421,7 @@ TEST(ShapeRefusals, MissingFileNamesPathAndReason) {
 TEST(ShapeGate, DefaultIsTheContractGenerator) {
   const ShapeSpec s = parse_shape_file("shapes:\n- {id: a, heads: 1, seq_lens: [3]}\n", "t.yaml").shapes[0];
   EXPECT_EQ(s.gate.preset, "contract");
-  EXPECT_FALSE(s.gate.customized);
+  EXPECT_FALSE(s.gate.customized());
   EXPECT_EQ(s.gate.label(), "contract");
   EXPECT_EQ(s.gate.a_log, (GateRecipe::Range{0.0, 1.0}));
   EXPECT_EQ(s.gate.dt_bias, (GateRecipe::Range{0.0, 1.0}));
@@ -436,7 +436,7 @@ TEST(ShapeGate, Presets) {
     const ShapeSpec s = parse_shape_file(
         "shapes:\n- {id: a, heads: 1, seq_lens: [3], gate: " + name + "}\n", "t.yaml").shapes[0];
     EXPECT_EQ(s.gate.label(), name);
-    EXPECT_FALSE(s.gate.customized);
+    EXPECT_FALSE(s.gate.customized());
   }
   EXPECT_EQ(gate_preset("mixed")->dt_bias, (GateRecipe::Range{-12.0, 1.0}));
   EXPECT_EQ(gate_preset("long")->dt_bias, (GateRecipe::Range{-12.0, -7.0}));
@@ -466,7 +466,7 @@ TEST(ShapeGate, MapStartsFromItsPresetAndSaysItIsCustom) {
 )";
   const ShapeFile file = parse_shape_file(text, "t.yaml");
   const GateRecipe& a = file.shapes[0].gate;
-  EXPECT_TRUE(a.customized);
+  EXPECT_TRUE(a.customized());
   EXPECT_EQ(a.label(), "custom(mixed)");
   EXPECT_EQ(a.a_log, (GateRecipe::Range{0.5, 0.5}));
   EXPECT_EQ(a.dt_bias, (GateRecipe::Range{-12.0, 1.0}));  // from the preset

@@ -63,7 +63,15 @@ std::optional<GateRecipe> gate_preset(const std::string& name) {
   return std::nullopt;
 }
 
-std::string GateRecipe::label() const { return customized ? "custom(" + preset + ")" : preset; }
+bool GateRecipe::customized() const {
+  const std::optional<GateRecipe> base = gate_preset(preset);
+  return !base || !(a_log == base->a_log && dt_bias == base->dt_bias &&
+                    lower_bound == base->lower_bound && raw_mean == base->raw_mean &&
+                    raw_std == base->raw_std && a_log_file.empty() && dt_bias_file.empty() &&
+                    a_log_values.empty() && dt_bias_values.empty());
+}
+
+std::string GateRecipe::label() const { return customized() ? "custom(" + preset + ")" : preset; }
 
 std::string GateRecipe::describe() const {
   const std::string a = a_log_file.empty() ? format_range(a_log) : a_log_file;
@@ -389,7 +397,6 @@ GateRecipe parse_gate(const Where& where, const Field& field) {
   if (auto it = fields.find("preset"); it != fields.end()) {
     recipe = preset(it->second.value, it->second.line, "gate.preset");
   }
-  const GateRecipe base = recipe;
   const std::filesystem::path dir = std::filesystem::path(where.path).parent_path();
   // A number, [lo, hi], or a path to a .npy file.
   auto range_or_file = [&](const char* name, GateRecipe::Range& range, std::string& file) {
@@ -437,10 +444,6 @@ GateRecipe parse_gate(const Where& where, const Field& field) {
     recipe.raw_std = parse_number(where, "gate.raw_std", it->second.value, it->second.line, 0.0,
                                   1e30, "a finite number >= 0");
   }
-  recipe.customized = !(recipe.a_log == base.a_log && recipe.dt_bias == base.dt_bias &&
-                        recipe.lower_bound == base.lower_bound && recipe.raw_mean == base.raw_mean &&
-                        recipe.raw_std == base.raw_std && recipe.a_log_file.empty() &&
-                        recipe.dt_bias_file.empty());
   return recipe;
 }
 

@@ -31,7 +31,6 @@ struct GateRecipe {
     bool operator==(const Range&) const = default;
   };
   std::string preset = "contract";  // the preset the recipe starts from
-  bool customized = false;          // a map changed something the preset sets
   Range a_log{0.0, 1.0};            // A_log[h] ~ U(lo, hi)
   Range dt_bias{0.0, 1.0};          // dt_bias[h, d] ~ U(lo, hi)
   double lower_bound = -5.0;        // in [-5.9148559..., 0]
@@ -42,7 +41,10 @@ struct GateRecipe {
   std::string a_log_file, dt_bias_file;
   std::vector<float> a_log_values, dt_bias_values;
 
-  // "contract", "mixed", ... for an unchanged preset; else "custom(<preset> + changes)".
+  // Whether anything differs from the preset the recipe starts from (a range, the bound, the raw
+  // gate's mean or std, or given A_log / dt_bias values).
+  bool customized() const;
+  // "contract", "mixed", ... for an unchanged preset; else "custom(<preset>)".
   std::string label() const;
   // One line: the distributions, e.g. "A_log ~ U(0, 1), dt_bias ~ U(-12, 1), lb -5, raw ~ N(0, 1)".
   std::string describe() const;
