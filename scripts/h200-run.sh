@@ -19,8 +19,8 @@
 # CONTRACT_FILES (the full-mode kda-check files, default "contract contract-mixed"), CHECK_ARGS
 # (extra kda-check options, e.g. --rms-limit 4e-3), BENCH_FILES (the files kda-bench times with
 # the last variant, default "contract contract-mixed"; the first gets the stages), BASE_BIN (a
-# directory with an earlier build's kda-bench: it times contract.yaml in the same call and
-# `compare` puts it against this build's contract run).
+# directory with an earlier build's kda-bench: it times BASE_FILES, default contract, in the same
+# call and `compare` puts each against this build's run of the same file).
 #   e.g. VARIANTS=v2_mma REPEAT=1 ALLMODES=0 scripts/h200-run.sh quick
 set -uo pipefail
 mode=${1:-full}
@@ -78,9 +78,11 @@ if [[ -x $bin/kda-bench ]]; then
     stages=()
   done
   if [[ -n ${BASE_BIN:-} && -x $BASE_BIN/kda-bench ]]; then  # an earlier build, same call
-    step 150 bench-contract-base "$BASE_BIN/kda-bench" --shapes shapes/contract.yaml --no-verify \
-      ${BENCH_ARGS:-} --csv "$r/bench-contract-base.csv" --force
-    step 30 bench-compare-base "$bin/kda-bench" compare "$r/bench-contract-base.csv" "$r/bench-contract.csv"
+    for s in ${BASE_FILES:-contract}; do  # e.g. BASE_FILES="contract contract-mixed"
+      step 150 "bench-$s-base" "$BASE_BIN/kda-bench" --shapes shapes/$s.yaml --no-verify \
+        ${BENCH_ARGS:-} --csv "$r/bench-$s-base.csv" --force
+      step 30 "bench-compare-$s-base" "$bin/kda-bench" compare "$r/bench-$s-base.csv" "$r/bench-$s.csv"
+    done
   fi
   for v in "${variants[@]}"; do
     [[ $v == "$main" ]] && continue

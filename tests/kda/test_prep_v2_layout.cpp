@@ -475,7 +475,7 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
                 const int i = 16 * mt + v1::c_row(l, 2 * half);
                 const int d = n0 + 8 * nt + v1::c_col(l, 0);
                 for (int e = 0; e < 2; ++e) {
-                  const int64_t byte = (is_w ? v1::rec1_w(i, d) : v1::rec1_u(i, d)) + 2 * e;
+                  const int64_t byte = (is_w ? v1::rec2_w(i, d) : v1::rec1_u(i, d)) + 2 * e;
                   rec.put(byte, i < n ? acc[mt][nt][l][2 * half + e] * u_mult[l][nt][e] : 0.0);
                 }
               }
@@ -519,10 +519,10 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
         const double u = i < n && b > 0.0 ? u_exact[static_cast<size_t>(i * kD + d)] * 32768.0 / b : 0.0;
         const std::string what = "n " + std::to_string(n) + " (" + std::to_string(i) + ", " +
                                  std::to_string(d) + ")";
-        ASSERT_EQ(rec.get(v1::rec1_w(i, d)), i < n ? w : 0.0) << what << " W";
+        ASSERT_EQ(rec.get(v1::rec2_w(i, d)), i < n ? w : 0.0) << what << " W";
         ASSERT_EQ(rec.get(v1::rec1_u(i, d)), u) << what << " U";
         ASSERT_LT(std::fabs(u), 32768.0) << what << " stored U stays below 2^15";
-        ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec1_w(i, d) / 2)], 1) << what;
+        ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec2_w(i, d) / 2)], 1) << what;
         ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec1_u(i, d) / 2)], 1) << what;
       }
     }
@@ -595,15 +595,16 @@ TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
 }
 
 TEST(PrepV2Layout, RecordIsExactlyCovered) {
-  // The v2w record: the v1 parts, then U's 128 column bounds (phase 5, lanes 0..3 of each warp).
+  // The v2w record: the v1 parts (W, q', kg at their key-half-split places, mma_layout.h
+  // rec2_split), then U's 128 column bounds (phase 5, lanes 0..3 of each warp).
   std::vector<int> hits(static_cast<size_t>(kda::detail::kRecord2Bytes), 0);
   auto mark = [&](int64_t byte, int size) {
     for (int b = 0; b < size; ++b) ++hits.at(static_cast<size_t>(byte + b));
   };
   for (int e = 0; e < kC * kD / 2; ++e) {  // phase 2
     const int i = e >> 6, d = 2 * (e & 63);
-    mark(v1::rec1_qp(i, d), 4);
-    mark(v1::rec1_kg(i, d), 4);
+    mark(v1::rec2_qp(i, d), 4);
+    mark(v1::rec2_kg(i, d), 4);
   }
   for (int d = 0; d < kD; ++d) mark(v1::rec1_a(d), 4);
   for (int e = 0; e < kC * kC / 2; ++e) {
@@ -628,11 +629,11 @@ TEST(PrepV2Layout, RecordIsExactlyCovered) {
           for (int half = 0; half < 2; ++half) {
             const int i = 16 * mt + v1::c_row(l, 2 * half);
             const int d = v2::wu_n0(warp) + 8 * nt + v1::c_col(l, 0);
-            EXPECT_EQ(v1::rec1_w(i, d) % 4, 0);
+            EXPECT_EQ(v1::rec2_w(i, d) % 4, 0);
             EXPECT_EQ(v1::rec1_u(i, d) % 4, 0);
-            EXPECT_EQ(v1::rec1_w(i, d + 1), v1::rec1_w(i, d) + 2) << "pair stays contiguous";
+            EXPECT_EQ(v1::rec2_w(i, d + 1), v1::rec2_w(i, d) + 2) << "pair stays contiguous";
             EXPECT_EQ(v1::rec1_u(i, d + 1), v1::rec1_u(i, d) + 2) << "pair stays contiguous";
-            mark(v1::rec1_w(i, d), 4);
+            mark(v1::rec2_w(i, d), 4);
             mark(v1::rec1_u(i, d), 4);
           }
         }

@@ -1,6 +1,7 @@
 // CPU emulation of how the wgmma SCAN (ForwardVariant::v2w_mma, lib/kda/src/scan_w.cu) reads its
-// B operands: the v1 record is written with the PREP's own address helpers (mma_layout.h rec1_*),
-// copied into a record buffer with scan_w.h copy_dst, and every element of every wgmma B operand
+// B operands: the v2w record is written with the PREP's own address helpers (mma_layout.h rec2_*
+// for W, q', kg; rec1_* for A_qk), copied verbatim into a record buffer (the kernel's single bulk
+// copy), and every element of every wgmma B operand
 // the kernel issues is fetched through the descriptor the kernel builds (scan_w.h desc_sw128),
 // decoded and addressed with the canonical 128-byte-swizzle formulas of the PTX ISA (repeated
 // here independently of scan_w.h: K-major start + 128 (n % 8) + SBO (n / 8) + 2 k, MN-major
@@ -38,9 +39,9 @@ std::vector<uint8_t> tagged_record() {
   auto put = [&](int64_t offset, uint16_t value) { std::memcpy(&rec[offset], &value, 2); };
   for (int i = 0; i < kC; ++i) {
     for (int d = 0; d < kD; ++d) {
-      put(v1::rec1_w(i, d), tag(0, i, d));
-      put(v1::rec1_qp(i, d), tag(1, i, d));
-      put(v1::rec1_kg(i, d), tag(2, i, d));
+      put(v1::rec2_w(i, d), tag(0, i, d));
+      put(v1::rec2_qp(i, d), tag(1, i, d));
+      put(v1::rec2_kg(i, d), tag(2, i, d));
     }
     for (int j = 0; j < kC; ++j) put(v1::rec1_aqk(i, j), tag(3, i, j));
   }
@@ -77,22 +78,36 @@ uint32_t mnmajor(const Desc& d, int n, int k) {
   return d.start + 2 * (n % 64) + d.lbo * (n / 64) + 128 * (k % 8) + d.sbo * (k / 8);
 }
 
-TEST(ScanWLayout, CopyIsAPermutationOfTheRecord) {
-  std::set<int> dst;
-  for (int e = 0; e < ws::kCopyUnits; ++e) {
-    const int d = ws::copy_dst(e);
-    EXPECT_EQ(d % 16, 0);
-    EXPECT_LE(d + 16, static_cast<int>(kda::detail::kRecord2Bytes));
-    dst.insert(d);
-    if (e >= ws::kSplitBytes / 16) {
-      EXPECT_EQ(d, 16 * e) << "A_qk, U, a and U's bounds are copied verbatim";
+// rec2_split moves every 16-bit slot of the W, q', kg part to a distinct slot of the same part,
+// keeps 4-byte pairs and 16-byte groups contiguous (PREP writes both), and the record fits the
+// buffer whose image it is.
+TEST(ScanWLayout, SplitRecordIsAPermutation) {
+  std::set<int64_t> slots;
+  for (int64_t off = 0; off < ws::kSplitBytes; off += 2) {
+    const int64_t to = v1::rec2_split(off);
+    EXPECT_GE(to, 0);
+    EXPECT_LT(to, ws::kSplitBytes);
+    if (off % 16 != 0) EXPECT_EQ(to, v1::rec2_split(off - 2) + 2) << "16-byte groups stay whole";
+    slots.insert(to);
+  }
+  EXPECT_EQ(static_cast<int64_t>(slots.size()), ws::kSplitBytes / 2);
+  // Key half h of row r of tile t is the canonical [64][128 B] tile at t 16 KB + h 8 KB.
+  for (int i = 0; i < kC; ++i) {
+    for (int d = 0; d < kD; ++d) {
+      const int64_t to = v1::rec2_w(i, d);
+      EXPECT_EQ(to / ws::kHalfTile, d / 64) << "W key half";
+      EXPECT_EQ((to % ws::kHalfTile) / 128, i) << "row";
+      EXPECT_EQ(v1::rec2_qp(i, d) - to, ws::kQP);
+      EXPECT_EQ(v1::rec2_kg(i, d) - to, ws::kKG);
     }
   }
-  EXPECT_EQ(static_cast<int>(dst.size()), ws::kCopyUnits);
-  EXPECT_EQ(int64_t{ws::kCopyUnits} * 16, kda::detail::kRecord2Bytes) << "the whole v2w record";
-  EXPECT_LE(static_cast<int>(kda::detail::kRecord2Bytes), ws::kBuffer);
+  EXPECT_EQ(ws::kCopyBytes, kda::detail::kRecord2Bytes) << "the whole v2w record";
+  EXPECT_LE(ws::kCopyBytes, ws::kBuffer);
   for (int c = 0; c < 4; ++c) EXPECT_EQ(ws::buffer(c) % 1024, 0);
   EXPECT_EQ(ws::kSO % 1024, 0);
+  EXPECT_EQ(ws::kSBar % 8, 0) << "mbarriers are 8-byte aligned";
+  EXPECT_GE(ws::kSBar, ws::kSO + 2 * ws::kOTile);
+  EXPECT_LE(ws::kSBar + 16, ws::kSUsed);
   EXPECT_LE(ws::kSUsed + 1023, ws::kSBytes) << "room to align the dynamic base up to 1024";
 }
 
@@ -104,9 +119,7 @@ TEST(ScanWLayout, DescriptorsFetchTheOperands) {
     const uint32_t sbase = 3 * 1024;  // any 1024-aligned shared address
     Smem smem{sbase, std::vector<uint8_t>(ws::kSUsed, 0xEE)};
     const int b = ws::buffer(chunk);
-    for (int e = 0; e < ws::kCopyUnits; ++e) {
-      std::memcpy(&smem.bytes[b + ws::copy_dst(e)], &rec[16 * e], 16);
-    }
+    std::memcpy(&smem.bytes[b], rec.data(), rec.size());  // the bulk copy
     const uint32_t buf = sbase + b;
     int mismatches = 0;
     auto expect = [&](uint16_t got, uint16_t want, const std::string& what) {
@@ -144,7 +157,7 @@ TEST(ScanWLayout, DescriptorsFetchTheOperands) {
   }
 }
 
-// The row scales (scan_w.cu prepare_row_scales, row_max_abs, operand_row_max): a thread's state
+// The row scales (scan_w.cu plan_row_scales, load_u_bounds, row_max_abs, operand_row_max): a thread's state
 // registers 2 h, 2 h + 1 belong to one value row, as do its A registers q with q & 1 == h; the
 // row's max is reduced over lanes xor 1 and xor 2, and those four lanes hold all 128 keys of the
 // row exactly once; the U bound the thread reads for that row is the record's.
@@ -168,8 +181,7 @@ TEST(ScanWLayout, RowScalesSeeTheirWholeRow) {
           if ((q & 1) != h) continue;
           EXPECT_EQ(ts::state_value(warp, lane, 2 * ts::a_half(q)), row) << "A register " << q;
         }
-        // The bound sits in the verbatim-copied tail of the record, so buffer offset = record
-        // offset; it is U_BOUND[value row].
+        // The bound the thread loads (from the record in global memory) is U_BOUND[value row].
         EXPECT_GE(v1::rec2_u_bound(row), ws::kSplitBytes);
         EXPECT_EQ(v1::rec2_u_bound(row), kda::detail::kRec2UBound + 4 * row);
       }

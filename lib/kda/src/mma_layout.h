@@ -107,7 +107,18 @@ KDA_HD constexpr int64_t rec1_u(int i, int d) {
   return kRec1U + (d / kScanSliceColumns) * kRec1USlice + 2 * swz32(i, d % kScanSliceColumns);
 }
 KDA_HD constexpr int64_t rec1_a(int d) { return kRec1A + 4 * d; }
-// v2w record (layout.h kRecord2Bytes): the parts above in fp16, then U's column bounds.
+// v2w record (layout.h kRecord2Bytes): the parts above in fp16, then U's column bounds, with W,
+// q' and kg stored as the wgmma SCAN's shared-memory image (scan_w.h) so that one bulk copy moves
+// the record: each [64][128] tile's 256-byte rows split into two key halves, tile half h a
+// [64 rows][128 B] block at tile + 8 KB h, 16-byte unit positions (already swizzled by row & 7)
+// kept. rec2_split maps a v1 byte offset below kRec1AQK there; A_qk onwards keep their offsets.
+KDA_HD constexpr int64_t rec2_split(int64_t offset) {
+  const int64_t tile = offset >> 14, row = (offset >> 8) & 63, unit = (offset >> 4) & 15;
+  return (tile << 14) + ((unit >> 3) << 13) + (row << 7) + ((unit & 7) << 4) + (offset & 15);
+}
+KDA_HD constexpr int64_t rec2_w(int i, int d) { return rec2_split(rec1_w(i, d)); }
+KDA_HD constexpr int64_t rec2_qp(int i, int d) { return rec2_split(rec1_qp(i, d)); }
+KDA_HD constexpr int64_t rec2_kg(int i, int d) { return rec2_split(rec1_kg(i, d)); }
 KDA_HD constexpr int64_t rec2_u_bound(int d) { return kRec2UBound + 4 * d; }
 
 // ------------------------------------------------------------------------------------------------

@@ -330,8 +330,11 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
       kg_bits = pack8_record<kF16Record>(kg);
       col_bits = pack8_bf16(col);
     }
-    *reinterpret_cast<uint4*>(rec + v1::rec1_qp(i, d0)) = qp_bits;
-    *reinterpret_cast<uint4*>(rec + v1::rec1_kg(i, d0)) = kg_bits;
+    // (The v2w record keeps W, q', kg split into key halves: mma_layout.h rec2_split.)
+    const int64_t qp_at = kF16Record ? v1::rec2_qp(i, d0) : v1::rec1_qp(i, d0);
+    const int64_t kg_at = kF16Record ? v1::rec2_kg(i, d0) : v1::rec1_kg(i, d0);
+    *reinterpret_cast<uint4*>(rec + qp_at) = qp_bits;
+    *reinterpret_cast<uint4*>(rec + kg_at) = kg_bits;
     *reinterpret_cast<uint4*>(smem + scol(i, d0)) = col_bits;
   }
   if (tid < kD) *reinterpret_cast<float*>(rec + v1::rec1_a(tid)) = exp2f(ldf(smem, sg(n - 1, tid)));
@@ -621,7 +624,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
           const int i = 16 * mt + c_row(lane, 2 * half);
           const int d = n0 + 8 * nt + c_col(lane, 0);
           const bool valid = i < n;
-          put_pair(rec, is_w ? v1::rec1_w(i, d) : v1::rec1_u(i, d),
+          const int64_t w_at = kF16Record ? v1::rec2_w(i, d) : v1::rec1_w(i, d);
+          put_pair(rec, is_w ? w_at : v1::rec1_u(i, d),
                    pack_record<kF16Record>(valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
                                            valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f));
         }

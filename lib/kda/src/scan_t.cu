@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
     // ---- O^T -> the O tile [token][value] (stmatrix.trans), then rows < n out as 16-byte rows.
     store_o_tile(sbase + kSO, warp, lane, pq, kUnscaled);
     __syncthreads();  // the O tile is complete; every read of buffer c % 2 is done
-    copy_out_rows(args, chain, c, smem, kSO, tid, kThreads);
+    copy_out_rows(args, chain, c, smem, kSO, tid);
   }
   store_state(args, chain, warp, lane, st, kUnscaled);
 }

@@ -146,18 +146,27 @@ __device__ __forceinline__ void store_o_tile(uint32_t tile, int warp, int lane,
 }
 
 // Chunk c's output rows (fewer than 64 in a tail) from the O tile at byte `tile` of `smem` to
-// global memory, as 16-byte row segments spread over the CTA's threads.
+// global memory, as 16-byte row segments: with kThreads = 256, thread t moves segment t % 16 of
+// rows t / 16 + 16 i. Rows 16 apart are 16 * 256 bytes apart in the tile (swz128 depends on the
+// row only through row & 7), so a row costs one shared and one global address increment.
 __device__ __forceinline__ void copy_out_rows(const ScanArgs& args, const Chain& chain, int64_t c,
-                                              const unsigned char* smem, int tile, int tid,
-                                              int threads) {
+                                              const unsigned char* smem, int tile, int tid) {
+  static_assert(kThreads == 256, "16 threads per row, 16 rows per round");
+  constexpr int kRowsPerRound = kThreads / 16;
   const int64_t left = chain.length - c * kChunk;
   const int n = left < kChunk ? static_cast<int>(left) : kChunk;
-  for (int e = tid; e < n * (kHeadDim / 8); e += threads) {
-    const int token = e >> 4;
-    const int u = e & 15;
-    *reinterpret_cast<uint4*>(args.out + (chain.begin + c * kChunk + token) * args.out_stride +
-                              static_cast<int64_t>(chain.h) * kHeadDim + 8 * u) =
-        *reinterpret_cast<const uint4*>(smem + (tile + o_row_in_tile(token, u)));
+  const int u = tid & 15;
+  const unsigned char* src = smem + tile + o_row_in_tile(tid >> 4, u);
+  __nv_bfloat16* dst = args.out + (chain.begin + c * kChunk + (tid >> 4)) * args.out_stride +
+                       static_cast<int64_t>(chain.h) * kHeadDim + 8 * u;
+  const int64_t dst_step = kRowsPerRound * args.out_stride;
+#pragma unroll
+  for (int token = tid >> 4, i = 0; i < kChunk / kRowsPerRound; ++i, token += kRowsPerRound) {
+    if (token < n) {
+      *reinterpret_cast<uint4*>(dst) =
+          *reinterpret_cast<const uint4*>(src + i * (2 * kRowsPerRound * 128));
+    }
+    dst += dst_step;
   }
 }
 

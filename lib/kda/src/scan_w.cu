@@ -52,6 +52,7 @@ using tscan::kTokenTiles;
 struct RowScales {
   int log2_lambda[2];
   float bound[2];
+  bool unit;  // warp-uniform: lambda = 1 on all of the warp's rows (then the output is not scaled)
 };
 
 // Max over the thread's share of each row, then over the row's 4 lanes (xor 1, 2).
@@ -90,50 +91,64 @@ __device__ __forceinline__ void operand_row_max(const uint32_t (&sa)[kHeadDim / 
   }
 }
 
-// Start of a chunk, before phase A. With b = max(16 bound, lambda |U|max) (the record's U_BOUND
-// > |U|max), the fp16 operands satisfy |lambda S| <= b / 16 and |lambda U| <= b; while b stays in
-// [2^-4, 2^13) nothing changes (the common case: no multiply on the chain). Otherwise the warp's
-// rows are rescaled so that b lands in [2^11, 2^12) (the change is clamped to 2^+-126 per chunk
-// and lambda to 2^+-100; an all-zero row or a non-finite b, from a NaN or inf input that then
-// propagates, keeps lambda). Then |V_new| <= |lambda U| + |lambda S| ||W_j||_1 stays far below
-// 65504. Returns U's multiplier lambda U_BOUND 2^-15 and the output's 1 / lambda per row.
-__device__ __forceinline__ void prepare_row_scales(const unsigned char* rec_smem, int warp,
-                                                   int lane, float (&st)[kKeyTiles][4],
-                                                   RowScales& rs, float (&u_mult)[2],
-                                                   float (&inv_lambda)[2]) {
-  float u_bound[2], b[2];
+// The row scales' plan for the next chunk, made under the previous chunk's B2 (off the chain).
+// With b = max(16 bound, lambda |U|max) (the record's U_BOUND > |U|max), the fp16 operands satisfy
+// |lambda S| <= b / 16 and |lambda U| <= b; while b stays in [2^-4, 2^13) nothing changes (the
+// common case: no multiply on the chain). Returns, warp-uniform, whether some row of the warp
+// leaves that window; b[h] is kept for rescale_rows.
+__device__ __forceinline__ bool plan_row_scales(const RowScales& rs, const float (&u_bound)[2],
+                                                float (&b)[2]) {
   bool outside = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row = tscan::state_value(warp, lane, 2 * h);
-    u_bound[h] = *reinterpret_cast<const float*>(rec_smem + v1::rec2_u_bound(row));
     b[h] = fmaxf(16.0f * rs.bound[h], exact_pow2(rs.log2_lambda[h]) * u_bound[h]);
     outside = outside || b[h] >= 8192.0f || (b[h] > 0.0f && b[h] < 0.0625f);
   }
-  if (__any_sync(0xffffffffu, outside)) {  // rare: warp-uniform
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      int change = 0;
-      if (b[h] > 0.0f && isfinite(b[h])) {
-        int e = 0;
-        frexpf(b[h], &e);  // b < 2^e
-        change = min(max(12 - e, -126), 127);
-        change = min(max(rs.log2_lambda[h] + change, -100), 100) - rs.log2_lambda[h];
-      }
-      const float f = exact_pow2(change);
-#pragma unroll
-      for (int j = 0; j < kKeyTiles; ++j) {
-        st[j][2 * h] *= f;
-        st[j][2 * h + 1] *= f;
-      }
-      rs.bound[h] *= f;
-      rs.log2_lambda[h] += change;
-    }
-  }
+  return __any_sync(0xffffffffu, outside);
+}
+
+// Rare, warp-uniform, at the top of a chunk whose plan said so: the warp's rows are rescaled so
+// that b lands in [2^11, 2^12) (the change is clamped to 2^+-126 per chunk and lambda to
+// 2^+-100; an all-zero row or a non-finite b, from a NaN or inf input that then propagates, keeps
+// lambda). Then |V_new| <= |lambda U| + |lambda S| ||W_j||_1 stays far below 65504.
+__device__ __forceinline__ void rescale_rows(const float (&b)[2], float (&st)[kKeyTiles][4],
+                                             RowScales& rs) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    u_mult[h] = exact_pow2(rs.log2_lambda[h] - 15) * u_bound[h];
-    inv_lambda[h] = exact_pow2(-rs.log2_lambda[h]);
+    int change = 0;
+    if (b[h] > 0.0f && isfinite(b[h])) {
+      int e = 0;
+      frexpf(b[h], &e);  // b < 2^e
+      change = min(max(12 - e, -126), 127);
+      change = min(max(rs.log2_lambda[h] + change, -100), 100) - rs.log2_lambda[h];
+    }
+    const float f = exact_pow2(change);
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+      st[j][2 * h] *= f;
+      st[j][2 * h + 1] *= f;
+    }
+    rs.bound[h] *= f;
+    rs.log2_lambda[h] += change;
+  }
+  rs.unit = __all_sync(0xffffffffu, rs.log2_lambda[0] == 0 && rs.log2_lambda[1] == 0);
+}
+
+// U's multiplier lambda U_BOUND 2^-15 per row (the record stores U 2^15 / U_BOUND).
+__device__ __forceinline__ void u_multipliers(const RowScales& rs, const float (&u_bound)[2],
+                                              float (&u_mult)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) u_mult[h] = exact_pow2(rs.log2_lambda[h] - 15) * u_bound[h];
+}
+
+// The thread's two rows' U bounds of record c, read from global memory a chunk ahead (the
+// record was written by the PREP kernel before this one started).
+__device__ __forceinline__ void load_u_bounds(const char* record, int warp, int lane,
+                                              float (&u_bound)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = tscan::state_value(warp, lane, 2 * h);
+    u_bound[h] = __ldg(reinterpret_cast<const float*>(record + v1::rec2_u_bound(row)));
   }
 }
 
@@ -152,38 +167,67 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
   // [state_value(warp, lane, reg)] (scan_t.h).
   float st[kKeyTiles][4];
   tscan::load_state(args, chain, warp, lane, st);
-  RowScales rs = {{0, 0}, {0.0f, 0.0f}};  // st holds lambda S, lambda = 1 to begin with
+  RowScales rs = {{0, 0}, {0.0f, 0.0f}, true};  // st holds lambda S, lambda = 1 to begin with
   row_max_abs(st, rs.bound);               // the initial state's own max
-  float u_mult[2], inv_lambda[2] = {1.0f, 1.0f};
+  float u_mult[2] = {0.0f, 0.0f}, inv_lambda[2] = {1.0f, 1.0f};
+  // The plan for chunk c (plan_row_scales), made before the loop for chunk 0 and under chunk
+  // c - 1's B2 for the others: U's bounds, b, and whether the warp rescales at c's top.
+  float u_bound[2] = {0.0f, 0.0f}, plan_b[2] = {0.0f, 0.0f};
+  bool rescale = false;
+  if (chain.chunks > 0) {
+    load_u_bounds(chain.first_record, warp, lane, u_bound);
+    rescale = plan_row_scales(rs, u_bound, plan_b);
+    u_multipliers(rs, u_bound, u_mult);
+  }
 
-  auto issue_record = [&](int64_t c) {  // record c -> buffer c % 2, one commit group
-    const char* rec = chain.first_record + c * kRecord2Bytes;
-    const uint32_t dst = sbase + buffer(static_cast<int>(c & 1));
-    for (int e = tid; e < kCopyUnits; e += kThreads) cp_async16(dst + copy_dst(e), rec + 16 * e);
-    cp_async_commit();
+  // Record c -> buffer c % 2 by one bulk copy, issued by thread 0, completing on mbarrier c % 2
+  // (phase c / 2 of it).
+  const uint32_t bars = sbase + kSBar;
+  auto issue_record = [&](int64_t c) {  // called by every thread
+    const uint32_t bar = bars + 8 * static_cast<uint32_t>(c & 1);
+    wgmma::bulk_copy_to_smem(tid == 0, sbase + buffer(static_cast<int>(c & 1)),
+                             chain.first_record + c * kRecord2Bytes, kCopyBytes, bar);
   };
   // Chunk c's output rows from O tile c % 2.
   auto copy_out = [&](int64_t c) {
-    tscan::copy_out_rows(args, chain, c, smem, o_tile(static_cast<int>(c & 1)), tid, kThreads);
+    tscan::copy_out_rows(args, chain, c, smem, o_tile(static_cast<int>(c & 1)), tid);
   };
 
-  // One CTA barrier per chunk, at its top. After it a thread issues record c + 1's copy into the
-  // other buffer (whose last reads, chunk c - 1's, every thread finished before the barrier) --
-  // as early as possible: the scan is bound by the record traffic --, issues phase A, copies
+  // One CTA barrier per chunk, at its top, once record c has landed. After it thread 0 issues
+  // record c + 1's copy into the other buffer (whose last reads, chunk c - 1's, every thread
+  // finished before the barrier; the generic and wgmma reads are complete, so the async-proxy
+  // writes cannot overtake them) -- as early as possible: the scan is bound by the record
+  // traffic --, every thread loads its rows' U bounds of record c + 1, issues phase A, copies
   // chunk c - 1's O tile out (its stmatrix writes are before the barrier), runs V_new and
   // phase B, and writes O tile c % 2 (last read by chunk c - 2's copy-out, before the barrier).
+  if (tid == 0) {
+    wgmma::mbarrier_init(bars, 1);
+    wgmma::mbarrier_init(bars + 8, 1);
+    wgmma::fence_mbarrier_init();
+  }
+  __syncthreads();  // the barriers are initialized before anyone waits on them
   if (chain.chunks > 0) issue_record(0);
   for (int64_t c = 0; c < chain.chunks; ++c) {
-    cp_async_wait_all();              // record c, the only copy in flight
-    wgmma::fence_proxy_async_smem();  // this thread's copies -> visible to wgmma's reads
+    wgmma::mbarrier_wait(bars + 8 * static_cast<uint32_t>(c & 1),
+                         static_cast<uint32_t>((c >> 1) & 1));  // record c has landed
     __syncthreads();
-    if (c + 1 < chain.chunks) issue_record(c + 1);
+    float next_u_bound[2] = {0.0f, 0.0f};
+    if (c + 1 < chain.chunks) {
+      issue_record(c + 1);
+      load_u_bounds(chain.first_record + (c + 1) * kRecord2Bytes, warp, lane, next_u_bound);
+    }
     const uint32_t buf = sbase + buffer(static_cast<int>(c & 1));
     const unsigned char* rec_smem = smem + buffer(static_cast<int>(c & 1));
 
-    // ---- The row scales, then phase A: the fp16 state as the A operand (C -> A: key tiles 2 ks,
-    // 2 ks + 1 are the A fragment of k-step ks), held until both groups are done.
-    prepare_row_scales(rec_smem, warp, lane, st, rs, u_mult, inv_lambda);
+    // ---- The row scales (rarely anything to do), then phase A: the fp16 state as the A operand
+    // (C -> A: key tiles 2 ks, 2 ks + 1 are the A fragment of k-step ks), held until both groups
+    // are done.
+    if (rescale) {
+      rescale_rows(plan_b, st, rs);
+      u_multipliers(rs, u_bound, u_mult);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) inv_lambda[h] = exact_pow2(-rs.log2_lambda[h]);
+    }
     uint32_t sa[kHeadDim / 16][4];
 #pragma unroll
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
@@ -237,18 +281,31 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
       wgmma::m64n128k16_rs_mn(st, a, desc_sw128(buf + b2_kg(kt), kKeyHalfLBO, kSBO));
     }
     wgmma::commit();
-    // Under B2: the next chunk's bound, max |a S_c| + sum_t |V_new_t| per row (|kg| <= 1).
+    // Under B2: the next chunk's bound, max |a S_c| + sum_t |V_new_t| per row (|kg| <= 1), and
+    // its plan (U's multipliers change only with lambda, at a rescale).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       v_abs[h] += __shfl_xor_sync(0xffffffffu, v_abs[h], 1);
       v_abs[h] += __shfl_xor_sync(0xffffffffu, v_abs[h], 2);
       rs.bound[h] = state_max[h] + v_abs[h];
     }
+    if (c + 1 < chain.chunks) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) u_bound[h] = next_u_bound[h];
+      rescale = plan_row_scales(rs, u_bound, plan_b);
+      u_multipliers(rs, u_bound, u_mult);
+    }
     wgmma::wait<0>();
 
     // ---- O^T / lambda -> O tile c % 2 [token][value] (stmatrix.trans); copied out during
-    // chunk c + 1.
-    tscan::store_o_tile(sbase + o_tile(static_cast<int>(c & 1)), warp, lane, pq, inv_lambda);
+    // chunk c + 1. The common case lambda = 1 skips the multiplies: the epilogue is on the chain.
+    const uint32_t o_dst = sbase + o_tile(static_cast<int>(c & 1));
+    if (rs.unit) {
+      const float unscaled[2] = {1.0f, 1.0f};
+      tscan::store_o_tile(o_dst, warp, lane, pq, unscaled);
+    } else {
+      tscan::store_o_tile(o_dst, warp, lane, pq, inv_lambda);
+    }
   }
   if (chain.chunks > 0) {
     __syncthreads();  // the last O tile is complete

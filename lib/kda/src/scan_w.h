@@ -8,11 +8,11 @@
 // wgmma reads its B operands from shared memory in the canonical 128-byte-swizzle tiles (8 rows
 // of 128 bytes, 16-byte unit u of row r at u ^ (r & 7)). The v1 record stores W, q' and kg as
 // [64 tokens][128 keys] 16-bit values with 256-byte rows, unit u of row r at (u ^ (r & 7)) | (u & 8)
-// (mma_layout.h swz128): each 128-byte half-row is already a canonical row, so the copy only
-// splits the 256-byte rows into two [64][128 B] tiles, one per key half, moving 16-byte units
-// without touching their order inside the half-row. A_qk ([64][64], swz64: 128-byte rows,
-// u ^ (r & 7)) is canonical as it is, and so is everything after it (U, a, U's bounds), copied
-// verbatim.
+// (mma_layout.h swz128): each 128-byte half-row is already a canonical row, and the v2w record
+// stores the two halves of each tile as two [64][128 B] tiles, one per key half (mma_layout.h
+// rec2_split), without touching the order of the 16-byte units inside a half-row. A_qk ([64][64],
+// swz64: 128-byte rows, u ^ (r & 7)) is canonical as it is, and so is everything after it (U, a,
+// U's bounds). So the record is the buffer's image and moves by one bulk copy.
 #pragma once
 
 #include <cstdint>
@@ -43,20 +43,16 @@ static_assert(kBuffer >= kRecord2Bytes && kBuffer % 1024 == 0, "buffers stay 102
 // to global memory during chunk c + 1, so a chunk needs no CTA barrier after its epilogue.
 inline constexpr int kOTile = kChunk * kHeadDim * 2;              // 16 KB
 inline constexpr int kSO = 2 * kBuffer;
-inline constexpr int kSUsed = kSO + 2 * kOTile;                   // 184,320
+inline constexpr int kSUsed = kSO + 2 * kOTile + 16;              // 184,336 (+ the mbarriers)
 inline constexpr int kSBytes = kSUsed + 1024;                    // + the base's alignment slack
 static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
-inline constexpr int kCopyUnits = static_cast<int>(kRecord2Bytes / 16);  // 4672
 KDA_HD constexpr int buffer(int chunk) { return (chunk & 1) * kBuffer; }
-
-// Where 16-byte unit e of the record lands in its buffer. Units of W, q', kg: tile t = e / 1024,
-// row r = (e / 16) % 64, stored unit s = e % 16 (key half s / 8, position s % 8 in the half-row,
-// already swizzled by r & 7) -> tile t's half s / 8, row r, unit s % 8.
-KDA_HD constexpr int copy_dst(int e) {
-  if (e >= kSplitBytes / 16) return 16 * e;
-  const int tile = e >> 10, row = (e >> 4) & 63, s = e & 15;
-  return tile * 2 * kHalfTile + (s >> 3) * kHalfTile + row * 128 + (s & 7) * 16;
-}
+// The record is the buffer's exact image (mma_layout.h rec2_split: W, q', kg already split into
+// key halves), so one bulk copy (cp.async.bulk, completing on mbarrier kSBar + 8 (c % 2)) moves
+// record c into buffer c % 2.
+inline constexpr int kCopyBytes = static_cast<int>(kRecord2Bytes);
+static_assert(kCopyBytes % 16 == 0 && kCopyBytes < (1 << 20), "bulk copy size and tx count");
+inline constexpr int kSBar = kSO + 2 * kOTile;                    // two 8-byte mbarriers
 
 // ------------------------------------------------------------------------------------------------
 // wgmma shared-memory matrix descriptor (PTX ISA "matrix descriptor"): start address >> 4 (bits

@@ -35,6 +35,48 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// ---- Bulk copies into shared memory (the TMA unit, async proxy) and the mbarriers they complete
+// on. PTX ISA facts used: cp.async.bulk.shared::cluster.global with mbarrier::complete_tx::bytes
+// moves `bytes` (a multiple of 16, 16-byte aligned addresses; a CTA's own shared addresses are
+// valid shared::cluster addresses) and counts them against the barrier's expected transaction
+// bytes; the phase completes when the arrival count (here 1, the expect_tx arrival) and the
+// bytes are both in. Writes of the async proxy are visible to wgmma (same proxy) and, after the
+// phase is observed by try_wait, to the observing thread's ordinary loads.
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+// Makes initialized mbarriers visible to the async proxy (before the first bulk copy uses them).
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// Issued only by the threads with `issue` set, but called by all: the predicate stays inside the
+// asm, because a divergent branch around it makes ptxas serialize every wgmma of the kernel
+// (C7520: a compiler-inserted warpgroup arrive in a divergent path).
+__device__ __forceinline__ void bulk_copy_to_smem(bool issue, uint32_t dst, const void* src,
+                                                  uint32_t bytes, uint32_t bar) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.u32 p, %0, 0;\n"
+      "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%4], %3;\n"
+      "@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%1], [%2], %3, [%4];\n"
+      "}\n" ::"r"(static_cast<uint32_t>(issue)),
+      "r"(dst), "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+// Waits until the phase of parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
 // D[64 x 64] += A[64 x 16] (registers) . B[16 x 64] (K-major descriptor); d[j][r] = n8 tile j.
 __device__ __forceinline__ void m64n64k16_rs(float (&d)[8][4], const uint32_t (&a)[4],
                                              uint64_t desc_b) {
