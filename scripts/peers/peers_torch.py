@@ -105,6 +105,22 @@ def load_runtime(allow_backends: bool = False, device: str = "cuda") -> Runtime:
                    dispatch=dispatch, warnings=warnings)
 
 
+def load_torch_runtime(device: str = "cuda") -> Runtime:
+    """torch and a CUDA GPU without FLA, for the other peers (peers_bench.py, peers_check.py):
+    the same Runtime, its FLA fields empty. Raises pc.Skip (exit 77) when torch or the GPU is
+    missing."""
+    try:
+        import torch
+    except ImportError as e:
+        raise pc.Skip(f"torch is not installed for {sys.executable} ({e}); the peer scripts need "
+                      f"torch and a CUDA GPU (the H200 image has them)") from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise pc.Skip(f"no CUDA GPU is visible to torch {torch.__version__} "
+                      f"(CUDA build {torch.version.cuda}); run this on the GPU machine")
+    return Runtime(torch=torch, triton=None, fla_version="", chunk_kda=None, chunk_local_cumsum=None,
+                   rcp_ln2=pc.RCP_LN2_F32, device=device, dispatch="", warnings=[])
+
+
 def runtime_for(prog: str, args) -> tuple[Runtime | None, int | None]:
     """load_runtime for a script's main (args.allow_backends, args.device): (runtime, None) with
     its warnings printed, or (None, exit code) once the reason is printed: 77 skipped (no torch,
