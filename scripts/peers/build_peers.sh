@@ -87,6 +87,7 @@ ours)
     done
   fi
   [[ -n $lib && -f $lib ]] || finish "failed: no libkda.a (set LIBKDA, or carry it as \$BIN/../lib/libkda.a)"
+  lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
   out=$build/ours
   mkdir -p "$out"
   run compile "$NVCC" -O2 -std=c++20 "${ARCH[@]}" -Xcompiler -fPIC -I "$root/lib/kda/include" \

@@ -9,8 +9,11 @@
 # Timeline (16 cores, one H200), each step time-limited and skipped near $DEADLINE (default 560 s):
 #   t=0     builds start in the background: cuDNN-FE's kernel body + our launcher, our ctypes
 #           library (libkda.a), FlashKDA stock, Flash-Flash-KDA, vLLM's fork (build_peers.sh);
-#   then    our dumps (kda-check --dump: long-memory, and one contract shape in each gate regime,
-#           CONTRACT_CHECK=ID|none) and FLA's check on them (fla_check.py) while the builds run;
+#   then    our dumps (kda-check --dump: long-memory, and one contract shape, CONTRACT_CHECK=ID|none,
+#           default h64-ragged6, from CONTRACT_CHECK_FILES, default contract-mixed: the regime where
+#           the carried state matters; "contract contract-mixed" for both) and FLA's check on the
+#           long-memory dump (fla_check.py; FLA_CHECK_CONTRACT=1 adds the contract dumps) while the
+#           builds run;
 #   builds  waited for (BUILD_WAIT, default until t=330 s; a build still running is killed and
 #           its log says where it was);
 #   timing  ours (kda-bench --no-verify) and every peer (peers_bench.py, which checks a slice of
@@ -74,7 +77,7 @@ if (( have_bin )); then
     --dump /tmp/dump-long-memory --csv "$r/ours-check-long-memory.csv" --md "$r/ours-check-long-memory.md" --force
   [[ -d /tmp/dump-long-memory ]] && dumps+=(long-memory)
   if [[ $cc != none ]]; then
-    for f in contract contract-mixed; do
+    for f in ${CONTRACT_CHECK_FILES:-contract-mixed}; do
       rm -rf "/tmp/dump-$f" && step 120 "dump-$f" "$BIN/kda-check" --shapes "shapes/$f.yaml" --only "$cc" \
         --dump "/tmp/dump-$f" --csv "$r/ours-check-$f.csv" --force
       [[ -d /tmp/dump-$f ]] && dumps+=("$f")
@@ -84,6 +87,7 @@ fi
 if [[ ${FLA:-1} != 0 ]]; then
   for dname in "${dumps[@]}"; do
     rows=prenorm,l2norm-in-kernel; [[ $dname != long-memory ]] && rows=prenorm
+    [[ $dname != long-memory && ${FLA_CHECK_CONTRACT:-0} == 0 ]] && continue
     (( SECONDS < BUILD_WAIT )) && step $(( BUILD_WAIT - SECONDS )) "fla-check-$dname" python3 scripts/peers/fla_check.py \
       "/tmp/dump-$dname" --rows "$rows" --csv "$r/fla-check-$dname.csv" --md "$r/fla-check-$dname.md" --force
   done
@@ -109,7 +113,8 @@ fi
 peers=(ours cudnn flashkda flash-flash-kda vllm-flashkda)
 for p in "${peers[@]}"; do
   step 70 "bench-$p" python3 scripts/peers/peers_bench.py --peer "$p" --build-dir "$B" \
-    --shapes "${files[0]}" --shapes "${files[1]}" --out-dir "$r" --force --timeout 5
+    --shapes "${files[0]}" --shapes "${files[1]}" --out-dir "$r" --force \
+    --warmup 5 --min-samples 30 --min-time 0.25 --timeout 5
 done
 if (( have_bin )); then
   for f in "${files[@]}"; do
