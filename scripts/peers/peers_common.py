@@ -104,6 +104,7 @@ class Shape:
     final_state: bool = False
     seed: int | None = None
     q_rows: dict | None = None       # row-scale suite settings, or None
+    gate: "GateRecipe | None" = None  # the generated gate's recipe (None: the contract preset)
 
     @property
     def packed(self) -> bool:
@@ -136,7 +137,7 @@ class Shape:
 
 
 _SHAPE_KEYS = ("id", "heads", "seq_lens", "batch", "seq_len", "total_tokens", "head_dim",
-               "key_dim", "value_dim", "initial_state", "final_state", "seed", "q_rows")
+               "key_dim", "value_dim", "initial_state", "final_state", "seed", "q_rows", "gate")
 _QROWS_KEYS = ("min_scale", "max_scale", "huge_values", "zero_rows")
 _MAX_TOKENS = 2**31 - 1
 
@@ -302,10 +303,96 @@ def load_shape_file(path: str) -> list[Shape]:
                                                  "an integer >= 0")
             else:
                 fail(where, "q_rows", "row-scale or a map (min_scale, max_scale, huge_values, zero_rows)", spec)
+        gate = parse_gate_recipe(entry["gate"], lambda field, what, got: fail(where, field, what, got)) \
+            if "gate" in entry else GATE_PRESETS["contract"]
         shapes.append(Shape(id=ident, heads=heads, batch=batch, tokens=tokens, seq_lens=lens,
                             key_dim=key_dim, value_dim=value_dim, initial_state=initial_state,
-                            final_state=final_state, seed=seed, q_rows=q_rows))
+                            final_state=final_state, seed=seed, q_rows=q_rows, gate=gate))
     return shapes
+
+
+# --- gate recipes (shapes/README.md "Gate recipes"; lib/harness GateRecipe) ---------------------
+
+# The steepest lower bound the bounded-gate contract allows (kda-forward.md §3): shapes/README.md.
+MAX_LOWER_BOUND_MAGNITUDE = 5.914855940778
+
+
+@dataclasses.dataclass(frozen=True)
+class GateRecipe:
+    """gamma = lower_bound * sigmoid(exp(A_log[h]) * (raw + dt_bias[h, d])), raw = raw_mean +
+    raw_std * randn rounded to bf16; A_log ~ U(a_log), dt_bias ~ U(dt_bias) (lo == hi: a constant).
+    `zero`: no decay at all (gamma = 0 exactly). The peers' timing depends on it (cuDNN-FE's
+    segment warm-up walks back until the decay has erased the state), so the generated inputs
+    follow the shape's recipe."""
+    name: str
+    a_log: tuple = (0.0, 1.0)
+    dt_bias: tuple = (0.0, 1.0)
+    lower_bound: float = -5.0
+    raw_mean: float = 0.0
+    raw_std: float = 1.0
+    zero: bool = False
+
+
+GATE_PRESETS = {
+    "contract": GateRecipe("contract"),
+    "mixed": GateRecipe("mixed", dt_bias=(-12.0, 1.0)),
+    "long": GateRecipe("long", dt_bias=(-12.0, -7.0)),
+    "zero": GateRecipe("zero", lower_bound=0.0, zero=True),
+}
+_GATE_MAP_KEYS = ("preset", "a_log", "dt_bias", "lower_bound", "raw_mean", "raw_std")
+
+
+def parse_gate_recipe(spec, fail) -> GateRecipe:
+    """A shape's `gate:` value: a preset name or a map starting from `preset`. fail(field, what,
+    got) raises. A .npy file for a_log / dt_bias (allowed by kda-check) is refused here: the
+    peer scripts draw their own inputs and would silently ignore it."""
+    if isinstance(spec, str):
+        if spec not in GATE_PRESETS:
+            fail("gate", "one of " + ", ".join(GATE_PRESETS) + " or a map", spec)
+        return GATE_PRESETS[spec]
+    if not isinstance(spec, dict):
+        fail("gate", "a preset name (" + ", ".join(GATE_PRESETS) + ") or a map", spec)
+    for key in spec:
+        if key not in _GATE_MAP_KEYS:
+            fail(f"gate.{key}", "one of " + ", ".join(_GATE_MAP_KEYS), _Text("an unknown key"))
+    base = spec.get("preset", "contract")
+    if base not in GATE_PRESETS:
+        fail("gate.preset", "one of " + ", ".join(GATE_PRESETS), base)
+    recipe = GATE_PRESETS[base]
+    fields = {}
+
+    def number(key, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+            fail(f"gate.{key}", "a finite number", value)
+        return float(value)
+
+    for key in ("a_log", "dt_bias"):
+        if key in spec:
+            value = spec[key]
+            if isinstance(value, str):
+                fail(f"gate.{key}", "U(lo, hi) as [lo, hi] or a number (a .npy file is not supported "
+                     "by the peer scripts, which draw their own inputs)", value)
+            if isinstance(value, list):
+                if len(value) != 2:
+                    fail(f"gate.{key}", "[lo, hi]", value)
+                lo, hi = number(key, value[0]), number(key, value[1])
+                if lo > hi:
+                    fail(f"gate.{key}", "[lo, hi] with lo <= hi", value)
+                fields[key] = (lo, hi)
+            else:
+                x = number(key, value)
+                fields[key] = (x, x)
+    if "lower_bound" in spec:
+        lb = number("lower_bound", spec["lower_bound"])
+        if not -MAX_LOWER_BOUND_MAGNITUDE <= lb <= 0:
+            fail("gate.lower_bound", f"a number in [-{MAX_LOWER_BOUND_MAGNITUDE}, 0]", spec["lower_bound"])
+        fields["lower_bound"] = lb
+    for key in ("raw_mean", "raw_std"):
+        if key in spec:
+            fields[key] = number(key, spec[key])
+    if not fields and "preset" in spec:
+        return recipe
+    return dataclasses.replace(recipe, name=f"custom({recipe.name})", **fields)
 
 
 def select_shapes(shapes: list[Shape], only: Sequence[str] | None, source: str) -> list[Shape]:
@@ -1117,3 +1204,162 @@ def json_safe(x):
     if isinstance(x, np.generic):
         return json_safe(x.item())
     return x
+
+
+# ================================================================================================
+# The raw contract on dumped inputs (FlashKDA, cuDNN-FE flags 7, FLA "full")
+# ================================================================================================
+#
+# A dump holds our contract's inputs: normalized k, the cumulative log2 gate G, post-sigmoid beta.
+# A raw-input kernel wants raw k (it normalizes), a raw gate with A_log, dt_bias and a lower bound
+# (it computes gamma = lb * sigmoid(exp(A_log) * (g + dt_bias))) and beta logits. We hand it the
+# SAME problem: k as dumped (a unit vector; normalizing it again moves it by rounding only),
+# A_log = 0, dt_bias = 0 and g = logit(gamma / lb), beta logits = logit(beta). In exact arithmetic
+# the kernel then sees our gamma and beta; the dtype a peer takes g and beta in (FlashKDA: bf16)
+# rounds them, and raw_input_error() says by how much, so a judged row can tell that part of its
+# error from the kernel's own.
+
+RAW_LOGIT_LIMIT = 88.0  # |logit| clamp: sigmoid(-88) = 6e-39 ~ an exact 0 or 1 in fp32, and finite
+
+
+def per_token_log_gate(gate: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Our cumulative log2 gate -> the per-token natural-log gate gamma in float64 (exact
+    differences of fp32 numbers, times ln 2)."""
+    g64 = np.asarray(gate, dtype=np.float64)
+    prev = np.zeros_like(g64)
+    prev[:, 1:] = g64[:, :-1]
+    prev[:, np.asarray(starts, dtype=bool)] = 0.0
+    return (g64 - prev) * math.log(2.0)
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.log(p) - np.log1p(-p)
+    return np.clip(np.nan_to_num(x, nan=0.0, posinf=RAW_LOGIT_LIMIT, neginf=-RAW_LOGIT_LIMIT),
+                   -RAW_LOGIT_LIMIT, RAW_LOGIT_LIMIT)
+
+
+def raw_gate_from_contract(gate: np.ndarray, starts: np.ndarray, lower_bound: float) -> np.ndarray:
+    """float64 raw gate g with sigmoid(g) * lower_bound = gamma (A_log = 0, dt_bias = 0). Raises
+    InputError when a per-token gate lies below lower_bound (not representable: the kernel clamps
+    at its lower bound), e.g. a custom recipe with lb = -5.9 for a peer that takes -5 at most."""
+    if not lower_bound < 0:
+        raise InputError(f"lower bound {lower_bound}: the raw contract needs a negative lower bound")
+    gamma = per_token_log_gate(gate, starts)
+    lowest = float(gamma.min()) if gamma.size else 0.0
+    # gamma = lb * sigmoid(x) < lb would need sigmoid > 1; allow the fp32 rounding of G.
+    if lowest < lower_bound * (1 + 1e-6) - 1e-6:
+        raise InputError(f"a per-token gate of {lowest:.6g} (natural log) is below the lower bound "
+                         f"{lower_bound}: not representable as lb * sigmoid(g)")
+    return _logit(np.clip(gamma / lower_bound, 0.0, 1.0))
+
+
+def beta_logits_from_contract(beta: np.ndarray) -> np.ndarray:
+    return _logit(np.asarray(beta, dtype=np.float64))
+
+
+def effective_gate(raw: np.ndarray, starts: np.ndarray, lower_bound: float) -> np.ndarray:
+    """What a raw-input kernel computes from the raw gate g (A_log = 0, dt_bias = 0), in float64:
+    the cumulative log2 gate, chunk-local (64) like ours, for comparison with the dump's G."""
+    gamma = lower_bound / (1.0 + np.exp(-np.asarray(raw, dtype=np.float64)))
+    out = np.empty_like(gamma)
+    acc = np.zeros(gamma.shape[:1] + gamma.shape[2:])
+    st = np.asarray(starts, dtype=bool)
+    for t in range(gamma.shape[1]):
+        acc = gamma[:, t].copy() if st[t] else acc + gamma[:, t]
+        out[:, t] = acc
+    return out / math.log(2.0)
+
+
+def raw_input_error(gate, beta, starts, lower_bound: float, dtype: str) -> dict:
+    """How far the raw inputs, rounded to `dtype` ('bf16' or 'fp32'), move the problem: max |G' - G|
+    (cumulative log2 gate, the decay exponent) and max |beta' - beta| over all elements. The
+    kernel's own gate and sigmoid arithmetic comes on top."""
+    def rnd(x):
+        x32 = np.asarray(x, dtype=np.float32)
+        return round_to_bf16(x32) if dtype == "bf16" else x32
+    raw = rnd(raw_gate_from_contract(gate, starts, lower_bound))
+    g_eff = effective_gate(raw, starts, lower_bound)
+    b_eff = 1.0 / (1.0 + np.exp(-np.asarray(rnd(beta_logits_from_contract(beta)), dtype=np.float64)))
+    g_err = float(np.max(np.abs(g_eff - np.asarray(gate, dtype=np.float64)))) if g_eff.size else 0.0
+    b_err = float(np.max(np.abs(b_eff - np.asarray(beta, dtype=np.float64)))) if b_eff.size else 0.0
+    return {"gate_max_abs_log2": g_err, "beta_max_abs": b_err, "dtype": dtype}
+
+
+# ================================================================================================
+# Reading result CSVs and comparing them (twin of kda-bench compare, lib/bench/src/compare.cpp)
+# ================================================================================================
+
+def read_csv_rows(path: str) -> list[dict]:
+    """A CSV with a header row -> a list of dicts (cells as text). Raises InputError."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    except csv.Error as e:
+        raise InputError(f"{path}: not a CSV file: {e}") from None
+    return rows
+
+
+def _cell_number(row: dict, names: Sequence[str], scale: Sequence[float], path: str, line: int):
+    for name, s in zip(names, scale):
+        text = (row.get(name) or "").strip()
+        if text:
+            try:
+                value = float(text) * s
+            except ValueError:
+                raise InputError(f"{path}: row {line}: column '{name}': not a number: {text!r}") from None
+            return value
+    return None
+
+
+@dataclasses.dataclass
+class Ratio:
+    shape_id: str
+    median_a: float | None
+    median_b: float | None
+    ratio: float | None       # median_B / median_A (< 1: B is faster)
+    threshold: float
+    verdict: str              # SAME, FASTER, SLOWER, INVALID
+
+
+def compare_medians(rows_a: list[dict], rows_b: list[dict], path_a: str, path_b: str,
+                    mode: str | None = "warm", same_within: float = 0.01, name_a: str = "A",
+                    name_b: str = "B") -> tuple[list[Ratio], float]:
+    """Per-shape ratios of path_b in rows_b against path_a in rows_a, with kda-bench compare's rule:
+    ratio = median_B / median_A; threshold = max(noise_A, noise_B, same_within); SAME when
+    |ratio - 1| <= threshold, FASTER below, SLOWER above, INVALID when a median is missing. Stage
+    rows are left out. Returns (the ratios in A's shape order, the geomean of the valid ratios;
+    NaN when none). Times in median_s (or median_ms); refuses a non-positive median or a negative
+    noise, as compare does."""
+    def index(rows, path, name):
+        out = {}
+        for line, r in enumerate(rows, start=2):
+            if (r.get("path") or r.get("impl")) != path or (r.get("stage") or ""):
+                continue
+            if mode and (r.get("mode") or mode) != mode:
+                continue
+            median = _cell_number(r, ("median_s", "median_ms"), (1.0, 1e-3), name, line)
+            noise = _cell_number(r, ("noise", "stdev_rel"), (1.0, 1.0), name, line)
+            if median is not None and not (math.isfinite(median) and median > 0):
+                raise InputError(f"{name}: row {line}: median must be a finite time > 0, got {median}")
+            if noise is not None and not (math.isfinite(noise) and noise >= 0):
+                raise InputError(f"{name}: row {line}: noise must be a finite fraction >= 0, got {noise}")
+            out.setdefault(r.get("shape_id", ""), (median, noise or 0.0))
+        return out
+    a, b = index(rows_a, path_a, name_a), index(rows_b, path_b, name_b)
+    ratios = []
+    for shape_id, (ma, na) in a.items():
+        if shape_id not in b:
+            continue
+        mb, nb = b[shape_id]
+        threshold = max(na, nb, same_within)
+        if ma is None or mb is None:
+            ratios.append(Ratio(shape_id, ma, mb, None, threshold, "INVALID"))
+            continue
+        ratio = mb / ma
+        verdict = "SAME" if abs(ratio - 1) <= threshold else ("FASTER" if ratio < 1 else "SLOWER")
+        ratios.append(Ratio(shape_id, ma, mb, ratio, threshold, verdict))
+    valid = [r.ratio for r in ratios if r.ratio is not None]
+    return ratios, (geomean(valid) if valid else math.nan)

@@ -105,6 +105,22 @@ def load_runtime(allow_backends: bool = False, device: str = "cuda") -> Runtime:
                    dispatch=dispatch, warnings=warnings)
 
 
+def load_torch_runtime(device: str = "cuda") -> Runtime:
+    """torch and a CUDA GPU without FLA, for the other peers (peers_bench.py, peers_check.py):
+    the same Runtime, its FLA fields empty. Raises pc.Skip (exit 77) when torch or the GPU is
+    missing."""
+    try:
+        import torch
+    except ImportError as e:
+        raise pc.Skip(f"torch is not installed for {sys.executable} ({e}); the peer scripts need "
+                      f"torch and a CUDA GPU (the H200 image has them)") from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise pc.Skip(f"no CUDA GPU is visible to torch {torch.__version__} "
+                      f"(CUDA build {torch.version.cuda}); run this on the GPU machine")
+    return Runtime(torch=torch, triton=None, fla_version="", chunk_kda=None, chunk_local_cumsum=None,
+                   rcp_ln2=pc.RCP_LN2_F32, device=device, dispatch="", warnings=[])
+
+
 def runtime_for(prog: str, args) -> tuple[Runtime | None, int | None]:
     """load_runtime for a script's main (args.allow_backends, args.device): (runtime, None) with
     its warnings printed, or (None, exit code) once the reason is printed: 77 skipped (no torch,
@@ -213,6 +229,10 @@ class TorchInputs:
     a_log: object = None
     dt_bias: object = None
     beta_logits: object = None
+    k_raw: object = None         # raw contract: k before normalization (generated), or k itself (dump)
+    lower_bound: float = pc.LOWER_BOUND   # the recipe's lower bound (generated inputs)
+    raw_lower_bound: float | None = None  # set by peer_adapters.ensure_raw
+    gate_recipe: str = ""
     source: str = ""
 
     @property
@@ -260,13 +280,16 @@ def chunk_local_cumsum_f64(torch, x, starts: np.ndarray):
 def generate_inputs(rt: Runtime, shape: pc.Shape, seed: int) -> TorchInputs:
     """kda-forward.md §9.3 recipe, drawn with torch's generator on the device (fast for the
     8192-token contract shapes; NOT bit-identical to kda-bench's portable generator):
-    q = randn (raw); k = l2norm(randn) (float64, eps 1e-6) -> bf16; v = randn; raw gate = randn ->
-    bf16, A_log ~ U(0,1), dt_bias ~ U(0,1), gate = chunk-local cumsum of -5*sigmoid(exp(A_log)
-    (raw + dt_bias)) * log2 e -> fp32; beta = sigmoid(randn) -> fp32; h0 = 0.01 randn. Inactive
-    suffix: gate and beta exactly 0. q_rows: the row-scale suite of shapes/README.md."""
+    q = randn (raw); k = l2norm(randn) (float64, eps 1e-6) -> bf16 (k_raw = the draw in bf16, for
+    the raw contract); v = randn; raw gate = raw_mean + raw_std * randn -> bf16, A_log ~ U(a_log),
+    dt_bias ~ U(dt_bias) (the shape's gate recipe, shapes/README.md; contract: U(0,1) both),
+    gate = chunk-local cumsum of lb*sigmoid(exp(A_log)(raw + dt_bias)) * log2 e -> fp32 (`zero`:
+    exactly 0); beta = sigmoid(randn) -> fp32; h0 = 0.01 randn. Inactive suffix: gate and beta
+    exactly 0. q_rows: the row-scale suite of shapes/README.md."""
     torch, dev = rt.torch, rt.device
     B, T, H, K, V = shape.batch, shape.tokens, shape.heads, shape.key_dim, shape.value_dim
     f32 = torch.float32
+    recipe = shape.gate or pc.GATE_PRESETS["contract"]
 
     def randn(stream, *size):
         return torch.randn(*size, generator=_generator(torch, dev, seed, stream), device=dev, dtype=f32)
@@ -274,20 +297,28 @@ def generate_inputs(rt: Runtime, shape: pc.Shape, seed: int) -> TorchInputs:
     def rand(stream, *size):
         return torch.rand(*size, generator=_generator(torch, dev, seed, stream), device=dev, dtype=f32)
 
+    def uniform(stream, bounds, *size):
+        lo, hi = bounds
+        return lo + (hi - lo) * rand(stream, *size)
+
     cu_list = shape.cu_seqlens
     starts = pc.chunk_starts(T, cu_list)
     q32 = randn(1, B, T, H, K)
     if shape.q_rows:
         q32 = _row_scale_suite(torch, q32, shape, seed, dev)
     q = q32.to(torch.bfloat16)
-    k = l2norm_f64(torch, randn(2, B, T, H, K)).to(torch.bfloat16)
+    k32 = randn(2, B, T, H, K)
+    k = l2norm_f64(torch, k32).to(torch.bfloat16)
     v = randn(3, B, T, H, V).to(torch.bfloat16)
-    raw = randn(4, B, T, H, K).to(torch.bfloat16)
-    a_log = rand(5, H)
-    dt_bias = rand(6, H, K)
-    x = torch.exp(a_log.double())[None, None, :, None] * (raw.double() + dt_bias.double()[None, None])
-    gamma = pc.LOWER_BOUND * torch.sigmoid(x)
-    gate = (chunk_local_cumsum_f64(torch, gamma, starts) * (1.0 / math.log(2.0))).to(f32)
+    raw = (recipe.raw_mean + recipe.raw_std * randn(4, B, T, H, K)).to(torch.bfloat16)
+    a_log = uniform(5, recipe.a_log, H)
+    dt_bias = uniform(6, recipe.dt_bias, H, K)
+    if recipe.zero:
+        gate = torch.zeros(B, T, H, K, dtype=f32, device=dev)
+    else:
+        x = torch.exp(a_log.double())[None, None, :, None] * (raw.double() + dt_bias.double()[None, None])
+        gamma = recipe.lower_bound * torch.sigmoid(x)
+        gate = (chunk_local_cumsum_f64(torch, gamma, starts) * (1.0 / math.log(2.0))).to(f32)
     beta_logits = randn(7, B, T, H)
     beta = torch.sigmoid(beta_logits.double()).to(f32)
     if cu_list is not None and cu_list[-1] < T:
@@ -298,10 +329,16 @@ def generate_inputs(rt: Runtime, shape: pc.Shape, seed: int) -> TorchInputs:
     if cu_list is not None:
         cu_cpu = torch.tensor(cu_list, dtype=torch.int64)
         cu = cu_cpu.to(dev)
-    return TorchInputs(q=q, k=k, v=v, gate=gate, beta=beta, cu=cu, cu_cpu=cu_cpu, cu_list=cu_list,
-                       h0=h0, want_final_state=shape.final_state, starts=starts, raw_gate=raw,
-                       a_log=a_log, dt_bias=dt_bias, beta_logits=beta_logits,
-                       source="generated (torch generator, §9.3 recipe)")
+    inp = TorchInputs(q=q, k=k, v=v, gate=gate, beta=beta, cu=cu, cu_cpu=cu_cpu, cu_list=cu_list,
+                      h0=h0, want_final_state=shape.final_state, starts=starts, raw_gate=raw,
+                      a_log=a_log, dt_bias=dt_bias, beta_logits=beta_logits,
+                      k_raw=k32.to(torch.bfloat16), lower_bound=recipe.lower_bound,
+                      gate_recipe=recipe.name, source="generated (torch generator, §9.3 recipe)")
+    if recipe.zero:
+        # No raw gate gives gamma = 0 exactly through lb * sigmoid(...); the raw contract then
+        # takes the dump-style conversion (peer_adapters.ensure_raw) of the zero gate.
+        inp.raw_gate = inp.a_log = inp.dt_bias = None
+    return inp
 
 
 def _row_scale_suite(torch, q32, shape: pc.Shape, seed: int, dev):

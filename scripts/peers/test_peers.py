@@ -19,6 +19,7 @@ import glob
 import importlib.util
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -684,6 +685,216 @@ def test_fla_end_to_end_in_the_triton_interpreter():
         rows = list(csv.DictReader(open(out)))
         assert [x["path"] for x in rows] == ["fla-prenorm", "fla-l2norm-in-kernel"]
         assert all(x["verdict"] == "passed" for x in rows), rows
+    finally:
+        shutil.rmtree(d)
+
+
+# --- issue 17: the other peers side by side ------------------------------------------------------
+
+def test_gate_recipes_of_the_shape_files():
+    mixed = pc.load_shape_file(os.path.join(ROOT, "shapes/contract-mixed.yaml"))
+    assert [s.gate.name for s in mixed] == ["mixed"] * 6 and mixed[0].gate.dt_bias == (-12.0, 1.0)
+    lm = {s.id: s for s in pc.load_shape_file(os.path.join(ROOT, "shapes/long-memory.yaml"))}
+    assert lm["lm-zero-state"].gate.zero and lm["lm-zero-state"].gate.lower_bound == 0.0
+    custom = lm["lm-custom"].gate
+    assert custom.name == "custom(contract)" and custom.lower_bound == -5.9
+    assert custom.a_log == (0.0, 3.0) and custom.dt_bias == (-10.0, -2.0) and custom.raw_std == 2.0
+    assert pc.load_shape_file(os.path.join(ROOT, "shapes/contract.yaml"))[0].gate.name == "contract"
+    assert "one of contract, mixed, long, zero" in _shape_error(
+        "shapes:\n  - {id: a, heads: 1, seq_lens: [3], gate: weird}\n")
+    assert "a .npy file is not supported" in _shape_error(
+        "shapes:\n  - {id: a, heads: 1, seq_lens: [3], gate: {dt_bias: x.npy}}\n")
+    assert "[-5.914855940778, 0]" in _shape_error(
+        "shapes:\n  - {id: a, heads: 1, seq_lens: [3], gate: {lower_bound: -6}}\n")
+    assert "lo <= hi" in _shape_error("shapes:\n  - {id: a, heads: 1, seq_lens: [3], gate: {a_log: [2, 1]}}\n")
+
+
+def _random_contract_gate(rng, lengths, heads=2, dim=8, lower_bound=-5.0, dt=(-12.0, 1.0)):
+    T = sum(lengths)
+    cu = np.cumsum([0] + lengths)
+    starts = pc.chunk_starts(T, list(cu))
+    raw = pc.round_to_bf16(rng.standard_normal((1, T, heads, dim)).astype(np.float32))
+    a_log = rng.uniform(0, 1, heads)
+    dt_bias = rng.uniform(dt[0], dt[1], (heads, dim))
+    gate = pc.gate_cumsum_reference(raw, a_log, dt_bias, starts, lower_bound)
+    return gate, starts
+
+
+def test_raw_contract_conversion_reproduces_the_gate_and_beta():
+    """logit(gamma / lb) through lb * sigmoid(.) gives our gate back: exactly up to the float64
+    arithmetic when kept in fp32 (cuDNN-FE), within bf16 rounding when a peer takes bf16."""
+    rng = np.random.default_rng(7)
+    gate, starts = _random_contract_gate(rng, [70, 1, 130])
+    beta = (1 / (1 + np.exp(-rng.standard_normal((1, 201, 2))))).astype(np.float32)
+    raw = pc.raw_gate_from_contract(gate, starts, -5.0)
+    back = pc.effective_gate(raw, starts, -5.0)
+    assert np.max(np.abs(back - gate)) < 1e-4 * max(1.0, np.max(np.abs(gate)))
+    e32 = pc.raw_input_error(gate, beta, starts, -5.0, "fp32")
+    e16 = pc.raw_input_error(gate, beta, starts, -5.0, "bf16")
+    assert e32["beta_max_abs"] < 1e-6 and e16["beta_max_abs"] > 1e-4 > e32["beta_max_abs"]
+    assert e16["gate_max_abs_log2"] > e32["gate_max_abs_log2"]
+    # The zero gate (no decay) converts to clamped logits whose sigmoid is an exact-enough 0.
+    zero = np.zeros_like(gate)
+    assert np.max(np.abs(pc.effective_gate(pc.raw_gate_from_contract(zero, starts, -5.0), starts, -5.0))) < 1e-30
+    # A gate below the lower bound (lm-custom: lb = -5.9) is refused for lb = -5, not clamped.
+    steep, st = _random_contract_gate(rng, [64], lower_bound=-5.9, dt=(5.0, 6.0))
+    try:
+        pc.raw_gate_from_contract(steep, st, -5.0)
+    except pc.InputError as err:
+        assert "below the lower bound -5.0" in str(err)
+    else:
+        raise AssertionError("a gate below the lower bound was accepted")
+    pc.raw_gate_from_contract(steep, st, -pc.MAX_LOWER_BOUND_MAGNITUDE)
+
+
+def _bench_rows(path, medians, noise=0.002, extra=None):
+    return [dict({"shape_id": s, "path": path, "stage": "", "mode": "warm", "median_s": m,
+                  "noise": noise, "verdict": "passed"}, **(extra or {})) for s, m in medians.items()]
+
+
+def test_compare_twin_ratio_rule_and_geomean():
+    ours = _bench_rows("fused", {"a": 1e-3, "b": 2e-3, "c": 4e-3})
+    peer = _bench_rows("cudnn-plain", {"a": 0.5e-3, "b": 2.01e-3, "c": 8e-3}, noise=0.004)
+    txt = lambda rows: [{k: pc.csv_cell(v) for k, v in r.items()} for r in rows]  # noqa: E731 (as read)
+    ratios, g = pc.compare_medians(txt(ours), txt(peer), "fused", "cudnn-plain")
+    by = {r.shape_id: r for r in ratios}
+    assert by["a"].verdict == "FASTER" and abs(by["a"].ratio - 0.5) < 1e-12
+    assert by["b"].verdict == "SAME" and by["b"].threshold == 0.01  # |1.005 - 1| <= max(noise, 1 %)
+    assert by["c"].verdict == "SLOWER" and abs(by["c"].ratio - 2.0) < 1e-12
+    assert abs(g - (0.5 * 1.005 * 2.0) ** (1 / 3)) < 1e-12
+    # A missing median (a peer that failed) is INVALID and left out of the geomean.
+    peer[0]["median_s"] = None
+    ratios, g = pc.compare_medians(txt(ours), txt(peer), "fused", "cudnn-plain")
+    assert [r.verdict for r in ratios] == ["INVALID", "SAME", "SLOWER"] and abs(g - math.sqrt(1.005 * 2)) < 1e-12
+    for bad, what in (({"median_s": -1.0}, "median must be"), ({"noise": "nan"}, "noise must be")):
+        rows = txt(_bench_rows("cudnn-plain", {"a": 1e-3}))
+        rows[0].update({k: str(v) for k, v in bad.items()})
+        try:
+            pc.compare_medians(txt(ours), rows, "fused", "cudnn-plain", name_b="peer.csv")
+        except pc.InputError as err:
+            assert what in str(err) and "peer.csv: row 2" in str(err)
+        else:
+            raise AssertionError(f"accepted {bad}")
+
+
+def test_compare_twin_agrees_with_kda_bench_compare():
+    exe = find_binary("kda-bench")
+    if exe is None:
+        skip("no kda-bench binary")
+    import peers_bench
+    d = tempfile.mkdtemp()
+    try:
+        ours, peer = os.path.join(d, "ours.csv"), os.path.join(d, "peer.csv")
+        pc.write_atomic(ours, pc.to_csv(peers_bench.COLUMNS, _bench_rows("fused", {"a": 1e-3, "b": 3e-3})), False)
+        pc.write_atomic(peer, pc.to_csv(peers_bench.COLUMNS, _bench_rows("flashkda-raw", {"a": 1.25e-3, "b": 1.5e-3})), False)
+        run = subprocess.run([exe, "compare", ours, peer, "--a-path", "fused", "--b-path", "flashkda-raw",
+                              "--mode", "warm", "--csv", os.path.join(d, "c.csv")], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr + run.stdout
+        cpp = {r["shape_id"]: r for r in csv.DictReader(open(os.path.join(d, "c.csv")))}
+        ratios, g = pc.compare_medians(pc.read_csv_rows(ours), pc.read_csv_rows(peer), "fused", "flashkda-raw")
+        for r in ratios:
+            assert abs(float(cpp[r.shape_id]["ratio"]) - r.ratio) < 1e-9, (cpp, r)
+        assert abs(g - math.sqrt(1.25 * 0.5)) < 1e-12 and "geomean" in run.stdout.lower()
+    finally:
+        shutil.rmtree(d)
+
+
+def test_peers_bench_csv_has_kda_bench_columns_in_order():
+    import fla_bench
+    import peers_bench
+    assert peers_bench.COLUMNS[:len(fla_bench.OUR_COLUMNS)] == fla_bench.OUR_COLUMNS
+    readme = open(os.path.join(ROOT, "apps/kda-bench/README.md"), encoding="utf-8").read()
+    documented = re.findall(r"^\| `([a-z_0-9]+)`", readme.split("### CSV columns")[1].split("## compare")[0], re.M)
+    multi = re.findall(r"^\| `([a-z_0-9]+)`(?:, `([a-z_0-9]+)`)+", readme, re.M)
+    assert "shape_id" in peers_bench.COLUMNS and "gate" in peers_bench.COLUMNS
+    # Every single-name column kda-bench documents before `gate` is in ours, in the same order.
+    ours_order = [c for c in peers_bench.COLUMNS if c in documented]
+    assert ours_order == [c for c in documented if c in ours_order] and len(ours_order) >= 30, (ours_order, multi)
+
+
+def _judged_dump_rows():
+    """A synthetic check: golden, a low at 1e-3, a good peer, a bad one, through fla_check's row."""
+    from fla_check import judged_row
+    rng = np.random.default_rng(3)
+    golden = rng.standard_normal((1, 64, 2, 8))
+    low = golden + 1e-3 * rng.standard_normal(golden.shape)
+    good = golden + 1e-4 * rng.standard_normal(golden.shape)
+    bad = golden.copy()
+    bad[0, 10, 1, 3] += 1.0
+    rows = []
+    for impl, path, actual in (("ours", "fused", good), ("cudnn", "cudnn-plain", good), ("flashkda", "flashkda-raw", bad)):
+        j = pc.judge(golden, low, actual)
+        rows.append(dict(judged_row("s", impl, path, "-", "out", j, golden.shape, "out", None, "test"),
+                         contract="plain"))
+    return rows
+
+
+def test_judging_against_the_budget_on_synthetic_arrays():
+    rows = _judged_dump_rows()
+    assert rows[0]["verdict"] == "passed" and rows[1]["verdict"] == "passed"
+    assert rows[2]["verdict"].startswith("failed") and "token 10" in rows[2]["worst_location"]
+    assert rows[2]["max_abs_err"] > rows[2]["budget"] > 0
+
+
+def test_report_of_a_run_with_a_failed_peer():
+    """peers_report: ratios and geomeans per shape file, the accuracy table, and a peer that did
+    not build shows its exact error instead of a time."""
+    import peers_bench
+    import peers_check
+    import peers_report
+    d = tempfile.mkdtemp()
+    try:
+        b = os.path.join(d, "build")
+        os.makedirs(b)
+        open(os.path.join(b, "fk.status"), "w").write("failed: setup.py (rc 1; nvcc fatal: boom)\n")
+        open(os.path.join(b, "cudnn.status"), "w").write("ok\n")
+        w = lambda name, cols, rows: pc.write_atomic(os.path.join(d, name), pc.to_csv(cols, rows), False)  # noqa: E731
+        w("ours-bench-contract.csv", peers_bench.COLUMNS, _bench_rows("fused", {"h96-fixed": 1e-3, "h64-fixed": 2e-3}))
+        w("ours-contract.csv", peers_bench.COLUMNS,
+          _bench_rows("ours-raw", {"h96-fixed": 1.2e-3, "h64-fixed": 2.4e-3}) +
+          _bench_rows("ours-plain", {"h96-fixed": 1e-3, "h64-fixed": 2e-3}))
+        w("cudnn-contract.csv", peers_bench.COLUMNS,
+          _bench_rows("cudnn-plain", {"h96-fixed": 0.5e-3, "h64-fixed": 0.5e-3}) +
+          _bench_rows("cudnn-raw", {"h96-fixed": 0.6e-3, "h64-fixed": 1.2e-3}))
+        w("flashkda-contract.csv", peers_bench.COLUMNS,
+          [dict(shape_id=s, path="flashkda-raw", stage="", mode="warm", verdict="failed",
+                verdict_detail="unavailable: build failed: setup.py (rc 1; nvcc fatal: boom)")
+           for s in ("h96-fixed", "h64-fixed")])
+        w("check-cudnn-long-memory.csv", peers_check.COLUMNS, _judged_dump_rows())
+        text, summary = peers_report.report(d, b)
+        assert "| fk " in text and "nvcc fatal: boom" in text
+        assert "cuDNN-FE plain / fused" in text and "0.500 FASTER" in text and "0.250 FASTER" in text
+        assert "contract: cuDNN-FE plain / fused geomean 0.354 over 2 shapes" in summary  # sqrt(0.5 * 0.25)
+        assert "contract: cuDNN-FE raw / ours-raw geomean 0.500 over 2 shapes" in summary
+        assert "contract: FlashKDA: no valid ratio" in summary
+        assert "flashkda-contract.csv: h96-fixed flashkda-raw: unavailable: build failed" in text
+        assert "accuracy flashkda-raw: 0 passed, 1 failed" in summary and "accuracy cudnn-plain: 1 passed" in summary
+        rc = peers_report.main([os.path.join(d, "nope")])
+        assert rc == 2
+    finally:
+        shutil.rmtree(d)
+
+
+def test_side_by_side_scripts_refuse_bad_usage():
+    for script, argv in (("peers_bench.py", ["--peer", "cudnn", "--build-dir", "/tmp", "--shapes",
+                                             "shapes/contract.yaml", "--out-dir", "/tmp", "--contracts", "fast"]),
+                         ("peers_bench.py", ["--peer", "nobody", "--build-dir", "/tmp", "--shapes", "x", "--out-dir", "/tmp"]),
+                         ("peers_check.py", ["/nonexistent-dump", "--peer", "cudnn", "--build-dir", "/tmp"])):
+        run = subprocess.run([sys.executable, os.path.join(HERE, script), *argv], capture_output=True, text=True, cwd=ROOT)
+        assert run.returncode == 2, (script, argv, run.returncode, run.stderr)
+        assert run.stderr.strip(), run
+
+
+def test_build_script_reports_an_unknown_target_and_a_missing_wheel():
+    d = tempfile.mkdtemp()
+    try:
+        run = subprocess.run(["bash", os.path.join(HERE, "build_peers.sh"), "nope", d], capture_output=True, text=True)
+        assert run.returncode == 2 and "unknown target 'nope'" in run.stderr
+        env = dict(os.environ, WHEEL_DIR=os.path.join(d, "no-wheels"))
+        run = subprocess.run(["bash", os.path.join(HERE, "build_peers.sh"), "cudnn", d], capture_output=True,
+                             text=True, env=env)
+        status = open(os.path.join(d, "cudnn.status")).read()
+        assert run.returncode != 0 and status.startswith("failed: no nvidia_cudnn_frontend-1.32.0 wheel"), status
     finally:
         shutil.rmtree(d)
 

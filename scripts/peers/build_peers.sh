@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Builds the Hopper peers for scripts/peers on the GPU machine (or compile-checks them anywhere
+# nvcc is): one target per call, so run-all-h200.sh can start them in the background in parallel.
+#
+#   scripts/peers/build_peers.sh TARGET BUILD_DIR
+#
+# TARGET:
+#   cudnn     cuDNN-FE 1.32.0's sm90 kda_fused, extracted from the wheel in $WHEEL_DIR (.whl/),
+#             compiled twice (plain, flags 0; raw, flags 7) with its NVRTC options, linked with
+#             native/cudnn_kda_launch.cu into BUILD_DIR/cudnn/libkdapeer_cudnn.so
+#   ours      native/ours_kda_launch.cu + $LIBKDA (the lead's libkda.a) -> BUILD_DIR/ours/libkdapeer_ours.so
+#   fk|ffk|vfk  FlashKDA stock / Flash-Flash-KDA / vLLM's fork from the tarballs in $PEERS_SRC
+#             (.peers/ or ../shared/peers), CUTLASS taken from the stock tarball, built in place
+#             with its setup.py (FLASH_KDA_CUDA_ARCHS=90a) in BUILD_DIR/<target>/src
+#
+# Writes BUILD_DIR/<target>.status: "ok" or "failed: <step> (rc N)", and BUILD_DIR/<target>.log.
+# Nothing of any peer is kept in the repository: the sources come from the wheel and tarballs.
+set -uo pipefail
+target=${1:?usage: build_peers.sh cudnn|ours|fk|ffk|vfk BUILD_DIR}
+build=${2:?usage: build_peers.sh cudnn|ours|fk|ffk|vfk BUILD_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+mkdir -p "$build"
+build=$(cd "$build" && pwd)
+log=$build/$target.log
+status=$build/$target.status
+: > "$log"
+echo "running" > "$status"
+NVCC=${NVCC:-nvcc}
+ARCH=(-gencode arch=compute_90a,code=sm_90a)
+t0=$SECONDS
+
+finish() {  # finish STATUS
+  echo "$1" > "$status"
+  echo "== $target: $1 ($(( SECONDS - t0 )) s)" >> "$log"
+  [[ $1 == ok ]]
+  exit $?
+}
+run() {  # run STEP CMD...: logged; a failure ends the build with its step named
+  local step=$1; shift
+  echo "+ $*" >> "$log"
+  "$@" >> "$log" 2>&1
+  local rc=$?
+  (( rc == 0 )) || finish "failed: $step (rc $rc; last lines of $target.log: $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-400))"
+}
+
+find_tarball() {  # find_tarball NAME: the first of $PEERS_SRC, .peers/, ../shared/peers holding it
+  local d
+  for d in ${PEERS_SRC:-} "$root/.peers" "$root/../shared/peers" "$root/shared/peers"; do
+    [[ -n $d && -f $d/$1 ]] && { echo "$d/$1"; return 0; }
+  done
+  return 1
+}
+
+case $target in
+cudnn)
+  wheel=$(ls "${WHEEL_DIR:-$root/.whl}"/nvidia_cudnn_frontend-1.32.0-*.whl 2>/dev/null | head -n 1)
+  [[ -n $wheel ]] || finish "failed: no nvidia_cudnn_frontend-1.32.0 wheel in ${WHEEL_DIR:-$root/.whl} (pip download it there: scripts/peers/README.md)"
+  out=$build/cudnn
+  mkdir -p "$out"
+  body=cudnn/linear_attention/hopper/cuda_kernels/kda_fused_sm90.cu
+  run extract python3 -c "import sys, zipfile; open(sys.argv[2], 'wb').write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[3]))" \
+    "$wheel" "$out/kda_fused_sm90.cu" "$body"
+  # NVRTC-only workaround in the body: it typedefs uint32_t/uint64_t itself (NVRTC has no
+  # <cstdint>); under nvcc the CUDA headers already define uint64_t as unsigned long, a conflict.
+  run patch-typedefs sed -i -e 's/^typedef unsigned int uint32_t;/#include <cstdint>/' \
+    -e '/^typedef unsigned long long uint64_t;/d' "$out/kda_fused_sm90.cu"
+  # The options of the wheel's NVRTC path (cake/compiler.py): -O2-like, fast math, NDEBUG.
+  opts=(-O2 -std=c++20 "${ARCH[@]}" --use_fast_math -DNDEBUG -Xcompiler -fPIC -DKDA_FUSED_SMEM_BYTES=94464)
+  run compile-plain "$NVCC" "${opts[@]}" -Dkda_fused=kdapeer_cudnn_plain -DKDA_FUSED_FLAGS=0 \
+    -c "$out/kda_fused_sm90.cu" -o "$out/plain.o" &
+  run compile-raw "$NVCC" "${opts[@]}" -Dkda_fused=kdapeer_cudnn_raw -DKDA_FUSED_FLAGS=7 \
+    -c "$out/kda_fused_sm90.cu" -o "$out/raw.o" &
+  run compile-launcher "$NVCC" -O2 -std=c++20 "${ARCH[@]}" -Xcompiler -fPIC \
+    -c "$here/native/cudnn_kda_launch.cu" -o "$out/launch.o"
+  wait
+  [[ -f $out/plain.o && -f $out/raw.o ]] || finish "failed: compile (see $target.log)"
+  run link "$NVCC" -shared "${ARCH[@]}" -o "$out/libkdapeer_cudnn.so" "$out/launch.o" "$out/plain.o" "$out/raw.o"
+  finish ok
+  ;;
+ours)
+  lib=${LIBKDA:-}
+  if [[ -z $lib ]]; then
+    for c in "${BIN:-build/release/bin}/../lib/libkda.a" "${BIN:-build/release/bin}/../lib/kda/libkda.a" \
+             "$root/build/release/lib/kda/libkda.a"; do
+      [[ -f $c ]] && { lib=$c; break; }
+    done
+  fi
+  [[ -n $lib && -f $lib ]] || finish "failed: no libkda.a (set LIBKDA, or carry it as \$BIN/../lib/libkda.a)"
+  lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
+  out=$build/ours
+  mkdir -p "$out"
+  run compile "$NVCC" -O2 -std=c++20 "${ARCH[@]}" -Xcompiler -fPIC -I "$root/lib/kda/include" \
+    -c "$here/native/ours_kda_launch.cu" -o "$out/launch.o"
+  run link "$NVCC" -shared "${ARCH[@]}" -o "$out/libkdapeer_ours.so" "$out/launch.o" "$lib" \
+    -Xcompiler -static-libstdc++ -Xcompiler -static-libgcc
+  finish ok
+  ;;
+fk|ffk|vfk)
+  stock=$(find_tarball flashkda-src.tar.gz) || finish "failed: flashkda-src.tar.gz not found (copy ../shared/peers/*.tar.gz to .peers/ and carry it)"
+  src=$build/$target/src
+  rm -rf "$build/$target"
+  mkdir -p "$build/$target"
+  if [[ $target == fk ]]; then
+    run unpack tar -C "$build/$target" -xzf "$stock" fk
+    mv "$build/$target/fk" "$src"
+  else
+    forks=$(find_tarball flashkda-forks.tar.gz) || finish "failed: flashkda-forks.tar.gz not found"
+    run unpack tar -C "$build/$target" -xzf "$forks" "$target"
+    mv "$build/$target/$target" "$src"
+    # The forks ship without CUTLASS; they pin the stock's (same headers, same include paths).
+    run unpack-cutlass tar -C "$build/$target" -xzf "$stock" fk/cutlass
+    mv "$build/$target/fk/cutlass" "$src/cutlass" && rmdir "$build/$target/fk"
+  fi
+  cd "$src" || finish "failed: no $src"
+  # The stock setup.py runs `git submodule update --init cutlass` (the forks' copies say `pass`);
+  # CUTLASS is already unpacked and the GPU machine may have no git: neutralise the call.
+  run patch-setup sed -i 's/^subprocess.run(\["git", "submodule".*$/pass  # CUTLASS comes from the tarball/' setup.py
+  # Two translation units per build (flash_kda.cpp, fwd_launch.cu; vfk adds torch_api.cpp): three
+  # builds and the cuDNN objects share the 16 cores.
+  run setup.py env FLASH_KDA_CUDA_ARCHS=90a MAX_JOBS=${MAX_JOBS:-2} NVCC_THREADS=${NVCC_THREADS:-2} \
+    python3 setup.py build_ext --inplace
+  finish ok
+  ;;
+*)
+  echo "build_peers.sh: unknown target '$target' (expected cudnn, ours, fk, ffk or vfk)" >&2
+  exit 2
+  ;;
+esac
