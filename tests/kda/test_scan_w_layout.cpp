@@ -99,6 +99,9 @@ TEST(ScanWLayout, SplitRecordIsAPermutation) {
       EXPECT_EQ((to % ws::kHalfTile) / 128, i) << "row";
       EXPECT_EQ(v1::rec2_qp(i, d) - to, ws::kQP);
       EXPECT_EQ(v1::rec2_kg(i, d) - to, ws::kKG);
+      EXPECT_EQ(to, v1::rec2_split(v1::rec1_w(i, d))) << "closed form = split v1 offset";
+      EXPECT_EQ(v1::rec2_qp(i, d), v1::rec2_split(v1::rec1_qp(i, d)));
+      EXPECT_EQ(v1::rec2_kg(i, d), v1::rec2_split(v1::rec1_kg(i, d)));
     }
   }
   EXPECT_EQ(ws::kCopyBytes, kda::detail::kRecord2Bytes) << "the whole v2w record";

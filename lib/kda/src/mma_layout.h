@@ -116,9 +116,15 @@ KDA_HD constexpr int64_t rec2_split(int64_t offset) {
   const int64_t tile = offset >> 14, row = (offset >> 8) & 63, unit = (offset >> 4) & 15;
   return (tile << 14) + ((unit >> 3) << 13) + (row << 7) + ((unit & 7) << 4) + (offset & 15);
 }
-KDA_HD constexpr int64_t rec2_w(int i, int d) { return rec2_split(rec1_w(i, d)); }
-KDA_HD constexpr int64_t rec2_qp(int i, int d) { return rec2_split(rec1_qp(i, d)); }
-KDA_HD constexpr int64_t rec2_kg(int i, int d) { return rec2_split(rec1_kg(i, d)); }
+// The same in closed form (what PREP computes per store; tests/kda/test_scan_w_layout.cpp checks
+// rec2_tile against rec2_split of the v1 offset for every element): element (i, d) of the tile at
+// `base` is in key half d / 64, row i, 16-byte unit ((d / 8) ^ i) % 8 of that half-row.
+KDA_HD constexpr int64_t rec2_tile(int64_t base, int i, int d) {
+  return base + ((d >> 6) << 13) + (i << 7) + ((((d >> 3) ^ i) & 7) << 4) + 2 * (d & 7);
+}
+KDA_HD constexpr int64_t rec2_w(int i, int d) { return rec2_tile(kRec1W, i, d); }
+KDA_HD constexpr int64_t rec2_qp(int i, int d) { return rec2_tile(kRec1QP, i, d); }
+KDA_HD constexpr int64_t rec2_kg(int i, int d) { return rec2_tile(kRec1KG, i, d); }
 KDA_HD constexpr int64_t rec2_u_bound(int d) { return kRec2UBound + 4 * d; }
 
 // ------------------------------------------------------------------------------------------------
