@@ -1,17 +1,54 @@
-// Command-line value checks the apps share: seeds, floating-point options, paths. CLI11's own
-// conversions let through what these refuse (see each), so every option of that kind uses them.
+// What the apps' command lines share: the exit codes, the --only selection, and value checks for
+// seeds, floating-point options and paths (CLI11's own conversions let through what these refuse,
+// see each, so every option of that kind uses them). Host code only: unit-tested without a GPU
+// (tests/apps/test_cli.cpp).
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 namespace kda::app {
+
+// Exit codes of every tool (docs/errors.md); kda-bench adds 4 (a row did not converge).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;  // a check failed
+inline constexpr int kExitUsage = 2;   // bad usage or input
+inline constexpr int kExitDevice = 3;  // no usable GPU, or a CUDA error
+
+// --only: keeps the items whose id (id_of(item)) is listed, in their own order; every item when
+// `only` is empty. An id that no item has is refused before anything runs: returns "--only <id>:
+// no such shape id in <source> (it has: <ids>)" and leaves `items` as they were.
+template <class T, class IdOf>
+std::optional<std::string> select_only(std::vector<T>* items, const std::vector<std::string>& only,
+                                       const std::string& source, IdOf id_of) {
+  for (const std::string& id : only) {
+    const bool known = std::any_of(items->begin(), items->end(),
+                                   [&](const T& item) { return id_of(item) == id; });
+    if (known) continue;
+    std::vector<std::string> ids;  // each once: two shape files may share one
+    for (const T& item : *items) {
+      const std::string item_id = id_of(item);
+      if (std::find(ids.begin(), ids.end(), item_id) == ids.end()) ids.push_back(item_id);
+    }
+    std::string list;
+    for (const std::string& known_id : ids) list += (list.empty() ? "" : ", ") + known_id;
+    return "--only " + id + ": no such shape id in " + source + " (it has: " + list + ")";
+  }
+  if (!only.empty()) {
+    std::erase_if(*items, [&](const T& item) {
+      return std::find(only.begin(), only.end(), id_of(item)) == only.end();
+    });
+  }
+  return std::nullopt;
+}
 
 // A seed: decimal digits only, at most 2^64 - 1. strtoull (CLI11's conversion, and a habit of
 // hand-written parsers) reads "-1" as 2^64 - 1, clamps what is larger, and takes "010" as octal.

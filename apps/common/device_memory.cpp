@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "device_problem.h"
-#include "kda/harness/problem_dims.h"
 #include "kda/harness/report.h"
 #include "kda/kda.h"
 
@@ -13,10 +12,8 @@ namespace kda::app {
 
 namespace {
 
-// The sizes DeviceProblem allocates from; the workspace comes from the library itself.
-using Dims = kda::harness::ProblemDims;
-
-size_t workspace_all_variants(const Dims& d) {
+// The workspace comes from the library itself, sized for every variant DeviceProblem may run.
+size_t workspace_all_variants(const kda::harness::ProblemSize& d) {
   if (d.key_dim != kda::kHeadDim || d.value_dim != kda::kHeadDim) return 0;
   size_t bytes = 0;
   for (kda::ForwardVariant v : kAllVariants) {
@@ -31,7 +28,9 @@ size_t workspace_all_variants(const Dims& d) {
   return bytes;
 }
 
-DeviceFootprint footprint(const Dims& d) {
+}  // namespace
+
+DeviceFootprint device_footprint(const kda::harness::ProblemSize& d) {
   const auto th = static_cast<size_t>(d.batch) * static_cast<size_t>(d.tokens) *
                   static_cast<size_t>(d.heads);
   const auto k = static_cast<size_t>(d.key_dim), v = static_cast<size_t>(d.value_dim);
@@ -42,16 +41,6 @@ DeviceFootprint footprint(const Dims& d) {
   f.outputs = th * (v * 2 /*out*/ + k * 2 /*q_hat*/) + (d.final_state ? state : 0);
   f.workspace = workspace_all_variants(d);
   return f;
-}
-
-}  // namespace
-
-DeviceFootprint device_footprint(const kda::harness::ShapeSpec& shape) {
-  return footprint(Dims::of(shape));
-}
-
-DeviceFootprint device_footprint(const kda::harness::HostInputs& in) {
-  return footprint(Dims::of(in));
 }
 
 std::string device_memory_shortfall(const std::string& shape_id, const DeviceFootprint& need,

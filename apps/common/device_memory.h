@@ -8,8 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kda/harness/inputs.h"
-#include "kda/harness/shapes.h"
+#include "kda/harness/problem.h"
 
 namespace kda::app {
 
@@ -22,10 +21,9 @@ struct DeviceFootprint {
   size_t total() const { return inputs + outputs + workspace; }
 };
 
-// From a shape file entry, before its inputs are generated.
-DeviceFootprint device_footprint(const kda::harness::ShapeSpec& shape);
-// From inputs already in host memory (kda-check --load).
-DeviceFootprint device_footprint(const kda::harness::HostInputs& inputs);
+// From the problem's size: ProblemSize::of(shape) before its inputs are generated, or
+// ProblemSize::of(inputs) for inputs already in host memory (kda-check --load).
+DeviceFootprint device_footprint(const kda::harness::ProblemSize& size);
 
 // "" when `need` fits in `free_bytes`; else the refusal, e.g. "shape 'h96-fixed' needs 1.93 GiB
 // of device memory (2071986184 bytes: inputs ..., outputs ..., workspace ...), 1.00 GiB free on

@@ -15,25 +15,6 @@ void check_cuda(cudaError_t status, const char* what) {
   }
 }
 
-const char* path_name(Path path) {
-  switch (path) {
-    case Path::fused: return "fused";
-    case Path::explicit_: return "explicit";
-    case Path::l2norm: return "l2norm";
-  }
-  return "?";
-}
-
-bool parse_path(const std::string& name, Path* path) {
-  for (Path p : {Path::fused, Path::explicit_, Path::l2norm}) {
-    if (name == path_name(p)) {
-      *path = p;
-      return true;
-    }
-  }
-  return false;
-}
-
 bool parse_variant(const std::string& name, kda::ForwardVariant* variant) {
   for (kda::ForwardVariant v : kAllVariants) {
     if (name == kda::to_string(v)) {
@@ -54,6 +35,21 @@ std::vector<std::string> variant_names() {
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
   check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+}
+
+void DeviceBuffer::upload_bytes(const void* host) {
+  check_cuda(cudaMemcpy(ptr_, host, bytes_, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+}
+
+void DeviceBuffer::download_bytes(void* host) const {
+  check_cuda(cudaDeviceSynchronize(), "kernel execution");
+  if (bytes_ > 0) {
+    check_cuda(cudaMemcpy(host, ptr_, bytes_, cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
+  }
+}
+
+void DeviceBuffer::poison() const {
+  if (bytes_ > 0) check_cuda(cudaMemset(ptr_, 0xFF, bytes_), "cudaMemset");
 }
 
 DeviceBuffer::~DeviceBuffer() {
@@ -140,7 +136,7 @@ DeviceProblem::DeviceProblem(const kda::harness::HostInputs& inputs) : inputs_(&
                        inputs.value_dim * sizeof(float));
   }
   // Sized for the largest variant so one DeviceProblem can run them all.
-  workspace_ = DeviceBuffer(device_footprint(inputs).workspace);
+  workspace_ = DeviceBuffer(device_footprint(kda::harness::ProblemSize::of(inputs)).workspace);
 }
 
 kda::ForwardParams DeviceProblem::forward_params(Path path) const {
@@ -217,15 +213,20 @@ int device_count() {
   return count;
 }
 
-DeviceInfo select_device(int index) {
+std::optional<std::string> missing_gpu() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    throw kda::Error(kda::ErrorCode::cuda,
-                     std::string("this needs an NVIDIA GPU (sm_90); none was found (") +
-                         (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + ")");
+  if (status == cudaSuccess && count > 0) return std::nullopt;
+  cudaGetLastError();  // clear the sticky "no driver / no device" error
+  return std::string("needs an NVIDIA GPU (sm_90); none was found (") +
+         (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + ")";
+}
+
+DeviceInfo select_device(int index) {
+  if (const std::optional<std::string> why = missing_gpu()) {
+    throw kda::Error(kda::ErrorCode::cuda, "this " + *why);
   }
+  const int count = device_count();
   if (index < 0 || index >= count) {
     throw kda::Error(kda::ErrorCode::invalid_argument,
                      "--device " + std::to_string(index) + " does not exist: this machine has " +

@@ -4,13 +4,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "device_memory.h"
+#include "kda/harness/device_info.h"
 #include "kda/harness/inputs.h"
+#include "kda/harness/problem.h"
 #include "kda/kda.h"
 
 namespace kda::app {
@@ -18,10 +21,10 @@ namespace kda::app {
 // Throws kda::Error(ErrorCode::cuda, "<what>: <cudaGetErrorString>") when status != cudaSuccess.
 void check_cuda(cudaError_t status, const char* what);
 
-// The paths the tools know. explicit = l2norm(q) then the forward on q_hat.
-enum class Path { fused, explicit_, l2norm };
-const char* path_name(Path path);            // "fused", "explicit", "l2norm"
-bool parse_path(const std::string& name, Path* path);
+// The harness's path and device types (kda/harness/problem.h, device_info.h): one of each for
+// every tool and report.
+using kda::harness::DeviceInfo;
+using kda::harness::Path;
 
 // Every kernel variant, and the variants by name ("v0_fp32", "v1_mma", "v2_mma", "v2t_mma", "v2w_mma") for
 // the command lines.
@@ -31,11 +34,17 @@ inline constexpr kda::ForwardVariant kAllVariants[] = {
 bool parse_variant(const std::string& name, kda::ForwardVariant* variant);
 std::vector<std::string> variant_names();
 
-// Owning device allocation (cudaMalloc/cudaFree); copy deleted: it owns device memory.
+// Owning device allocation (cudaMalloc/cudaFree); copy deleted: it owns device memory. Shared by
+// the apps and the GPU tests (tests/kda/test_gpu.cpp).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes);
+  // A copy of `host` (synchronous upload).
+  template <class T>
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
+    if (bytes_ > 0) upload_bytes(host.data());
+  }
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -43,9 +52,24 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* get() const { return ptr_; }
   size_t bytes() const { return bytes_; }
-  template <class T> T* as() const { return static_cast<T*>(ptr_); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  // 0xFF bytes: NaN in fp32 and bf16, so a partial write shows up (synchronous).
+  void poison() const;
+  // The whole buffer as T (synchronous). Waits for the device first, so a kernel's error surfaces
+  // here, named, and work on non-blocking streams is finished.
+  template <class T>
+  std::vector<T> download() const {
+    std::vector<T> host(bytes_ / sizeof(T));
+    download_bytes(host.data());
+    return host;
+  }
 
  private:
+  void upload_bytes(const void* host);
+  void download_bytes(void* host) const;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
@@ -85,19 +109,12 @@ class DeviceProblem {
   DeviceBuffer q_, k_, v_, gate_, beta_, h0_, cu_, q_hat_, out_, ht_, workspace_;
 };
 
-struct DeviceInfo {
-  int index = 0;
-  std::string name;
-  int cc_major = 0, cc_minor = 0, sm_count = 0;
-  int64_t l2_bytes = 0, global_mem_bytes = 0;
-  int default_sm_clock_khz = 0, mem_clock_khz = 0, mem_bus_width_bits = 0;
-  double peak_mem_bw_Bps = 0.0;
-  int driver_version = 0, runtime_version = 0;
-  bool ecc = false;
-};
-
 // Number of usable devices; 0 (not an error) when there is no GPU or no driver.
 int device_count();
+// The device-count check every tool makes first: empty when a device exists, else "needs an
+// NVIDIA GPU (sm_90); none was found (<why>)", for "<tool> " to precede (the GPU tests skip on
+// that text).
+std::optional<std::string> missing_gpu();
 // Selects the device and fills its info; throws kda::Error with a clear message for a bad index
 // or a device that is not sm_90.
 DeviceInfo select_device(int index);

@@ -1,9 +1,7 @@
 // The kda-bench commands that need no GPU: compare and --list, plus the input checks every
 // command shares.
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -29,20 +27,9 @@ int load_selected_shapes(const Options& o, std::vector<kda::harness::ShapeSpec>*
     return fail(kExitUsage, e.what());
   }
   if (shapes->empty()) return fail(kExitUsage, o.shapes_file + ": no shapes in the file");
-  if (!o.only.empty()) {
-    std::set<std::string> known;
-    for (const auto& s : *shapes) known.insert(s.id);
-    for (const auto& id : o.only) {
-      if (!known.count(id)) {
-        std::string ids;
-        for (const auto& s : *shapes) ids += (ids.empty() ? "" : ", ") + s.id;
-        return fail(kExitUsage, "--only " + id + ": no such shape id in " + o.shapes_file +
-                                    " (it has: " + ids + ")");
-      }
-    }
-    std::erase_if(*shapes, [&](const kda::harness::ShapeSpec& s) {
-      return std::find(o.only.begin(), o.only.end(), s.id) == o.only.end();
-    });
+  if (const auto refusal = kda::app::select_only(shapes, o.only, o.shapes_file,
+                                                 [](const auto& s) { return s.id; })) {
+    return fail(kExitUsage, *refusal);
   }
   return kExitOk;
 }
@@ -105,23 +92,23 @@ int run_list(const Options& o) {
                "l2norm (MB)", "floor (us)", "device (MB)", "gpu"};
   for (const auto& s : shapes) {
     const ProblemSize size = ProblemSize::of(s);
-    auto mb = [&](PathKind p) {
+    auto mb = [&](Path p) {
       return human_number(static_cast<double>(path_bytes(size, p)), Unit::bytes);
     };
-    const double floor = static_cast<double>(floor_bytes(size, PathKind::fused)) / o.floor_bw_Bps;
+    const double floor = static_cast<double>(floor_bytes(size, Path::fused)) / o.floor_bw_Bps;
     // What kda-bench allocates on the device for the shape (checked against the free memory
     // before the run); "-" where the kernels cannot run it.
     std::string device = "-";
     try {
-      const kda::app::DeviceFootprint need = kda::app::device_footprint(s);
+      const kda::app::DeviceFootprint need = kda::app::device_footprint(size);
       if (need.workspace > 0) device = human_number(static_cast<double>(need.total()), Unit::bytes);
     } catch (const kda::Error&) {
       // beyond the kernels' grid limits: the gpu column says no
     }
     t.rows.push_back({s.id, std::to_string(size.batch), std::to_string(size.tokens),
                       std::to_string(size.heads), std::to_string(size.num_states),
-                      std::to_string(size.token_heads()), mb(PathKind::fused),
-                      mb(PathKind::explicit_), mb(PathKind::l2norm),
+                      std::to_string(size.token_heads()), mb(Path::fused),
+                      mb(Path::explicit_), mb(Path::l2norm),
                       human_number(floor, Unit::seconds), device,
                       s.gpu_supported() ? "yes" : "no (K, V != 128)"});
   }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "kda/bench/gpu_timing.h"
 #include "kda/bench/results.h"
 #include "kda/harness/inputs.h"
@@ -13,12 +14,13 @@
 
 namespace kda::bench::app {
 
-// Exit codes (documented in --help and README.md).
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailed = 1;         // a verification failed (or compare --fail-on-slower)
-inline constexpr int kExitUsage = 2;          // bad option, shape file, baseline or output path
-inline constexpr int kExitDevice = 3;         // no usable GPU or a CUDA error
-inline constexpr int kExitNotConverged = 4;   // everything verified, a row did not converge
+// Exit codes (documented in --help and README.md): every tool's (common/cli.h; 1 is also compare
+// --fail-on-slower, 2 also a bad baseline), and one of kda-bench's own.
+using kda::app::kExitDevice;
+using kda::app::kExitFailed;
+using kda::app::kExitOk;
+using kda::app::kExitUsage;
+inline constexpr int kExitNotConverged = 4;  // everything verified, a row did not converge
 
 struct Options {
   std::string shapes_file = "shapes/contract.yaml";

@@ -13,12 +13,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/device_check.h"
 #include "common/device_problem.h"
-#include "common/verify.h"
-#include "json_report.h"
 #include "kda/bench/bytes_model.h"
 #include "kda/bench/compare.h"
 #include "kda/bench/gpu_timing.h"
+#include "kda/bench/json_report.h"
 #include "kda/bench/results.h"
 #include "kda/build_info.h"
 #include "kda/harness/host_memory.h"
@@ -31,11 +31,11 @@ namespace kda::bench::app {
 
 namespace {
 
-using kda::app::Path;
 using kda::bench::gpu::Mode;
+using kda::harness::Verdict;
 
-struct Verdict {
-  std::string verdict = "not verified";
+struct Checked {
+  Verdict verdict = Verdict::not_verified;
   std::string detail;
 };
 
@@ -143,7 +143,7 @@ int run_benchmarks(const Options& o) {
     for (const auto& shape : shapes) {
       if (!shape.gpu_supported()) continue;  // skipped: nothing is generated
       kda::harness::require_host_memory(
-          shape.id, kda::harness::host_footprint(kda::harness::ProblemDims::of(shape),
+          shape.id, kda::harness::host_footprint(ProblemSize::of(shape),
                                                  o.verify ? kda::harness::HostWork::gpu_check
                                                           : kda::harness::HostWork::inputs_only));
     }
@@ -154,9 +154,8 @@ int run_benchmarks(const Options& o) {
   // Paths and modes in the order given, each once (CLI11 already refused unknown names).
   std::vector<Path> paths;
   for (const auto& name : o.paths) {
-    Path p;
-    if (kda::app::parse_path(name, &p) && std::find(paths.begin(), paths.end(), p) == paths.end())
-      paths.push_back(p);
+    const auto p = kda::harness::parse_path(name);
+    if (p && std::find(paths.begin(), paths.end(), *p) == paths.end()) paths.push_back(*p);
   }
   std::vector<Mode> modes;
   for (const auto& name : o.modes) {
@@ -164,12 +163,8 @@ int run_benchmarks(const Options& o) {
     if (m && std::find(modes.begin(), modes.end(), *m) == modes.end()) modes.push_back(*m);
   }
 
-  int device_count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&device_count);
-  if (status != cudaSuccess || device_count == 0) {
-    cudaGetLastError();
-    std::cerr << "kda-bench needs an NVIDIA GPU (sm_90); none was found ("
-              << (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") << ")\n";
+  if (const auto why = kda::app::missing_gpu()) {
+    std::cerr << "kda-bench " << *why << "\n";
     return kExitDevice;
   }
   kda::app::DeviceInfo info;
@@ -202,7 +197,8 @@ int run_benchmarks(const Options& o) {
     // generating or allocating anything (each shape is allocated alone, then freed).
     for (const auto& shape : shapes) {
       if (shape.gpu_supported()) {
-        kda::app::require_device_memory(shape.id, kda::app::device_footprint(shape), info);
+        kda::app::require_device_memory(shape.id,
+                                        kda::app::device_footprint(ProblemSize::of(shape)), info);
       }
     }
     progress(fmt::format("kda-bench: {} on device {} ({}, {} SMs, default SM clock {:.0f} MHz); "
@@ -223,27 +219,28 @@ int run_benchmarks(const Options& o) {
       const uint64_t seed = shape.seed.value_or(o.seed);
       const kda::harness::HostInputs inputs = kda::harness::make_inputs(shape, seed);
       // Checked for every shape before the run; again here in case the free memory shrank.
-      kda::app::require_device_memory(shape.id, kda::app::device_footprint(shape), info);
+      kda::app::require_device_memory(shape.id,
+                                      kda::app::device_footprint(ProblemSize::of(shape)), info);
       kda::app::DeviceProblem problem(inputs);
       kda::ForwardVariant variant = kda::kDefaultForwardVariant;
       if (!o.variant.empty()) kda::app::parse_variant(o.variant, &variant);
       problem.set_variant(variant);
 
       // Verify every path on this problem before timing it (same buffers, same calls).
-      std::map<Path, Verdict> verdicts;
+      std::map<Path, Checked> verdicts;
       if (o.verify) {
         const auto t0 = std::chrono::steady_clock::now();
         progress(fmt::format("[shape {}/{}] {}: computing the CPU reference and verifying",
                              si + 1, shapes.size(), shape.id));
-        const kda::app::Golden golden = kda::app::compute_golden(inputs);
+        const kda::app::Golden golden = kda::harness::compute_golden(inputs);
         for (Path p : paths) {
           const kda::app::PathCheck check = kda::app::check_path(problem, p, golden, stream, false);
-          Verdict v;
-          v.verdict = check.passed() ? "passed" : "failed";
+          Checked v;
+          v.verdict = check.passed() ? Verdict::passed : Verdict::failed;
           v.detail = check.verdict();
           if (!check.passed()) {
             ++verify_failed;
-            warn(fmt::format("{} {}: verification {}", shape.id, kda::app::path_name(p),
+            warn(fmt::format("{} {}: verification {}", shape.id, kda::harness::to_string(p),
                              v.detail));
           }
           verdicts[p] = v;
@@ -261,7 +258,7 @@ int run_benchmarks(const Options& o) {
         row.shape_id = shape.id;
         row.gate = shape.gate.label();
         row.size = size;
-        row.path = kda::app::path_name(path);
+        row.path = path;
         row.stage = stage < 0 ? "" : kda::forward_stage_name(stage);
         row.mode = kda::bench::gpu::to_string(mode);
         row.seed = seed;
@@ -282,17 +279,16 @@ int run_benchmarks(const Options& o) {
         row.throttle_discards = m.throttle_discards;
         row.rejected_samples = m.rejected_samples;
         row.wall_s = m.wall_s;
-        const auto kind = parse_path_kind(row.path);
-        if (stage < 0 && kind) {
-          row.bytes = path_bytes(size, *kind);
-          row.floor_bytes = floor_bytes(size, *kind);
+        if (stage < 0) {
+          row.bytes = path_bytes(size, path);
+          row.floor_bytes = floor_bytes(size, path);
         }
         row.workspace_bytes = path == Path::l2norm ? 0 : static_cast<int64_t>(problem.workspace_bytes());
         row.finalize();
         progress(fmt::format(
             "[{}/{}] {} {}{} {}: median {} us (p20 {}, p80 {}), noise {}, {} samples{} in "
             "{:.2f} s{}{}",
-            rows.size() + 1, total_rows, row.shape_id, row.path,
+            rows.size() + 1, total_rows, row.shape_id, kda::harness::to_string(row.path),
             row.stage.empty() ? "" : ":" + row.stage, row.mode,
             human_number(row.gpu.median, Unit::seconds), human_number(row.gpu.p20, Unit::seconds),
             human_number(row.gpu.p80, Unit::seconds), percent_text(row.gpu.noise), row.gpu.n,

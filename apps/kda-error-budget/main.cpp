@@ -17,7 +17,9 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "common/cli.h"
 #include "kda/build_info.h"
 #include "kda/harness/inputs.h"
 #include "kda/harness/report.h"
@@ -27,7 +29,7 @@
 
 namespace {
 
-constexpr int kExitUsage = 2;
+using kda::app::kExitUsage;
 
 double rel_rms(const std::vector<double>& golden, const std::vector<double>& actual) {
   double err = 0.0, ref = 0.0;
@@ -110,13 +112,11 @@ int main(int argc, char** argv) {
     std::cerr << "kda-error-budget: " << e.what() << "\n";
     return kExitUsage;
   }
-  for (const std::string& id : only) {
-    bool known = false;
-    for (const auto& s : shapes) known = known || s.id == id;
-    if (!known) {
-      std::cerr << "kda-error-budget: --only " << id << ": no such shape id\n";
-      return kExitUsage;
-    }
+  const std::string source = fmt::format("{}", fmt::join(shape_files, ", "));
+  if (const auto refusal =
+          kda::app::select_only(&shapes, only, source, [](const auto& s) { return s.id; })) {
+    std::cerr << "kda-error-budget: " << kda::harness::escape_controls(*refusal) << "\n";
+    return kExitUsage;
   }
 
   kda::harness::Table table;
@@ -126,7 +126,6 @@ int main(int argc, char** argv) {
   if (path_name != "fused") paths.push_back(false);
 
   for (const auto& shape : shapes) {
-    if (!only.empty() && std::find(only.begin(), only.end(), shape.id) == only.end()) continue;
     const kda::harness::HostInputs inputs = kda::harness::make_inputs(shape, shape.seed.value_or(seed));
     const kda::ref::Problem problem = inputs.to_reference();
     kda::ref::Options options;

@@ -34,8 +34,8 @@
 #include <fmt/format.h>
 
 #include "common/cli.h"
+#include "common/device_check.h"
 #include "common/device_problem.h"
-#include "common/verify.h"
 #include "kda/bench/bytes_model.h"
 #include "kda/bench/gpu_timing.h"
 #include "kda/bench/results.h"
@@ -49,12 +49,11 @@
 
 namespace {
 
-using kda::app::Path;
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitDevice = 3;
+using kda::app::kExitDevice;
+using kda::app::kExitFailed;
+using kda::app::kExitOk;
+using kda::app::kExitUsage;
+using kda::harness::Path;
 
 struct Flags {
   std::string shapes = "shapes/contract.yaml";
@@ -190,8 +189,7 @@ bool take_flags(int* argc, char** argv, Flags* f) {
     return false;
   }
   for (const auto& p : f->paths) {
-    Path path;
-    if (!kda::app::parse_path(p, &path)) {
+    if (!kda::harness::parse_path(p)) {
       say("--paths: unknown path '" + p + "' (fused, explicit, l2norm)");
       return false;
     }
@@ -237,7 +235,8 @@ class Context {
       golden_.reset();
       shape_id_.clear();
       // Refused before the inputs are generated or anything is allocated (docs/errors.md).
-      kda::app::require_device_memory(shape.id, kda::app::device_footprint(shape), device_);
+      kda::app::require_device_memory(
+          shape.id, kda::app::device_footprint(kda::harness::ProblemSize::of(shape)), device_);
       inputs_ = std::make_unique<kda::harness::HostInputs>(
           kda::harness::make_inputs(shape, shape.seed.value_or(flags_.seed)));
       problem_ = std::make_unique<kda::app::DeviceProblem>(*inputs_);
@@ -250,12 +249,12 @@ class Context {
   // "" when `path` of `shape` passed verification (computed once per (shape, path)), else the
   // checker's verdict ("failed: ...").
   std::string verification_failure(const kda::harness::ShapeSpec& shape, Path path) {
-    const std::string key = shape.id + "/" + kda::app::path_name(path);
+    const std::string key = shape.id + "/" + kda::harness::to_string(path);
     if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
     kda::app::DeviceProblem& p = problem(shape);
     if (!golden_) {
       std::cerr << "kda-gbench: " << shape.id << ": computing the CPU reference\n" << std::flush;
-      golden_ = std::make_unique<kda::app::Golden>(kda::app::compute_golden(*inputs_));
+      golden_ = std::make_unique<kda::app::Golden>(kda::harness::compute_golden(*inputs_));
     }
     const kda::app::PathCheck check = kda::app::check_path(p, path, *golden_, stream_, false);
     const std::string verdict = check.verdict();
@@ -429,35 +428,27 @@ int main(int argc, char** argv) {
     say(e.what());
     return kExitUsage;
   }
-  for (const auto& id : flags.only) {
-    if (std::none_of(shapes.begin(), shapes.end(), [&](const auto& s) { return s.id == id; })) {
-      std::string ids;
-      for (const auto& s : shapes) ids += (ids.empty() ? "" : ", ") + s.id;
-      say("--only " + id + ": no such shape id in " + flags.shapes + " (it has: " + ids + ")");
-      return kExitUsage;
-    }
+  if (const auto refusal = kda::app::select_only(&shapes, flags.only, flags.shapes,
+                                                 [](const auto& s) { return s.id; })) {
+    say(*refusal);
+    return kExitUsage;
   }
 
   // Register first (no GPU needed), so --benchmark_list_tests works anywhere.
   int registered = 0;
   std::vector<const kda::harness::ShapeSpec*> to_run;  // shapes with registered benchmarks
   for (const auto& shape : shapes) {
-    if (!flags.only.empty() &&
-        std::find(flags.only.begin(), flags.only.end(), shape.id) == flags.only.end())
-      continue;
     if (!shape.gpu_supported()) {
       say(fmt::format("{}: not registered: K = {}, V = {}; the GPU kernels support K = V = 128",
                       shape.id, shape.key_dim, shape.value_dim));
       continue;
     }
     to_run.push_back(&shape);
-    const auto size = kda::bench::ProblemSize::of(shape);
+    const auto size = kda::harness::ProblemSize::of(shape);
     for (const auto& name : flags.paths) {
-      Path path;
-      kda::app::parse_path(name, &path);
-      const auto kind = *kda::bench::parse_path_kind(name);
-      const double bytes = static_cast<double>(kda::bench::path_bytes(size, kind));
-      const double floor_s = static_cast<double>(kda::bench::floor_bytes(size, kind)) /
+      const Path path = *kda::harness::parse_path(name);  // checked by take_flags
+      const double bytes = static_cast<double>(kda::bench::path_bytes(size, path));
+      const double floor_s = static_cast<double>(kda::bench::floor_bytes(size, path)) /
                              kda::bench::kDefaultFloorBandwidth;
       benchmark::RegisterBenchmark(
           fmt::format("kda/{}/{}", shape.id, name).c_str(),
@@ -485,7 +476,7 @@ int main(int argc, char** argv) {
   try {
     for (const kda::harness::ShapeSpec* shape : to_run) {
       kda::harness::require_host_memory(
-          shape->id, kda::harness::host_footprint(kda::harness::ProblemDims::of(*shape),
+          shape->id, kda::harness::host_footprint(kda::harness::ProblemSize::of(*shape),
                                                   flags.verify
                                                       ? kda::harness::HostWork::gpu_check
                                                       : kda::harness::HostWork::inputs_only));
@@ -495,12 +486,8 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    std::cerr << "kda-gbench needs an NVIDIA GPU (sm_90); none was found ("
-              << (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") << ")\n";
+  if (const auto why = kda::app::missing_gpu()) {
+    std::cerr << "kda-gbench " << *why << "\n";
     return kExitDevice;
   }
   kda::app::DeviceInfo info;

@@ -24,7 +24,7 @@ constexpr size_t kRecordV0 = 147968;
 
 TEST(DeviceFootprint, ContractShapeH64Fixed) {
   const auto shape = only_shape(kH64Fixed);
-  const DeviceFootprint f = device_footprint(shape);
+  const DeviceFootprint f = device_footprint(kda::harness::ProblemSize::of(shape));
   const size_t th = 8192 * 64;
   // q, k, v bf16 (3 x 256 B), gate fp32 (512 B), beta fp32 (4 B) per token-head; 2 offsets.
   EXPECT_EQ(f.inputs, th * 1284 + 2 * 4);
@@ -40,30 +40,30 @@ TEST(DeviceFootprint, StatesDenseAndUnsupportedDims) {
   const auto state = only_shape(
       "id: s\n    heads: 3\n    seq_lens: [70, 0, 50]\n    initial_state: true\n"
       "    final_state: true\n");
-  const DeviceFootprint f = device_footprint(state);
+  const DeviceFootprint f = device_footprint(kda::harness::ProblemSize::of(state));
   EXPECT_EQ(f.inputs, size_t{120} * 3 * 1284 + 4 * 4 + 589824);
   EXPECT_EQ(f.outputs, size_t{120} * 3 * 512 + 589824);
   EXPECT_EQ(f.workspace, size_t{3} * (120 / 64 + 3) * kRecordV0);  // full chunks + 1 per sequence
 
   // Dense: B rows, no offsets.
   const auto dense = only_shape("id: d\n    heads: 2\n    batch: 2\n    seq_len: 96\n");
-  EXPECT_EQ(device_footprint(dense).inputs, size_t{2} * 96 * 2 * 1284);
+  EXPECT_EQ(device_footprint(kda::harness::ProblemSize::of(dense)).inputs, size_t{2} * 96 * 2 * 1284);
 
   // The same problem generated on the host gives the same footprint (kda-check --load path).
   const kda::harness::HostInputs inputs = kda::harness::make_inputs(state, 1);
-  const DeviceFootprint g = device_footprint(inputs);
+  const DeviceFootprint g = device_footprint(kda::harness::ProblemSize::of(inputs));
   EXPECT_EQ(g.inputs, f.inputs);
   EXPECT_EQ(g.outputs, f.outputs);
   EXPECT_EQ(g.workspace, f.workspace);
 
   // K != 128: never run on the GPU, so no workspace is asked of the library.
   const auto k64 = only_shape("id: k\n    heads: 1\n    seq_lens: [8]\n    key_dim: 64\n");
-  EXPECT_EQ(device_footprint(k64).workspace, 0u);
+  EXPECT_EQ(device_footprint(kda::harness::ProblemSize::of(k64)).workspace, 0u);
 }
 
 TEST(DeviceFootprint, RefusalNamesShapeBytesAndDevice) {
   const auto shape = only_shape(kH64Fixed);
-  const DeviceFootprint f = device_footprint(shape);
+  const DeviceFootprint f = device_footprint(kda::harness::ProblemSize::of(shape));
   EXPECT_EQ(device_memory_shortfall("h64-fixed", f, f.total(), 0, "NVIDIA H200"), "");
   EXPECT_EQ(device_memory_shortfall("h64-fixed", f, size_t{1} << 30, 1, "NVIDIA H200"),
             "shape 'h64-fixed' needs 2.01 GiB of device memory (2163245064 bytes: inputs "

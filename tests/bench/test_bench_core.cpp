@@ -11,9 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kda/bench/bytes_model.h"
 #include "kda/bench/compare.h"
 #include "kda/bench/format.h"
+#include "kda/bench/json_report.h"
 #include "kda/bench/results.h"
 #include "kda/bench/sampling.h"
 #include "kda/bench/statistics.h"
@@ -429,11 +432,11 @@ TEST(BytesModel, PerTokenHeadIs1540ForK128) {
   EXPECT_EQ(kb::forward_bytes(s), 786432LL * 1540);  // 1,211,105,280
   EXPECT_EQ(kb::forward_bytes(s), 1211105280LL);
   EXPECT_EQ(kb::l2norm_bytes(s), 402653184LL);      // 2 x 201 MB (performance.md)
-  EXPECT_EQ(kb::path_bytes(s, kb::PathKind::fused), 1211105280LL);
-  EXPECT_EQ(kb::path_bytes(s, kb::PathKind::explicit_), 1211105280LL + 402653184LL);
-  EXPECT_EQ(kb::path_bytes(s, kb::PathKind::l2norm), 402653184LL);
-  EXPECT_EQ(kb::floor_bytes(s, kb::PathKind::explicit_), 1211105280LL);
-  EXPECT_EQ(kb::floor_bytes(s, kb::PathKind::l2norm), 402653184LL);
+  EXPECT_EQ(kb::path_bytes(s, kb::Path::fused), 1211105280LL);
+  EXPECT_EQ(kb::path_bytes(s, kb::Path::explicit_), 1211105280LL + 402653184LL);
+  EXPECT_EQ(kb::path_bytes(s, kb::Path::l2norm), 402653184LL);
+  EXPECT_EQ(kb::floor_bytes(s, kb::Path::explicit_), 1211105280LL);
+  EXPECT_EQ(kb::floor_bytes(s, kb::Path::l2norm), 402653184LL);
   // performance.md: byte floor 0.285 ms (h96) at 4.25 TB/s.
   EXPECT_NEAR(1211105280.0 / kb::kDefaultFloorBandwidth, 0.285e-3, 0.0005e-3);
   s.heads = 64;
@@ -481,11 +484,11 @@ TEST(BytesModel, StatesAndOtherHeadSizes) {
 }
 
 TEST(BytesModel, PathNames) {
-  EXPECT_EQ(kb::parse_path_kind("explicit"), kb::PathKind::explicit_);
-  EXPECT_EQ(kb::parse_path_kind("fused"), kb::PathKind::fused);
-  EXPECT_EQ(kb::parse_path_kind("l2norm"), kb::PathKind::l2norm);
-  EXPECT_FALSE(kb::parse_path_kind("Fused").has_value());
-  EXPECT_STREQ(kb::to_string(kb::PathKind::explicit_), "explicit");
+  EXPECT_EQ(kda::harness::parse_path("explicit"), kb::Path::explicit_);
+  EXPECT_EQ(kda::harness::parse_path("fused"), kb::Path::fused);
+  EXPECT_EQ(kda::harness::parse_path("l2norm"), kb::Path::l2norm);
+  EXPECT_FALSE(kda::harness::parse_path("Fused").has_value());
+  EXPECT_STREQ(kda::harness::to_string(kb::Path::explicit_), "explicit");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -720,16 +723,15 @@ kb::RunRow make_row(const std::string& shape, const std::string& path, double me
   r.size.tokens = 8192;
   r.size.heads = heads;
   r.size.num_states = 1;
-  r.path = path;
+  r.path = *kda::harness::parse_path(path);
   r.mode = "warm";
-  r.verdict = "passed";
+  r.verdict = kda::harness::Verdict::passed;
   r.stop = kb::StopReason::noise_target;
   r.gpu_s = {median * 0.99, median, median, median, median * 1.01};
   r.cpu_s = {median * 1.1, median * 1.1, median * 1.1, median * 1.1, median * 1.1};
   r.clock_hz = {1.9e9, 1.9e9, kNaN, 1.9e9, 1.9e9};
-  const auto kind = *kb::parse_path_kind(path);
-  r.bytes = kb::path_bytes(r.size, kind);
-  r.floor_bytes = kb::floor_bytes(r.size, kind);
+  r.bytes = kb::path_bytes(r.size, r.path);
+  r.floor_bytes = kb::floor_bytes(r.size, r.path);
   r.workspace_bytes = 1 << 20;
   r.finalize();
   return r;
@@ -766,12 +768,41 @@ TEST(Results, DerivedMetrics) {
   EXPECT_TRUE(std::isnan(kb::floor_share(ctx, stage)));
 }
 
+TEST(Results, JsonRowsAreTheCsvColumnsTypedPlusTheSamples) {
+  const kb::RunContext ctx = make_context();
+  std::vector<kb::RunRow> rows = {make_row("h96-fixed", "fused", 1.4e-3),
+                                  make_row("h96-fixed", "l2norm", 0.1e-3)};
+  rows[1].verdict = kda::harness::Verdict::failed;
+  const kb::RunSummary summary = kb::summarize_run(rows);
+  const nlohmann::json doc = nlohmann::json::parse(
+      kb::results_json(ctx, {{"name", "NVIDIA H200"}}, {{"modes", {"warm"}}}, rows, summary,
+                       nullptr));
+  EXPECT_EQ(doc["tool"], "kda-bench");
+  EXPECT_EQ(doc["schema_version"], kb::kJsonSchemaVersion);
+  EXPECT_EQ(doc["device"]["name"], "NVIDIA H200");
+  EXPECT_FALSE(doc.contains("baseline_compare"));
+  ASSERT_EQ(doc["rows"].size(), 2u);
+  const kh::Table csv = kh::parse_csv(kb::results_csv(ctx, rows), "run.csv");
+  for (const auto& row : doc["rows"]) {
+    for (const std::string& column : csv.columns) EXPECT_TRUE(row.contains(column)) << column;
+    EXPECT_EQ(row.size(), csv.columns.size() + 4);  // samples x 3, rejected_samples
+  }
+  const auto& fused = doc["rows"][0];
+  EXPECT_EQ(fused["path"], "fused");
+  EXPECT_EQ(fused["median_s"].get<double>(), rows[0].gpu.median);  // a number, full precision
+  EXPECT_EQ(fused["heads"].get<int64_t>(), 96);
+  EXPECT_EQ(fused["samples_gpu_s"].size(), rows[0].gpu_s.size());
+  EXPECT_TRUE(fused["samples_sm_clock_hz"][2].is_null());  // the unknown clock
+  EXPECT_EQ(doc["rows"][1]["verdict"], "failed");
+  EXPECT_EQ(doc["warnings"].size(), kb::run_warnings(rows).size());
+}
+
 TEST(Results, CsvHasStableColumnsAndRoundTripsThroughTheHarnessReader) {
   const kb::RunContext ctx = make_context();
   std::vector<kb::RunRow> rows = {make_row("h96-fixed", "fused", 1.4e-3),
                                   make_row("h96-fixed", "explicit", 1.5e-3),
                                   make_row("h96-fixed", "l2norm", 0.1e-3)};
-  rows[1].verdict = "failed";
+  rows[1].verdict = kda::harness::Verdict::failed;
   rows[1].verdict_detail = "failed: output max error 3.5, budget 0.01, \"quoted\"";
   rows[2].calls_per_sample = 3;
   rows[2].sample_method = "graph_batch";
@@ -861,7 +892,7 @@ TEST(Results, MarkdownReportAndWarnings) {
                                   make_row("a", "explicit", 1.1e-3)};
   rows[1].stop = kb::StopReason::timeout;
   rows[1].throttle_discards = 3;
-  rows[0].verdict = "failed";
+  rows[0].verdict = kda::harness::Verdict::failed;
   rows[0].verdict_detail = "failed: output has 12 non-finite values";
   const std::string md = kb::results_markdown(ctx, rows, kb::summarize_run(rows));
   EXPECT_NE(md.find("## Results"), std::string::npos);

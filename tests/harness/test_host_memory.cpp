@@ -20,31 +20,31 @@ constexpr size_t kTokenHeads = 786432;
 TEST(HostMemory, InputsAreWhatHostInputsHolds) {
   // q k v bf16 (2 B x 128 each), gate fp32 (4 B x 128), beta fp32: 1284 B a token-head, plus
   // cu_seqlens (2 int32).
-  EXPECT_EQ(ProblemDims::of(kH96).input_bytes(), kTokenHeads * 1284 + 8);
+  EXPECT_EQ(ProblemSize::of(kH96).input_bytes(), kTokenHeads * 1284 + 8);
   const ShapeSpec small = shape_of(
       "shapes:\n  - {id: s, heads: 3, seq_lens: [70, 0, 50], key_dim: 4, value_dim: 2, "
       "initial_state: true}\n");
   const HostInputs in = make_inputs(small, 1);
   const size_t held = in.q.size() * 2 + in.k.size() * 2 + in.v.size() * 2 + in.gate.size() * 4 +
                       in.beta.size() * 4 + in.cu_seqlens.size() * 4 + in.initial_state.size() * 4;
-  EXPECT_EQ(ProblemDims::of(small).input_bytes(), held);
-  EXPECT_EQ(ProblemDims::of(in).input_bytes(), held);
+  EXPECT_EQ(ProblemSize::of(small).input_bytes(), held);
+  EXPECT_EQ(ProblemSize::of(in).input_bytes(), held);
 }
 
 TEST(HostMemory, PeakPerTokenHeadOfEachKindOfRun) {
   // gpu_check: golden (4 fp64 tensors: 4096 B) + judging (fp32 outputs of three paths, a repeat,
   // its bf16 download, two fp64 widenings: 4352 B), beyond the inputs.
-  const HostFootprint gpu = host_footprint(ProblemDims::of(kH96), HostWork::gpu_check);
+  const HostFootprint gpu = host_footprint(ProblemSize::of(kH96), HostWork::gpu_check);
   EXPECT_EQ(gpu.inputs, kTokenHeads * 1284 + 8);
   EXPECT_EQ(gpu.working, kTokenHeads * (4096 + 4352));
   EXPECT_EQ(gpu.total(), gpu.inputs + gpu.working);
   EXPECT_NEAR(static_cast<double>(gpu.total()) / 1e9, 7.65, 0.01);
   // reference: the fp32 copy (2052 B), four results (3072 B), the state-carry run's fp64 output
   // (1024 B) and two fp64 widenings (2048 B).
-  EXPECT_EQ(host_footprint(ProblemDims::of(kH96), HostWork::reference).working,
+  EXPECT_EQ(host_footprint(ProblemSize::of(kH96), HostWork::reference).working,
             kTokenHeads * (2052 + 3072 + 1024 + 2048));
   // inputs_only: the raw gate while the cumulative one is formed.
-  EXPECT_EQ(host_footprint(ProblemDims::of(kH96), HostWork::inputs_only).working, kTokenHeads * 512);
+  EXPECT_EQ(host_footprint(ProblemSize::of(kH96), HostWork::inputs_only).working, kTokenHeads * 512);
   // Loaded inputs are not counted again.
   HostFootprint loaded = gpu;
   loaded.inputs_loaded = true;
@@ -56,8 +56,8 @@ TEST(HostMemory, StatesCount) {
       "shapes:\n  - {id: s, heads: 2, seq_lens: [64, 64], initial_state: true, final_state: true}\n");
   const ShapeSpec plain = shape_of("shapes:\n  - {id: s, heads: 2, seq_lens: [64, 64]}\n");
   const size_t state = 2 * 2 * 128 * 128;  // N x H x K x V elements
-  const HostFootprint a = host_footprint(ProblemDims::of(stateful), HostWork::gpu_check);
-  const HostFootprint b = host_footprint(ProblemDims::of(plain), HostWork::gpu_check);
+  const HostFootprint a = host_footprint(ProblemSize::of(stateful), HostWork::gpu_check);
+  const HostFootprint b = host_footprint(ProblemSize::of(plain), HostWork::gpu_check);
   EXPECT_EQ(a.inputs - b.inputs, state * 4);  // h0 fp32
   // Final states: golden and low fp64 (16 B), the paths' fp32 copies and widenings (20 B).
   EXPECT_EQ(a.working - b.working, state * (16 + 20));
@@ -65,7 +65,7 @@ TEST(HostMemory, StatesCount) {
 
 TEST(HostMemory, ShapesAtTheParserBoundDoNotWrap) {
   const ShapeSpec huge = shape_of("shapes:\n  - {id: h, heads: 4096, seq_lens: [2097152]}\n");
-  const HostFootprint f = host_footprint(ProblemDims::of(huge), HostWork::reference);
+  const HostFootprint f = host_footprint(ProblemSize::of(huge), HostWork::reference);
   EXPECT_GT(f.total(), size_t{1} << 46);  // ~80 TB, not a wrapped small number
 }
 
@@ -89,7 +89,7 @@ TEST(HostMemory, MeminfoParsing) {
 }
 
 TEST(HostMemory, RefusalSaysWhatIsNeededWhatIsThereAndWhatToDo) {
-  const HostFootprint need = host_footprint(ProblemDims::of(kH96), HostWork::gpu_check);
+  const HostFootprint need = host_footprint(ProblemSize::of(kH96), HostWork::gpu_check);
   EXPECT_EQ(host_memory_shortfall("h96-fixed", need, {need.total(), "MemAvailable"}), "");
   EXPECT_EQ(host_memory_shortfall("h96-fixed", need, {uint64_t{4} << 30, "MemAvailable"}),
             "shape 'h96-fixed' needs about 7.13 GiB of host memory (7653556232 bytes: inputs "

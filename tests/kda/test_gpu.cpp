@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/device_problem.h"
 #include "kda/kda.h"
 #include "kda/ref/reference.h"
 #include "layout.h"  // lib/kda/src: transposed_scan_pays, uses_prep_v2
@@ -67,55 +68,8 @@ class KdaForward : public ::testing::TestWithParam<kda::ForwardVariant> {
   }
 };
 
-// One device allocation.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes_ > 0) cuda_check(cudaMalloc(&ptr_, bytes_), "cudaMalloc");
-  }
-  template <class T>
-  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
-    if (bytes_ > 0) {
-      cuda_check(cudaMemcpy(ptr_, host.data(), bytes_, cudaMemcpyHostToDevice), "upload");
-    }
-  }
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
-  }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    std::swap(ptr_, other.ptr_);
-    std::swap(bytes_, other.bytes_);
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;  // owns a device allocation
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  template <class T = void>
-  T* get() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-  // 0xFF bytes: NaN in fp32 and bf16, so partial writes show up.
-  void poison() const {
-    if (bytes_ > 0) cuda_check(cudaMemset(ptr_, 0xFF, bytes_), "cudaMemset");
-  }
-  template <class T>
-  std::vector<T> download() const {
-    std::vector<T> host(bytes_ / sizeof(T));
-    cuda_check(cudaDeviceSynchronize(), "kernel execution");
-    if (bytes_ > 0) {
-      cuda_check(cudaMemcpy(host.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), "download");
-    }
-    return host;
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+// Device allocations: the apps' own RAII buffer (apps/common/device_problem.h).
+using kda::app::DeviceBuffer;
 
 void synchronize() {
   cuda_check(cudaGetLastError(), "launch");
@@ -345,15 +299,15 @@ void check_gate(const GateCase& c, uint64_t seed) {
   d_out.poison();
   kda::GateCumsumParams p;
   p.raw_gate = d_raw.get();
-  p.a_log = d_a.get<const float>();
-  p.dt_bias = d_b.get<const float>();
-  p.out = d_out.get<float>();
+  p.a_log = d_a.as<const float>();
+  p.dt_bias = d_b.as<const float>();
+  p.out = d_out.as<float>();
   p.batch = c.batch;
   p.tokens = c.tokens;
   p.heads = c.heads;
   p.lower_bound = c.lower_bound;
   if (!c.cu.empty()) {
-    p.cu_seqlens = d_cu.get<const int32_t>();
+    p.cu_seqlens = d_cu.as<const int32_t>();
     p.cu_seqlens_host = c.cu.data();
     p.num_seqs = static_cast<int>(c.cu.size()) - 1;
   }
@@ -569,26 +523,26 @@ class DeviceProblem {
   kda::ForwardParams params(bool fused) const {
     kda::ForwardParams p;
     const int64_t row = int64_t{in_.c.heads} * kD;
-    const auto* qkv = qkv_.get<const uint16_t>();
-    p.q = in_.c.packed_qkv ? qkv : q_.get<const uint16_t>();
-    p.k = in_.c.packed_qkv ? qkv + row : k_.get<const uint16_t>();
-    p.v = in_.c.packed_qkv ? qkv + 2 * row : v_.get<const uint16_t>();
+    const auto* qkv = qkv_.as<const uint16_t>();
+    p.q = in_.c.packed_qkv ? qkv : q_.as<const uint16_t>();
+    p.k = in_.c.packed_qkv ? qkv + row : k_.as<const uint16_t>();
+    p.v = in_.c.packed_qkv ? qkv + 2 * row : v_.as<const uint16_t>();
     p.q_token_stride = p.k_token_stride = p.v_token_stride = qkv_stride_;
     p.out_token_stride = out_stride_;
     if (!fused) {
       p.q = q_hat_.get();
       p.q_token_stride = row;
     }
-    p.gate = gate_.get<const float>();
-    p.beta = beta_.get<const float>();
-    p.initial_state = in_.c.initial_state ? h0_.get<const float>() : nullptr;
+    p.gate = gate_.as<const float>();
+    p.beta = beta_.as<const float>();
+    p.initial_state = in_.c.initial_state ? h0_.as<const float>() : nullptr;
     p.out = out_.get();
-    p.final_state = in_.c.final_state ? final_.get<float>() : nullptr;
+    p.final_state = in_.c.final_state ? final_.as<float>() : nullptr;
     p.batch = in_.c.batch;
     p.tokens = in_.c.tokens;
     p.heads = in_.c.heads;
     if (!in_.c.cu.empty()) {
-      p.cu_seqlens = cu_.get<const int32_t>();
+      p.cu_seqlens = cu_.as<const int32_t>();
       p.cu_seqlens_host = in_.c.cu.data();
       p.num_seqs = static_cast<int>(in_.c.cu.size()) - 1;
     }
@@ -612,7 +566,7 @@ class DeviceProblem {
       for (int h = 0; h < in_.c.heads; ++h) {
         kda::L2NormParams n;
         n.x = raw_q + h * kD;
-        n.y = q_hat_.get<uint16_t>() + h * kD;
+        n.y = q_hat_.as<uint16_t>() + h * kD;
         n.rows = in_.rows();
         n.x_row_stride = qkv_stride_;
         n.y_row_stride = row;

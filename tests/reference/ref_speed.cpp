@@ -5,7 +5,7 @@
 //
 //   kda-ref-speed SHAPES [ID...] [--golden | --reference] [--save DIR | --compare DIR]
 //
-// --golden (default) times kda-check's GPU-backend golden (compute_golden: recurrence in fp64
+// --golden (default) times kda-check's GPU-backend golden (kda::harness::compute_golden: recurrence in fp64
 // and fp32, l2norm of q in both); --reference times the `--backend reference` job (recurrence
 // and chunked, both precisions). --save DIR writes the fp64 and fp32 recurrence outputs of each
 // shape as raw arrays (DIR/<id>.{f64,f32}); --compare DIR reads them back and prints how far this

@@ -6,22 +6,6 @@ namespace {
 constexpr int64_t kBf16 = 2, kF32 = 4;
 }
 
-const char* to_string(PathKind path) {
-  switch (path) {
-    case PathKind::fused: return "fused";
-    case PathKind::explicit_: return "explicit";
-    case PathKind::l2norm: return "l2norm";
-  }
-  return "?";
-}
-
-std::optional<PathKind> parse_path_kind(std::string_view name) {
-  if (name == "fused") return PathKind::fused;
-  if (name == "explicit") return PathKind::explicit_;
-  if (name == "l2norm") return PathKind::l2norm;
-  return std::nullopt;
-}
-
 int64_t forward_bytes_per_token_head(const ProblemSize& size) {
   const int64_t k = size.key_dim, v = size.value_dim;
   return 2 * k * kBf16    // q, k
@@ -41,17 +25,17 @@ int64_t l2norm_bytes(const ProblemSize& size) {
   return 2 * size.token_heads() * size.key_dim * kBf16;
 }
 
-int64_t path_bytes(const ProblemSize& size, PathKind path) {
+int64_t path_bytes(const ProblemSize& size, Path path) {
   switch (path) {
-    case PathKind::fused: return forward_bytes(size);
-    case PathKind::explicit_: return forward_bytes(size) + l2norm_bytes(size);
-    case PathKind::l2norm: return l2norm_bytes(size);
+    case Path::fused: return forward_bytes(size);
+    case Path::explicit_: return forward_bytes(size) + l2norm_bytes(size);
+    case Path::l2norm: return l2norm_bytes(size);
   }
   return 0;
 }
 
-int64_t floor_bytes(const ProblemSize& size, PathKind path) {
-  return path == PathKind::l2norm ? l2norm_bytes(size) : forward_bytes(size);
+int64_t floor_bytes(const ProblemSize& size, Path path) {
+  return path == Path::l2norm ? l2norm_bytes(size) : forward_bytes(size);
 }
 
 }  // namespace kda::bench

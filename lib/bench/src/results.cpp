@@ -50,6 +50,7 @@ const std::vector<Column>& result_columns() {
   using C = const RunContext&;
   using R = const RunRow&;
   auto i64 = [](auto v) { return Value(static_cast<int64_t>(v)); };
+  auto name_of = [](auto e) { return Value(std::string(kda::harness::to_string(e))); };
   static const std::vector<Column> columns = {
       {"run_id", Unit::text, [](C c, R) { return Value(c.run_id); }, ""},
       {"utc_time", Unit::text, [](C c, R) { return Value(c.utc_time); }, ""},
@@ -66,10 +67,10 @@ const std::vector<Column>& result_columns() {
       {"heads", Unit::count, [=](C, R r) { return i64(r.size.heads); }, ""},
       {"num_seqs", Unit::count, [=](C, R r) { return i64(r.size.num_states); }, ""},
       {"token_heads", Unit::count, [=](C, R r) { return i64(r.size.token_heads()); }, ""},
-      {"path", Unit::text, [](C, R r) { return Value(r.path); }, "path"},
+      {"path", Unit::text, [=](C, R r) { return name_of(r.path); }, "path"},
       {"stage", Unit::text, [](C, R r) { return Value(r.stage); }, "stage"},
       {"mode", Unit::text, [](C, R r) { return Value(r.mode); }, "mode"},
-      {"verdict", Unit::text, [](C, R r) { return Value(r.verdict); }, "verdict"},
+      {"verdict", Unit::text, [=](C, R r) { return name_of(r.verdict); }, "verdict"},
       {"verdict_detail", Unit::text, [](C, R r) { return Value(r.verdict_detail); }, ""},
       {"samples", Unit::count, [=](C, R r) { return i64(r.gpu.n); }, "samples"},
       {"warmup_runs", Unit::count, [=](C, R r) { return i64(r.warmup_runs); }, ""},
@@ -117,12 +118,14 @@ const std::vector<Column>& result_columns() {
 }
 
 std::string csv_cell(const Value& value) {
+  if (std::holds_alternative<std::monostate>(value)) return "";
   if (const auto* s = std::get_if<std::string>(&value)) return *s;
   if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
   return csv_number(std::get<double>(value));
 }
 
 std::string human_cell(const Value& value, Unit unit) {
+  if (std::holds_alternative<std::monostate>(value)) return "";
   if (const auto* s = std::get_if<std::string>(&value)) return *s;
   if (const auto* i = std::get_if<int64_t>(&value)) {
     if (unit == Unit::count) return std::to_string(*i);
@@ -158,6 +161,17 @@ kda::harness::Table results_table(const RunContext& ctx, const std::vector<RunRo
   return table;
 }
 
+kda::harness::CellTable results_cells(const RunContext& ctx, const std::vector<RunRow>& rows) {
+  kda::harness::CellTable table;
+  for (const auto& c : result_columns()) table.columns.push_back(c.name);
+  for (const auto& r : rows) {
+    std::vector<Value> cells;
+    for (const auto& c : result_columns()) cells.push_back(c.get(ctx, r));
+    table.rows.push_back(std::move(cells));
+  }
+  return table;
+}
+
 std::string results_csv(const RunContext& ctx, const std::vector<RunRow>& rows) {
   return kda::harness::to_csv(results_table(ctx, rows, false));
 }
@@ -175,9 +189,9 @@ RunSummary summarize_run(const std::vector<RunRow>& rows) {
         mode_order.push_back(r.mode);
     }
     ShapeComparison& s = summary.shapes[it->second];
-    if (r.path == "fused") s.fused_s = r.gpu.median;
-    if (r.path == "explicit") s.explicit_s = r.gpu.median;
-    if (r.path == "l2norm") s.l2norm_s = r.gpu.median;
+    if (r.path == Path::fused) s.fused_s = r.gpu.median;
+    if (r.path == Path::explicit_) s.explicit_s = r.gpu.median;
+    if (r.path == Path::l2norm) s.l2norm_s = r.gpu.median;
   }
   for (auto& s : summary.shapes) {
     s.ratio = s.fused_s / s.explicit_s;
@@ -210,9 +224,9 @@ RunSummary summarize_run(const std::vector<RunRow>& rows) {
 std::vector<std::string> run_warnings(const std::vector<RunRow>& rows) {
   std::vector<std::string> out;
   for (const auto& r : rows) {
-    std::string name = r.shape_id + " " + r.path + (r.stage.empty() ? "" : ":" + r.stage) +
-                       " " + r.mode;
-    if (r.verdict == "failed")
+    std::string name = r.shape_id + " " + kda::harness::to_string(r.path) +
+                       (r.stage.empty() ? "" : ":" + r.stage) + " " + r.mode;
+    if (r.verdict == kda::harness::Verdict::failed)
       out.push_back(fmt::format("{}: verification failed: {}", name, r.verdict_detail));
     if (!r.converged())
       out.push_back(fmt::format("{}: did not converge ({}) after {} samples, noise {}", name,

@@ -48,13 +48,17 @@ std::pair<std::string, std::string> distinct_pair(double a, double b) {
 }  // namespace
 
 std::string Judgement::verdict() const {
-  if (passed()) return "passed";
+  return passed() ? "passed" : "failed: " + reasons();
+}
+
+std::string Judgement::reasons() const {
+  if (passed()) return "";
   if (golden_non_finite > 0) {
-    return fmt::format("failed: the reference has {} non-finite value{}", golden_non_finite,
+    return fmt::format("the reference has {} non-finite value{}", golden_non_finite,
                        golden_non_finite == 1 ? "" : "s");
   }
   if (non_finite > 0) {
-    return fmt::format("failed: {} non-finite value{}", non_finite, non_finite == 1 ? "" : "s");
+    return fmt::format("{} non-finite value{}", non_finite, non_finite == 1 ? "" : "s");
   }
   std::vector<std::string> reasons;
   if (!within_budget) {
@@ -65,7 +69,7 @@ std::string Judgement::verdict() const {
     reasons.push_back(
         fmt::format("rel RMS {} >= {}", scientific(rel_rms, 2), scientific_trimmed(rms_limit)));
   }
-  return fmt::format("failed: {}", fmt::join(reasons, "; "));
+  return fmt::format("{}", fmt::join(reasons, "; "));
 }
 
 Judgement judge(std::span<const double> golden, std::span<const double> low,

@@ -13,7 +13,7 @@
 
 namespace kda::harness {
 
-HostFootprint host_footprint(const ProblemDims& d, HostWork work) {
+HostFootprint host_footprint(const ProblemSize& d, HostWork work) {
   // Sizes in double: a shape near the parser's 2^40-element bound must not wrap size_t.
   const double th = static_cast<double>(d.token_heads());
   const double k = static_cast<double>(d.key_dim), v = static_cast<double>(d.value_dim);

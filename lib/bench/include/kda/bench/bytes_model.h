@@ -17,25 +17,20 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <string_view>
 
-#include "kda/harness/problem_dims.h"
+#include "kda/harness/problem.h"
 
 namespace kda::bench {
 
-enum class PathKind { fused, explicit_, l2norm };
-const char* to_string(PathKind path);                           // "fused", "explicit", "l2norm"
-std::optional<PathKind> parse_path_kind(std::string_view name);
-
-// The problem's sizes (ProblemSize::of(shape)); num_states (N) and the state flags give the state
-// terms.
-using ProblemSize = kda::harness::ProblemDims;
+// The harness's problem size and path types (one of each for every tool): num_states (N) and
+// the state flags of the size give the state terms.
+using kda::harness::Path;
+using kda::harness::ProblemSize;
 
 int64_t forward_bytes_per_token_head(const ProblemSize& size);  // 1540 for K = V = 128
 int64_t forward_bytes(const ProblemSize& size);
 int64_t l2norm_bytes(const ProblemSize& size);
-int64_t path_bytes(const ProblemSize& size, PathKind path);   // what the path moves at least
-int64_t floor_bytes(const ProblemSize& size, PathKind path);  // what it is judged against
+int64_t path_bytes(const ProblemSize& size, Path path);   // what the path moves at least
+int64_t floor_bytes(const ProblemSize& size, Path path);  // what it is judged against
 
 }  // namespace kda::bench

@@ -16,7 +16,9 @@
 #include "kda/bench/statistics.h"
 #include "kda/bench/stopping.h"
 #include "kda/bench/throttle.h"
+#include "kda/harness/cells.h"
 #include "kda/harness/report.h"
+#include "kda/harness/verdict.h"
 
 namespace kda::bench {
 
@@ -52,11 +54,11 @@ struct RunContext {
 struct RunRow {
   std::string shape_id;
   ProblemSize size;
-  std::string path;   // fused | explicit | l2norm
+  Path path = Path::fused;
   std::string stage;  // empty for the whole path; else the forward stage's name
   std::string mode;   // warm | cold | graph | triton
-  std::string verdict = "not verified";  // passed | failed | not verified
-  std::string verdict_detail;            // the checker's full verdict text
+  kda::harness::Verdict verdict = kda::harness::Verdict::not_verified;
+  std::string verdict_detail;  // the checker's full verdict text
   uint64_t seed = 0;                     // seed of the inputs (a shape's own seed wins)
   std::string gate;                      // the inputs' gate recipe (shapes/README.md `gate:`)
 
@@ -88,7 +90,9 @@ double floor_share(const RunContext& ctx, const RunRow& row);    // floor_s / me
 double bw_util(const RunContext& ctx, const RunRow& row);        // achieved / theoretical peak
 double clock_scaling(const RunContext& ctx, const RunRow& row);  // mean clock / default clock
 
-using Value = std::variant<std::string, int64_t, double>;
+// A typed cell (kda/harness/cells.h); the columns here never leave one empty: a missing number
+// is NaN, a missing text "".
+using Value = kda::harness::Cell;
 
 struct Column {
   std::string name;      // CSV / JSON name: snake_case, SI unit suffix (_s, _Bps, _hz)
@@ -108,6 +112,8 @@ std::string human_cell(const Value& value, Unit unit);   // markdown cell (forma
 kda::harness::Table results_table(const RunContext& ctx, const std::vector<RunRow>& rows,
                                   bool human);
 std::string results_csv(const RunContext& ctx, const std::vector<RunRow>& rows);
+// Every column, typed (the JSON rows: kda/harness/cells.h json_rows).
+kda::harness::CellTable results_cells(const RunContext& ctx, const std::vector<RunRow>& rows);
 
 // Fused vs explicit per (shape, mode), from whole-path rows.
 struct ShapeComparison {

@@ -33,6 +33,7 @@ struct Judgement {
   // "passed" or "failed: <reason>[; <reason>]", e.g. "failed: 3 non-finite values",
   // "failed: max abs err 1.2e-2 > budget 8.0e-3", "failed: rel RMS 6.1e-3 >= 5e-3".
   std::string verdict() const;
+  std::string reasons() const;  // the verdict without "failed: "; "" when passed
 };
 
 // low may be a float reference widened to double; all three spans have the same length (else

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "kda/harness/problem_dims.h"
+#include "kda/harness/problem.h"
 
 namespace kda::harness {
 
@@ -23,7 +23,7 @@ enum class HostWork {
 
 // Peak bytes: the inputs, and everything else alive at the peak. The model follows what the code
 // allocates (HostInputs; the references' fp32 copy of the inputs and their fp64/fp32 outputs in
-// apps/common/verify.cpp compute_golden and kda-check's check_reference; the downloads and
+// kda/harness/verify.h compute_golden and check_references; the downloads and
 // widened copies of check_path), per token-head and per state element: change it with that code
 // (tests/harness/test_host_memory.cpp pins the numbers). The CPU references take ~9.7 KB per
 // token-head at K = V = 128 (h96-fixed: 7.7 GB).
@@ -33,7 +33,7 @@ struct HostFootprint {
   bool inputs_loaded = false;  // the inputs are in memory already (--load): not counted again
   size_t total() const { return (inputs_loaded ? 0 : inputs) + working; }
 };
-HostFootprint host_footprint(const ProblemDims& dims, HostWork work);
+HostFootprint host_footprint(const ProblemSize& dims, HostWork work);
 
 // Memory the process can still take: MemAvailable of /proc/meminfo (MemFree + Buffers + Cached
 // on kernels without it), lowered to what a cgroup v2 memory.max leaves. Empty where none of it

@@ -1,13 +1,29 @@
-// ProblemDims (problem_dims.h).
-#include "kda/harness/problem_dims.h"
+// ProblemSize and Path (problem.h).
+#include "kda/harness/problem.h"
 
 #include "kda/harness/inputs.h"
 #include "kda/harness/shapes.h"
 
 namespace kda::harness {
 
-ProblemDims ProblemDims::of(const ShapeSpec& shape) {
-  ProblemDims d;
+const char* to_string(Path path) {
+  switch (path) {
+    case Path::fused: return "fused";
+    case Path::explicit_: return "explicit";
+    case Path::l2norm: return "l2norm";
+  }
+  return "?";
+}
+
+std::optional<Path> parse_path(std::string_view name) {
+  for (Path p : kAllPaths) {
+    if (name == to_string(p)) return p;
+  }
+  return std::nullopt;
+}
+
+ProblemSize ProblemSize::of(const ShapeSpec& shape) {
+  ProblemSize d;
   d.batch = shape.batch_rows();
   d.tokens = shape.tokens();
   d.heads = shape.heads;
@@ -20,8 +36,8 @@ ProblemDims ProblemDims::of(const ShapeSpec& shape) {
   return d;
 }
 
-ProblemDims ProblemDims::of(const HostInputs& in) {
-  ProblemDims d;
+ProblemSize ProblemSize::of(const HostInputs& in) {
+  ProblemSize d;
   d.batch = in.batch;
   d.tokens = in.tokens;
   d.heads = in.heads;
@@ -34,7 +50,7 @@ ProblemDims ProblemDims::of(const HostInputs& in) {
   return d;
 }
 
-size_t ProblemDims::input_bytes() const {
+size_t ProblemSize::input_bytes() const {
   const auto th = static_cast<size_t>(token_heads());
   const auto k = static_cast<size_t>(key_dim), v = static_cast<size_t>(value_dim);
   return th * (k * 2 /*q*/ + k * 2 /*k*/ + v * 2 /*v*/ + k * 4 /*gate*/ + 4 /*beta*/) +

@@ -1,5 +1,6 @@
 // The JSON report of kda-bench: metadata, every column of every row (typed), raw samples, the
-// run summary, warnings and the baseline comparison.
+// run summary, warnings and the baseline comparison (pure CPU). Every row's cells are the CSV's
+// columns (result_columns()) written by the harness's JSON printer (kda/harness/cells.h).
 #pragma once
 
 #include <string>
@@ -10,7 +11,7 @@
 #include "kda/bench/compare.h"
 #include "kda/bench/results.h"
 
-namespace kda::bench::app {
+namespace kda::bench {
 
 inline constexpr const char* kJsonSchemaVersion = "1.1.0";
 
@@ -19,4 +20,4 @@ std::string results_json(const RunContext& ctx, const nlohmann::json& device,
                          const nlohmann::json& settings, const std::vector<RunRow>& rows,
                          const RunSummary& summary, const CompareReport* compare);
 
-}  // namespace kda::bench::app
+}  // namespace kda::bench

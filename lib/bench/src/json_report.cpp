@@ -1,23 +1,18 @@
-#include "json_report.h"
+// The JSON report of kda-bench (json_report.h).
+#include "kda/bench/json_report.h"
 
-#include "common/json.h"
+#include "kda/harness/cells.h"
 
-namespace kda::bench::app {
+namespace kda::bench {
 
 namespace {
 
-using kda::app::json_number;
+using kda::harness::json_number;
 
 nlohmann::json numbers(const std::vector<double>& values) {
   nlohmann::json out = nlohmann::json::array();
   for (double v : values) out.push_back(json_number(v));
   return out;
-}
-
-nlohmann::json value_json(const Value& v) {
-  if (const auto* s = std::get_if<std::string>(&v)) return *s;
-  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
-  return json_number(std::get<double>(v));
 }
 
 }  // namespace
@@ -36,15 +31,14 @@ std::string results_json(const RunContext& ctx, const nlohmann::json& device,
   doc["settings"] = settings;
   doc["device"] = device;
 
-  nlohmann::json jrows = nlohmann::json::array();
-  for (const auto& r : rows) {
-    nlohmann::json row = nlohmann::json::object();
-    for (const auto& c : result_columns()) row[c.name] = value_json(c.get(ctx, r));
+  nlohmann::json jrows = kda::harness::json_rows(results_cells(ctx, rows));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RunRow& r = rows[i];
+    nlohmann::json& row = jrows[i];
     row["samples_gpu_s"] = numbers(r.gpu_s);
     row["samples_cpu_s"] = numbers(r.cpu_s);
     row["samples_sm_clock_hz"] = numbers(r.clock_hz);
     row["rejected_samples"] = r.rejected_samples;
-    jrows.push_back(std::move(row));
   }
   doc["rows"] = std::move(jrows);
 
@@ -96,4 +90,4 @@ std::string results_json(const RunContext& ctx, const nlohmann::json& device,
   return doc.dump(2) + "\n";
 }
 
-}  // namespace kda::bench::app
+}  // namespace kda::bench
