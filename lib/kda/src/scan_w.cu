@@ -128,8 +128,7 @@ __device__ __forceinline__ void rescale_rows(const float (&b)[2], float (&st)[kK
       st[j][2 * h] *= f;
       st[j][2 * h + 1] *= f;
     }
-    rs.bound[h] *= f;
-    rs.log2_lambda[h] += change;
+    rs.log2_lambda[h] += change;  // (rs.bound is rebuilt under this chunk's B2 before its use)
   }
   rs.unit = __all_sync(0xffffffffu, rs.log2_lambda[0] == 0 && rs.log2_lambda[1] == 0);
 }

@@ -12,8 +12,8 @@
 //   - wgmma.fence before the first wgmma that reads registers written by other instructions;
 //     commit_group / wait_group N; registers of an in-flight wgmma are not touched until its
 //     group is waited for.
-//   - Shared memory written by the generic proxy (st.shared, cp.async) is made visible to wgmma's
-//     (async proxy) reads by fence.proxy.async before the barrier that publishes it.
+//   - The B operands arrive by bulk copy (the async proxy, like wgmma's reads), so no proxy fence
+//     stands between the copy and the wgmmas that read it.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +30,6 @@ template <int kPending>
 __device__ __forceinline__ void wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
-// Generic-proxy shared-memory writes -> visible to the async proxy (wgmma operand reads).
-__device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 // ---- Bulk copies into shared memory (the TMA unit, async proxy) and the mbarriers they complete
 // on. PTX ISA facts used: cp.async.bulk.shared::cluster.global with mbarrier::complete_tx::bytes
 // moves `bytes` (a multiple of 16, 16-byte aligned addresses; a CTA's own shared addresses are
