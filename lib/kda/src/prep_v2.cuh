@@ -17,9 +17,18 @@ struct PrepArgs {
   const __nv_bfloat16* q;
   const __nv_bfloat16* k;
   const __nv_bfloat16* v;
-  const float* gate;
-  const float* beta;
+  const void* gate;  // chunk_log2: fp32 cumulative log2; raw: the raw projection (gate_bf16)
+  const void* beta;  // fp32 or bf16 (beta_bf16): probabilities, or logits (beta_logits)
   int64_t q_stride, k_stride, v_stride;  // elements between tokens
+  // Raw inputs (kda.h GateInput::raw, BetaInput::logits, fuse_k_l2norm); v2 PREP only.
+  bool raw_gate;
+  bool gate_bf16;      // raw gate dtype (a chunk_log2 gate is always fp32)
+  const float* a_log;  // [H]
+  const float* dt_bias;  // [H, 128]
+  float lower_bound;
+  bool beta_bf16;
+  bool beta_logits;
+  bool fuse_k_l2norm;
   int heads;
   int64_t capacity;  // record slots per head
   Sequences seqs;

@@ -22,6 +22,26 @@ const char* to_string(DType dtype) {
   return "unknown";
 }
 
+const char* to_string(GateInput input) {
+  switch (input) {
+    case GateInput::chunk_log2:
+      return "chunk_log2";
+    case GateInput::raw:
+      return "raw";
+  }
+  return "unknown";
+}
+
+const char* to_string(BetaInput input) {
+  switch (input) {
+    case BetaInput::probability:
+      return "probability";
+    case BetaInput::logits:
+      return "logits";
+  }
+  return "unknown";
+}
+
 const char* to_string(ForwardVariant variant) {
   switch (variant) {
     case ForwardVariant::v0_fp32:
@@ -248,6 +268,70 @@ void check_forward_dims(const ForwardParams& p) {
   check_heads(op, p.heads);
 }
 
+// The raw-input options (kda.h GateInput, BetaInput, fuse_k_l2norm): enums in range, dtypes the
+// kernels read, the gate parameters present exactly when the raw gate reads them, and a v2 PREP.
+void check_raw_inputs(const ForwardParams& p) {
+  const std::string op = "chunk_forward";
+  if (p.gate_input != GateInput::chunk_log2 && p.gate_input != GateInput::raw) {
+    fail(ErrorCode::invalid_argument,
+         op + ": gate_input = " + std::to_string(static_cast<int>(p.gate_input)) +
+             " is not a GateInput: use GateInput::chunk_log2 or GateInput::raw");
+  }
+  if (p.beta_input != BetaInput::probability && p.beta_input != BetaInput::logits) {
+    fail(ErrorCode::invalid_argument,
+         op + ": beta_input = " + std::to_string(static_cast<int>(p.beta_input)) +
+             " is not a BetaInput: use BetaInput::probability or BetaInput::logits");
+  }
+  if (p.beta_dtype != DType::bf16 && p.beta_dtype != DType::f32) {
+    fail(ErrorCode::invalid_argument,
+         op + ": beta_dtype = " + std::to_string(static_cast<int>(p.beta_dtype)) +
+             " is not a DType: beta must be f32 or bf16");
+  }
+  if (p.gate_dtype != DType::bf16 && p.gate_dtype != DType::f32) {
+    fail(ErrorCode::invalid_argument,
+         op + ": gate_dtype = " + std::to_string(static_cast<int>(p.gate_dtype)) +
+             " is not a DType: the gate must be f32 (chunk_log2) or bf16 / f32 (raw)");
+  }
+  const bool raw_gate = p.gate_input == GateInput::raw;
+  if (raw_gate) {
+    require_pointer(op, "a_log", p.a_log, "a device pointer to fp32 [H] (GateInput::raw)");
+    require_pointer(op, "dt_bias", p.dt_bias,
+                    "a device pointer to fp32 [H, 128] (GateInput::raw)");
+    if (!(p.lower_bound >= -kMaxLowerBound && p.lower_bound <= 0.0f)) {
+      fail(ErrorCode::invalid_argument,
+           op + ": lower_bound = " + float_text(p.lower_bound) + " must lie in [-" +
+               float_text(kMaxLowerBound) +
+               ", 0] (finite): per-token log2 decays must stay within the bounded-gate contract "
+               "(kda-forward.md §3.1)");
+    }
+  } else {
+    if (p.gate_dtype != DType::f32) {
+      fail(ErrorCode::invalid_argument,
+           op + ": gate_dtype = " + to_string(p.gate_dtype) +
+               " with GateInput::chunk_log2: the cumulative log2 gate is fp32 (pass the raw "
+               "projection with GateInput::raw, or run gate_cumsum first)");
+    }
+    if (p.a_log != nullptr || p.dt_bias != nullptr) {
+      fail(ErrorCode::invalid_argument,
+           op + ": a_log / dt_bias are set but gate_input is GateInput::chunk_log2, which never "
+                "reads them: set gate_input = GateInput::raw to pass the raw gate, or leave them "
+                "null");
+    }
+  }
+  const bool raw_any = raw_gate || p.beta_input == BetaInput::logits || p.fuse_k_l2norm ||
+                       p.beta_dtype != DType::f32;
+  const bool v2_prep = p.variant == ForwardVariant::v2_mma ||
+                       p.variant == ForwardVariant::v2t_mma ||
+                       p.variant == ForwardVariant::v2w_mma;
+  if (raw_any && !v2_prep) {
+    fail(ErrorCode::unsupported,
+         op + ": raw inputs (GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm) need a "
+              "v2 variant (v2_mma, v2t_mma, v2w_mma); variant " +
+             to_string(p.variant) +
+             " reads only the contract inputs: run l2norm / gate_cumsum / the sigmoid first");
+  }
+}
+
 }  // namespace
 
 // Depends on the sizes only (never reads the offsets), so it can be called before the offsets
@@ -308,7 +392,12 @@ void validate(const GateCumsumParams& p) {
   check_chunk_grid(op, total_tokens, n, p.heads);
   checked_mul(op, "batch * tokens * heads * dim",
               checked_mul(op, "batch * tokens * heads", total_tokens, p.heads), kHeadDim);
-  require_pointer(op, "raw_gate", p.raw_gate, "a device pointer to bf16 [B, T, H, 128]");
+  if (p.raw_gate_dtype != DType::bf16 && p.raw_gate_dtype != DType::f32) {
+    fail(ErrorCode::invalid_argument,
+         op + ": raw_gate_dtype = " + std::to_string(static_cast<int>(p.raw_gate_dtype)) +
+             " is not a DType: the raw gate must be bf16 or f32");
+  }
+  require_pointer(op, "raw_gate", p.raw_gate, "a device pointer to bf16 or f32 [B, T, H, 128]");
   require_pointer(op, "a_log", p.a_log, "a device pointer to fp32 [H]");
   require_pointer(op, "dt_bias", p.dt_bias, "a device pointer to fp32 [H, 128]");
   require_pointer(op, "out", p.out, "a device pointer to fp32 [B, T, H, 128]");
@@ -345,14 +434,22 @@ void validate(const ForwardParams& p) {
   require_pointer(op, "q", p.q, "a device pointer to bf16 [B, T, H, 128]");
   require_pointer(op, "k", p.k, "a device pointer to bf16 [B, T, H, 128]");
   require_pointer(op, "v", p.v, "a device pointer to bf16 [B, T, H, 128]");
-  require_pointer(op, "gate", p.gate, "a device pointer to fp32 [B, T, H, 128]");
-  require_pointer(op, "beta", p.beta, "a device pointer to fp32 [B, T, H]");
+  check_raw_inputs(p);
+  require_pointer(op, "gate", p.gate,
+                  p.gate_input == GateInput::raw
+                      ? "a device pointer to the raw gate, bf16 or f32 [B, T, H, 128]"
+                      : "a device pointer to fp32 [B, T, H, 128] (gate_cumsum's output)");
+  require_pointer(op, "beta", p.beta, "a device pointer to fp32 or bf16 [B, T, H]");
   require_pointer(op, "out", p.out, "a device pointer to bf16 [B, T, H, 128]");
   require_aligned(op, "q", p.q, 16);
   require_aligned(op, "k", p.k, 16);
   require_aligned(op, "v", p.v, 16);
   require_aligned(op, "gate", p.gate, 16);
-  require_aligned(op, "beta", p.beta, 4);
+  require_aligned(op, "beta", p.beta, p.beta_dtype == DType::bf16 ? 2 : 4);
+  if (p.gate_input == GateInput::raw) {
+    require_aligned(op, "a_log", p.a_log, 4);
+    require_aligned(op, "dt_bias", p.dt_bias, 4);
+  }
   require_aligned(op, "out", p.out, 16);
   require_aligned(op, "initial_state", p.initial_state, 16);
   require_aligned(op, "final_state", p.final_state, 16);

@@ -59,8 +59,10 @@ void l2norm(const L2NormParams& params, cudaStream_t stream);
 // gate_cumsum (§3.1): gamma = lb * sigmoid(exp(A_log[h]) * (raw + dt_bias[h, d])), then the
 // inclusive prefix sum inside each 64-token chunk (restarting at every sequence start), times
 // log2(e). Output fp32 [B, T, H, dim]. Rows at or after cu_seqlens[N] are written as zeros.
+// chunk_forward with GateInput::raw computes exactly this, bit for bit, inside its first kernel.
 struct GateCumsumParams {
-  const void* raw_gate = nullptr;  // bf16 [B, T, H, dim]
+  const void* raw_gate = nullptr;  // [B, T, H, dim], bf16 or fp32
+  DType raw_gate_dtype = DType::bf16;
   const float* a_log = nullptr;    // fp32 [H]
   const float* dt_bias = nullptr;  // fp32 [H, dim]
   float* out = nullptr;            // fp32 [B, T, H, dim]
@@ -79,11 +81,14 @@ void gate_cumsum(const GateCumsumParams& params, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------
 // chunk_forward: the KDA forward, output only or with states.
-//   q, k, v bf16 [B, T, H, 128]; gate fp32 cumulative log2 [B, T, H, 128]; beta fp32 [B, T, H];
+//   q, k, v bf16 [B, T, H, 128]; gate fp32 cumulative log2 [B, T, H, 128] or raw (GateInput);
+//   beta [B, T, H] (BetaInput);
 //   optional initial state fp32 [N, H, 128, 128] (row = key channel); optional cu_seqlens.
 //   out bf16 [B, T, H, 128]; optional final state fp32 [N, H, 128, 128].
-// scale = 1/sqrt(128). k must already be normalized (the caller's job). With fuse_q_l2norm the
-// kernel normalizes raw q exactly as l2norm() would and never writes it to memory.
+// scale = 1/sqrt(128). k must already be normalized unless fuse_k_l2norm. With fuse_q_l2norm the
+// kernel normalizes raw q exactly as l2norm() would and never writes it to memory. Raw inputs
+// (GateInput::raw, BetaInput::logits, fuse_k_l2norm) need a v2 variant (v2_mma, v2t_mma,
+// v2w_mma): the v0/v1 PREP refuses them with ErrorCode::unsupported.
 // Kernel variants (docs/design.md, docs/perf-notes.md). Every variant computes the same function
 // within the error budget; each is bitwise deterministic on its own.
 enum class ForwardVariant {
@@ -101,16 +106,45 @@ const char* to_string(ForwardVariant variant);
 // The default is the fastest variant that passed kda-check on the H200 (results/h200/).
 inline constexpr ForwardVariant kDefaultForwardVariant = ForwardVariant::v2w_mma;
 
+// How the gate and beta arrive. The attention-gym contract (kda-forward.md §9.1) is
+// GateInput::chunk_log2 with BetaInput::probability: the caller ran gate_cumsum() and the sigmoid.
+// Engines call the op on raw projections instead (FlashKDA, cuDNN-FE's raw mode, FLA's
+// use_gate_in_kernel / use_beta_sigmoid_in_kernel): then the kernel does that work as it loads.
+enum class GateInput {
+  chunk_log2,  // fp32 cumulative log2 decay, restarting at every 64-token chunk: gate_cumsum()'s
+               // output
+  raw,         // the raw gate projection g (bf16 or fp32) with a_log [H], dt_bias [H, 128] and
+               // lower_bound: gamma = lb * sigmoid(exp(A_log[h]) * (g + dt_bias[h, d])) and the
+               // chunk cumsum times log2(e) in the kernel, bit for bit as gate_cumsum() computes
+               // them. Bounded for any finite A_log / dt_bias: gamma lies in [lb, 0].
+};
+const char* to_string(GateInput input);
+enum class BetaInput {
+  probability,  // beta in [0, 1] (post-sigmoid)
+  logits,       // beta = sigmoid(x), computed in the kernel in fp32
+};
+const char* to_string(BetaInput input);
+
 // Dense batches: N = B sequences of T tokens. Packed: B == 1, N = num_seqs, sequence s owns tokens
 // [cu[s], cu[s+1]); rows at or after cu[N] are written as zeros; empty sequences pass their state
 // through. Results are bitwise identical run to run.
 struct ForwardParams {
   const void* q = nullptr;
   DType q_dtype = DType::bf16;  // bf16 only (fused path refuses others: normalize or cast first)
-  const void* k = nullptr;
+  const void* k = nullptr;  // bf16; normalized unless fuse_k_l2norm
   const void* v = nullptr;
-  const float* gate = nullptr;
-  const float* beta = nullptr;
+  // Gate [B, T, H, 128]: fp32 cumulative log2 (chunk_log2), or the raw projection (raw, bf16 or
+  // fp32, with a_log / dt_bias / lower_bound; those three are refused with chunk_log2).
+  const void* gate = nullptr;
+  GateInput gate_input = GateInput::chunk_log2;
+  DType gate_dtype = DType::f32;
+  const float* a_log = nullptr;    // raw gate only: fp32 [H]
+  const float* dt_bias = nullptr;  // raw gate only: fp32 [H, 128]
+  float lower_bound = -5.0f;       // raw gate only: in [-kMaxLowerBound, 0]
+  // Beta [B, T, H], fp32 or bf16: probabilities, or logits with the sigmoid in the kernel.
+  const void* beta = nullptr;
+  BetaInput beta_input = BetaInput::probability;
+  DType beta_dtype = DType::f32;
   const float* initial_state = nullptr;  // nullable: zero state
   void* out = nullptr;
   float* final_state = nullptr;  // nullable: not written
@@ -133,6 +167,9 @@ struct ForwardParams {
   int num_seqs = 0;
 
   bool fuse_q_l2norm = false;
+  // Raw k, normalized in the kernel exactly as l2norm() would (bf16 result, every finite row
+  // exact): chunk_forward(fuse_k_l2norm) on k equals chunk_forward on l2norm(k), bit for bit.
+  bool fuse_k_l2norm = false;
   ForwardVariant variant = kDefaultForwardVariant;
 
   void* workspace = nullptr;  // device, at least forward_workspace_bytes(params), 256-B aligned
