@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -314,6 +315,16 @@ void check_gate(const GateCase& c, uint64_t seed) {
   kda::gate_cumsum(p, nullptr);
   synchronize();
   const std::vector<float> gpu = d_out.download<float>();
+  // An fp32 raw gate holding the same values gives the same bits (the kernel widens bf16 first).
+  {
+    const DeviceBuffer d_raw_f32(widen(raw));
+    p.raw_gate = d_raw_f32.get();
+    p.raw_gate_dtype = kda::DType::f32;
+    d_out.poison();
+    kda::gate_cumsum(p, nullptr);
+    synchronize();
+    EXPECT_TRUE(bitwise_equal(gpu, d_out.download<float>())) << "fp32 raw gate vs bf16";
+  }
   const std::vector<float> ref = kda::ref::gate_cumsum<double>(
       widen(raw), a_log, dt_bias, c.batch, c.tokens, c.heads, kD, c.lower_bound, c.cu, 64);
   double max_ref = 0;
@@ -553,12 +564,14 @@ class DeviceProblem {
     return p;
   }
 
-  Outputs run(Path path) const {
+  // `edit` may change the params of the forward call (a test of one option against another).
+  Outputs run(Path path, const std::function<void(kda::ForwardParams&)>& edit = nullptr) const {
     out_.poison();
     final_.poison();
     q_hat_.poison();
     workspace_.poison();
-    const kda::ForwardParams p = params(path != Path::explicit_norm);
+    kda::ForwardParams p = params(path != Path::explicit_norm);
+    if (edit) edit(p);
     if (path == Path::explicit_norm) {
       // l2norm per head: rows = tokens, row stride = the q token stride.
       const int64_t row = int64_t{in_.c.heads} * kD;
@@ -999,6 +1012,331 @@ TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2W) {
 
 TEST_F(KdaGpu, ForwardVariantsAgreePackedV2W) {
   check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2w_mma);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw inputs (kda.h GateInput::raw, BetaInput::logits, fuse_k_l2norm): what engines pass. The
+// kernel must compute exactly the composed passes (l2norm(k), gate_cumsum, then the forward),
+// bit for bit, and stay within budget of the fp64 reference fed the same raw inputs. Gates are
+// mixed (dt_bias ~ U(-12, 1): channel memories from one token to far beyond the sequence), so the
+// state carried between chunks matters.
+
+struct RawCase {
+  int64_t batch = 1, tokens = 0;
+  int heads = 2;
+  std::vector<int32_t> cu;  // empty: dense
+  bool initial_state = false;
+  bool final_state = true;
+  float lower_bound = -5.0f;
+  bool special_k_rows = false;  // huge (~1e38), tiny (1e-30) and zero raw k rows
+};
+
+struct RawInputs {
+  RawCase c;
+  int64_t n_states = 0;
+  std::vector<uint16_t> q, k, v, gate, beta;  // bf16 bits: raw q, raw k, v, raw gate, logits
+  std::vector<float> a_log, dt_bias, h0;
+
+  int64_t rows() const { return c.batch * c.tokens; }
+  int64_t active_end() const { return c.cu.empty() ? rows() : c.cu.back(); }
+};
+
+RawInputs make_raw_inputs(const RawCase& c, uint64_t seed) {
+  RawInputs in;
+  in.c = c;
+  const int64_t rows = c.batch * c.tokens;
+  const int H = c.heads;
+  in.n_states = c.cu.empty() ? c.batch : static_cast<int64_t>(c.cu.size()) - 1;
+  const size_t elems = static_cast<size_t>(rows * H * kD);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  for (auto* x : {&in.q, &in.k, &in.v, &in.gate}) {
+    x->resize(elems);
+    for (uint16_t& bits : *x) bits = to_bf16(normal(rng));
+  }
+  in.beta.resize(static_cast<size_t>(rows * H));
+  for (uint16_t& bits : in.beta) bits = to_bf16(2.0f * normal(rng));
+  in.a_log.resize(static_cast<size_t>(H));
+  for (float& a : in.a_log) a = uniform(rng);
+  in.dt_bias.resize(static_cast<size_t>(H) * kD);
+  for (float& b : in.dt_bias) b = -12.0f + 13.0f * uniform(rng);
+  if (c.special_k_rows) {
+    // Rows of one token and head: a huge row (its fp32 sum of squares overflows), a tiny one
+    // (underflows), a zero row. l2norm is exact on all three; the forward must take them as is.
+    const float magnitude[] = {1e38f, 1e-30f, 0.0f};
+    for (int j = 0; j < 3; ++j) {
+      const int64_t token = std::min<int64_t>(rows - 1, 5 + 37 * j);
+      const size_t at = static_cast<size_t>((token * H + j % H) * kD);
+      for (int d = 0; d < kD; ++d) in.k[at + d] = to_bf16(magnitude[j] * normal(rng));
+    }
+  }
+  if (c.initial_state) {
+    in.h0.resize(static_cast<size_t>(in.n_states * H * kD * kD));
+    for (float& x : in.h0) x = normal(rng);
+  }
+  return in;
+}
+
+// The fp64 / fp32 references on the same raw inputs: k = l2norm(raw k) in the reference's
+// precision, G from the reference gate producer, beta = sigmoid(logit) in fp64, rounded to fp32.
+References run_raw_references(const RawInputs& in) {
+  const int H = in.c.heads;
+  const int64_t rows = in.rows();
+  kda::ref::Problem p;
+  p.batch = in.c.batch;
+  p.tokens = in.c.tokens;
+  p.heads = H;
+  p.cu_seqlens = in.c.cu;
+  p.q = widen(in.q);
+  p.v = widen(in.v);
+  const std::vector<float> raw_k = widen(in.k);
+  std::vector<double> k_hat(raw_k.size());
+  kda::ref::l2norm_rows<double>(raw_k.data(), k_hat.data(), rows * H, kD);
+  p.k.assign(k_hat.begin(), k_hat.end());
+  p.gate = kda::ref::gate_cumsum<double>(widen(in.gate), in.a_log, in.dt_bias, in.c.batch,
+                                         in.c.tokens, H, kD, in.c.lower_bound, in.c.cu, kda::kChunk);
+  p.beta.resize(in.beta.size());
+  for (size_t i = 0; i < in.beta.size(); ++i) {
+    p.beta[i] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(from_bf16(in.beta[i])))));
+  }
+  const int64_t end = in.active_end();
+  std::fill(p.beta.begin() + end * H, p.beta.end(), 0.0f);
+  std::fill(p.k.begin() + end * H * kD, p.k.end(), 0.0f);
+  p.initial_state = in.h0;
+  kda::ref::Options options;
+  options.normalize_q = true;
+  options.final_state = in.c.final_state;
+  return {kda::ref::chunked_forward<double>(p, options), kda::ref::chunked_forward<float>(p, options)};
+}
+
+// How one run feeds the raw problem to chunk_forward.
+struct RawRun {
+  bool composed = false;     // l2norm(k) and gate_cumsum on the device first, then the contract
+                             // gate; else everything raw inside chunk_forward
+  bool gate_f32 = false;     // the raw gate (or logits) as fp32 holding the same values
+  bool beta_f32 = false;
+  bool stages = false;       // chunk_forward_stage in order instead of chunk_forward
+};
+
+class RawDeviceProblem {
+ public:
+  RawDeviceProblem(const RawInputs& in, kda::ForwardVariant variant) : in_(in), variant_(variant) {
+    const int64_t rows = in.rows();
+    const int H = in.c.heads;
+    const int64_t row = int64_t{H} * kD;
+    const int64_t end = in.active_end();
+    // Tokens at or after cu[N] hold NaN: the kernels must never read them.
+    auto poisoned = [&](const std::vector<uint16_t>& bits, int64_t per_token) {
+      std::vector<uint16_t> out = bits;
+      std::fill(out.begin() + end * per_token, out.end(), uint16_t{0x7fc0});
+      return out;
+    };
+    auto poisoned_f32 = [&](const std::vector<uint16_t>& bits, int64_t per_token) {
+      std::vector<float> out = widen(bits);
+      std::fill(out.begin() + end * per_token, out.end(), std::numeric_limits<float>::quiet_NaN());
+      return out;
+    };
+    q_ = DeviceBuffer(poisoned(in.q, row));
+    k_ = DeviceBuffer(poisoned(in.k, row));
+    v_ = DeviceBuffer(poisoned(in.v, row));
+    gate_ = DeviceBuffer(poisoned(in.gate, row));
+    gate_f32_ = DeviceBuffer(poisoned_f32(in.gate, row));
+    beta_ = DeviceBuffer(poisoned(in.beta, H));
+    beta_f32_ = DeviceBuffer(poisoned_f32(in.beta, H));
+    a_log_ = DeviceBuffer(in.a_log);
+    dt_bias_ = DeviceBuffer(in.dt_bias);
+    h0_ = DeviceBuffer(in.h0);
+    cu_ = DeviceBuffer(in.c.cu);
+    k_hat_ = DeviceBuffer(static_cast<size_t>(rows * row) * 2);
+    g_ = DeviceBuffer(static_cast<size_t>(rows * row) * 4);
+    out_ = DeviceBuffer(static_cast<size_t>(rows * row) * 2);
+    if (in.c.final_state) final_ = DeviceBuffer(static_cast<size_t>(in.n_states * H * kD * kD) * 4);
+    workspace_ = DeviceBuffer(kda::forward_workspace_bytes(params(RawRun{})));
+  }
+
+  kda::ForwardParams params(const RawRun& run) const {
+    kda::ForwardParams p;
+    p.q = q_.get();
+    p.k = run.composed ? k_hat_.get() : k_.get();
+    p.v = v_.get();
+    p.fuse_q_l2norm = true;
+    p.fuse_k_l2norm = !run.composed;
+    if (run.composed) {
+      p.gate = g_.get();
+    } else {
+      p.gate = run.gate_f32 ? gate_f32_.get() : gate_.get();
+      p.gate_input = kda::GateInput::raw;
+      p.gate_dtype = run.gate_f32 ? kda::DType::f32 : kda::DType::bf16;
+      p.a_log = a_log_.as<const float>();
+      p.dt_bias = dt_bias_.as<const float>();
+      p.lower_bound = in_.c.lower_bound;
+    }
+    p.beta = run.beta_f32 ? beta_f32_.get() : beta_.get();
+    p.beta_input = kda::BetaInput::logits;
+    p.beta_dtype = run.beta_f32 ? kda::DType::f32 : kda::DType::bf16;
+    p.initial_state = in_.c.initial_state ? h0_.as<const float>() : nullptr;
+    p.out = out_.get();
+    p.final_state = in_.c.final_state ? final_.as<float>() : nullptr;
+    p.batch = in_.c.batch;
+    p.tokens = in_.c.tokens;
+    p.heads = in_.c.heads;
+    if (!in_.c.cu.empty()) {
+      p.cu_seqlens = cu_.as<const int32_t>();
+      p.cu_seqlens_host = in_.c.cu.data();
+      p.num_seqs = static_cast<int>(in_.c.cu.size()) - 1;
+    }
+    p.variant = variant_;
+    p.workspace = workspace_.get();
+    p.workspace_bytes = workspace_.bytes();
+    return p;
+  }
+
+  Outputs run(const RawRun& run) const {
+    out_.poison();
+    final_.poison();
+    workspace_.poison();
+    if (run.composed) {
+      k_hat_.poison();
+      g_.poison();
+      kda::L2NormParams n;
+      n.x = k_.get();
+      n.y = k_hat_.get();
+      n.rows = in_.rows() * in_.c.heads;
+      kda::l2norm(n, nullptr);
+      kda::GateCumsumParams g;
+      g.raw_gate = gate_.get();
+      g.a_log = a_log_.as<const float>();
+      g.dt_bias = dt_bias_.as<const float>();
+      g.out = g_.as<float>();
+      g.batch = in_.c.batch;
+      g.tokens = in_.c.tokens;
+      g.heads = in_.c.heads;
+      g.lower_bound = in_.c.lower_bound;
+      if (!in_.c.cu.empty()) {
+        g.cu_seqlens = cu_.as<const int32_t>();
+        g.cu_seqlens_host = in_.c.cu.data();
+        g.num_seqs = static_cast<int>(in_.c.cu.size()) - 1;
+      }
+      kda::gate_cumsum(g, nullptr);
+    }
+    const kda::ForwardParams p = params(run);
+    if (run.stages) {
+      for (int stage = 0; stage < kda::forward_stage_count(); ++stage) {
+        kda::chunk_forward_stage(p, stage, nullptr);
+      }
+    } else {
+      kda::chunk_forward(p, nullptr);
+    }
+    synchronize();
+    return {out_.download<uint16_t>(), final_.download<float>()};
+  }
+
+ private:
+  const RawInputs& in_;
+  kda::ForwardVariant variant_;
+  DeviceBuffer q_, k_, v_, gate_, gate_f32_, beta_, beta_f32_, a_log_, dt_bias_, h0_, cu_;
+  DeviceBuffer k_hat_, g_, out_, final_, workspace_;
+};
+
+class KdaRawForward : public KdaForward {};
+
+void check_raw(kda::ForwardVariant variant, const RawCase& c, uint64_t seed) {
+  SCOPED_TRACE(kda::to_string(variant));
+  const RawInputs in = make_raw_inputs(c, seed);
+  const RawDeviceProblem device(in, variant);
+  const Outputs raw = device.run(RawRun{});
+  RawRun composed;
+  composed.composed = true;
+  const Outputs reference_passes = device.run(composed);
+  EXPECT_TRUE(bitwise_equal(raw.out, reference_passes.out)) << "raw vs composed passes: output";
+  EXPECT_TRUE(bitwise_equal(raw.final_state, reference_passes.final_state))
+      << "raw vs composed passes: final state";
+  RawRun f32;
+  f32.gate_f32 = f32.beta_f32 = true;
+  const Outputs wide = device.run(f32);
+  EXPECT_TRUE(bitwise_equal(raw.out, wide.out)) << "fp32 raw gate and logits: output";
+  EXPECT_TRUE(bitwise_equal(raw.final_state, wide.final_state)) << "fp32 raw gate and logits: state";
+  RawRun staged;
+  staged.stages = true;
+  const Outputs by_stage = device.run(staged);
+  EXPECT_TRUE(bitwise_equal(raw.out, by_stage.out)) << "stage-by-stage output";
+  EXPECT_TRUE(bitwise_equal(raw.final_state, by_stage.final_state)) << "stage-by-stage state";
+  const Outputs again = device.run(RawRun{});
+  EXPECT_TRUE(bitwise_equal(raw.out, again.out)) << "second run output";
+
+  const References refs = run_raw_references(in);
+  const int64_t row = int64_t{c.heads} * kD;
+  size_t tail_nonzero = 0;
+  for (size_t i = static_cast<size_t>(in.active_end() * row); i < raw.out.size(); ++i) {
+    tail_nonzero += raw.out[i] != 0 ? 1 : 0;
+  }
+  EXPECT_EQ(tail_nonzero, 0u) << "rows at or after cu[N] must be +0";
+  expect_within_budget(widen(raw.out), refs.golden.out, refs.low.out, "raw output",
+                       rms_limit(variant));
+  if (c.final_state) {
+    expect_within_budget(raw.final_state, refs.golden.final_state, refs.low.final_state,
+                         "raw final state", rms_limit(variant));
+  }
+}
+
+TEST_P(KdaRawForward, DenseWithStates) {
+  RawCase c;
+  c.batch = 2;
+  c.tokens = 200;
+  c.initial_state = true;
+  check_raw(GetParam(), c, 61);
+}
+
+TEST_P(KdaRawForward, PackedTailsAndEmptySequence) {
+  RawCase c;
+  c.tokens = 300;
+  c.cu = {0, 1, 65, 65, 193, 260};  // a 1-token sequence, an empty one, tails; ends before T
+  c.initial_state = true;
+  c.lower_bound = -kda::kMaxLowerBound;
+  check_raw(GetParam(), c, 62);
+}
+
+TEST_P(KdaRawForward, HugeTinyAndZeroKRows) {
+  RawCase c;
+  c.tokens = 130;
+  c.heads = 3;
+  c.special_k_rows = true;
+  c.lower_bound = -0.5f;
+  check_raw(GetParam(), c, 63);
+}
+
+TEST_P(KdaRawForward, NoDecayLowerBoundZero) {
+  RawCase c;
+  c.tokens = 256;
+  c.lower_bound = 0.0f;  // gamma = 0: the state never decays
+  c.initial_state = true;
+  check_raw(GetParam(), c, 64);
+}
+
+INSTANTIATE_TEST_SUITE_P(V2Variants, KdaRawForward,
+                         ::testing::Values(kda::ForwardVariant::v2_mma,
+                                           kda::ForwardVariant::v2t_mma,
+                                           kda::ForwardVariant::v2w_mma));
+
+// bf16 probabilities are the widened values: the same bits as fp32 beta holding them.
+TEST_F(KdaGpu, Bf16BetaProbabilitiesAreTheirWidenedValues) {
+  ForwardCase c;
+  c.tokens = 150;
+  c.final_state = true;
+  Inputs in = make_inputs(c, 65);
+  for (float& b : in.beta) b = from_bf16(to_bf16(b));
+  const DeviceProblem device(in, kda::kDefaultForwardVariant);
+  const Outputs f32 = device.run(Path::fused);
+  std::vector<uint16_t> bits(in.beta.size());
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = to_bf16(in.beta[i]);
+  const DeviceBuffer beta16(bits);
+  const Outputs bf16 = device.run(Path::fused, [&](kda::ForwardParams& p) {
+    p.beta = beta16.get();
+    p.beta_dtype = kda::DType::bf16;
+  });
+  EXPECT_TRUE(bitwise_equal(f32.out, bf16.out)) << "output";
+  EXPECT_TRUE(bitwise_equal(f32.final_state, bf16.final_state)) << "final state";
 }
 
 // v2_mma's SCAN is chosen per call (layout.h transposed_scan_pays): with one (sequence, head)

@@ -245,6 +245,109 @@ TEST(ValidateForward, Alignment) {
   EXPECT_NO_THROW(kda::validate(p));
 }
 
+// Raw inputs (kda.h GateInput::raw, BetaInput::logits, fuse_k_l2norm).
+kda::ForwardParams raw_forward() {
+  kda::ForwardParams p = dense_forward();
+  p.gate_input = kda::GateInput::raw;
+  p.gate_dtype = kda::DType::bf16;
+  p.a_log = fake<const float>(0xA00000);
+  p.dt_bias = fake<const float>(0xB00000);
+  p.lower_bound = -5.0f;
+  p.beta_input = kda::BetaInput::logits;
+  p.beta_dtype = kda::DType::bf16;
+  p.fuse_k_l2norm = true;
+  p.fuse_q_l2norm = true;
+  return p;
+}
+
+TEST(ValidateForward, RawInputsAccepted) {
+  for (const kda::ForwardVariant variant :
+       {kda::ForwardVariant::v2_mma, kda::ForwardVariant::v2t_mma, kda::ForwardVariant::v2w_mma}) {
+    kda::ForwardParams p = raw_forward();
+    p.variant = variant;
+    p.workspace_bytes = kda::forward_workspace_bytes(p);
+    EXPECT_NO_THROW(kda::validate(p)) << kda::to_string(variant);
+    p.gate_dtype = kda::DType::f32;
+    p.beta_dtype = kda::DType::f32;
+    EXPECT_NO_THROW(kda::validate(p)) << kda::to_string(variant);
+  }
+  // Bounds of the lower bound are inclusive; bf16 beta needs only 2-byte alignment.
+  kda::ForwardParams p = raw_forward();
+  p.lower_bound = -kda::kMaxLowerBound;
+  EXPECT_NO_THROW(kda::validate(p));
+  p.lower_bound = 0.0f;
+  p.beta = fake<const float>(0x500002);
+  EXPECT_NO_THROW(kda::validate(p));
+  // The contract gate with bf16 logits alone is a raw input too, and fine on v2.
+  p = dense_forward();
+  p.beta_input = kda::BetaInput::logits;
+  p.beta_dtype = kda::DType::bf16;
+  EXPECT_NO_THROW(kda::validate(p));
+}
+
+TEST(ValidateForward, RawInputsRefused) {
+  kda::ForwardParams p = raw_forward();
+  p.lower_bound = -6.0f;
+  expect_invalid(p, ErrorCode::invalid_argument,
+                 "chunk_forward: lower_bound = -6 must lie in [-5.91485595703, 0]");
+  p.lower_bound = 0.5f;
+  expect_invalid(p, ErrorCode::invalid_argument, "lower_bound = 0.5 must lie in");
+  p.lower_bound = std::numeric_limits<float>::quiet_NaN();
+  expect_invalid(p, ErrorCode::invalid_argument, "must lie in [-5.91485595703, 0] (finite)");
+  p = raw_forward();
+  p.a_log = nullptr;
+  expect_invalid(p, ErrorCode::invalid_argument, "a_log is null");
+  p = raw_forward();
+  p.dt_bias = nullptr;
+  expect_invalid(p, ErrorCode::invalid_argument, "dt_bias is null");
+  p = raw_forward();
+  p.dt_bias = fake<const float>(0xB00002);
+  expect_invalid(p, ErrorCode::invalid_argument, "dt_bias = 0xb00002 is not 4-byte aligned");
+  p = raw_forward();
+  p.beta_dtype = kda::DType::f32;
+  p.beta = fake<const float>(0x500002);
+  expect_invalid(p, ErrorCode::invalid_argument, "beta = 0x500002 is not 4-byte aligned");
+  p = raw_forward();
+  p.gate_input = static_cast<kda::GateInput>(7);
+  expect_invalid(p, ErrorCode::invalid_argument, "gate_input = 7 is not a GateInput");
+  p = raw_forward();
+  p.beta_input = static_cast<kda::BetaInput>(3);
+  expect_invalid(p, ErrorCode::invalid_argument, "beta_input = 3 is not a BetaInput");
+  p = raw_forward();
+  p.beta_dtype = static_cast<kda::DType>(9);
+  expect_invalid(p, ErrorCode::invalid_argument, "beta_dtype = 9 is not a DType");
+  p = raw_forward();
+  p.gate_dtype = static_cast<kda::DType>(9);
+  expect_invalid(p, ErrorCode::invalid_argument, "gate_dtype = 9 is not a DType");
+  // The contract gate is fp32 and never reads the raw gate's parameters.
+  p = dense_forward();
+  p.gate_dtype = kda::DType::bf16;
+  expect_invalid(p, ErrorCode::invalid_argument,
+                 "gate_dtype = bf16 with GateInput::chunk_log2: the cumulative log2 gate is fp32");
+  p = dense_forward();
+  p.a_log = fake<const float>(0xA00000);
+  expect_invalid(p, ErrorCode::invalid_argument,
+                 "a_log / dt_bias are set but gate_input is GateInput::chunk_log2");
+  // v0 / v1 PREP read only the contract inputs: unsupported, naming the variant.
+  for (const kda::ForwardVariant variant : {kda::ForwardVariant::v0_fp32, kda::ForwardVariant::v1_mma}) {
+    p = raw_forward();
+    p.variant = variant;
+    p.workspace_bytes = kda::forward_workspace_bytes(p);
+    expect_invalid(p, ErrorCode::unsupported,
+                   std::string("need a v2 variant (v2_mma, v2t_mma, v2w_mma); variant ") +
+                       kda::to_string(variant));
+    p = dense_forward();
+    p.variant = variant;
+    p.workspace_bytes = kda::forward_workspace_bytes(p);
+    p.fuse_k_l2norm = true;
+    expect_invalid(p, ErrorCode::unsupported, "raw inputs");
+  }
+  EXPECT_STREQ(kda::to_string(kda::GateInput::raw), "raw");
+  EXPECT_STREQ(kda::to_string(kda::GateInput::chunk_log2), "chunk_log2");
+  EXPECT_STREQ(kda::to_string(kda::BetaInput::logits), "logits");
+  EXPECT_STREQ(kda::to_string(kda::BetaInput::probability), "probability");
+}
+
 TEST(ValidateForward, TokenStrides) {
   kda::ForwardParams p = dense_forward();
   p.q_token_stride = 200;
@@ -604,6 +707,12 @@ TEST(ValidateGate, Errors) {
   p = valid_gate();
   p.raw_gate = nullptr;
   expect_invalid(p, ErrorCode::invalid_argument, "gate_cumsum: raw_gate is null");
+  p = valid_gate();
+  p.raw_gate_dtype = kda::DType::f32;
+  EXPECT_NO_THROW(kda::validate(p));
+  p.raw_gate_dtype = static_cast<kda::DType>(5);
+  expect_invalid(p, ErrorCode::invalid_argument,
+                 "gate_cumsum: raw_gate_dtype = 5 is not a DType: the raw gate must be bf16 or f32");
   p = valid_gate();
   p.a_log = nullptr;
   expect_invalid(p, ErrorCode::invalid_argument, "gate_cumsum: a_log is null");

@@ -1,15 +1,16 @@
 // gate_cumsum (kda-forward.md §3.1): one CTA per (64-token chunk of a sequence, head), one thread
-// per channel walking the chunk's tokens in order (fixed summation order).
+// per channel walking the chunk's tokens in order (fixed summation order). The arithmetic is
+// gate_activation.cuh's, shared with PREP's raw-gate load, so chunk_forward(GateInput::raw)
+// sees exactly this kernel's output.
 #include "common.cuh"
+#include "gate_activation.cuh"
 
 namespace kda {
 namespace {
 
-// log2(e) rounded to float (= 1.4426950216..., the RCP_LN2 of the peers).
-constexpr float kLog2e = 1.4426950408889634f;
-
+template <class Raw>
 __global__ void __launch_bounds__(kHeadDim)
-    gate_cumsum_kernel(const __nv_bfloat16* __restrict__ raw, const float* __restrict__ a_log,
+    gate_cumsum_kernel(const Raw* __restrict__ raw, const float* __restrict__ a_log,
                        const float* __restrict__ dt_bias, float* __restrict__ out,
                        detail::Sequences seqs, int heads, float lower_bound) {
   detail::ChunkRef chunk;
@@ -21,10 +22,9 @@ __global__ void __launch_bounds__(kHeadDim)
   float running = 0.0f;  // natural-log prefix sum, restarts at every chunk
   for (int i = 0; i < chunk.rows; ++i) {
     const int64_t index = ((chunk.first_token + i) * heads + h) * kHeadDim + d;
-    const float x = rate * (__bfloat162float(raw[index]) + bias);
-    const float sigmoid = 1.0f / (1.0f + expf(-x));
-    running += lower_bound * sigmoid;
-    out[index] = running * kLog2e;
+    const float gamma = detail::gate_gamma(detail::load_as_float(raw + index), rate, bias,
+                                           lower_bound);
+    out[index] = detail::gate_step(running, gamma);
   }
 }
 
@@ -41,9 +41,15 @@ void gate_cumsum(const GateCumsumParams& params, cudaStream_t stream) {
   seqs.num_seqs = packed ? params.num_seqs : static_cast<int>(params.batch);
   const int64_t capacity = detail::chunk_capacity(total_tokens, seqs.num_seqs);
   const dim3 grid(static_cast<unsigned>(capacity), static_cast<unsigned>(params.heads));
-  gate_cumsum_kernel<<<grid, kHeadDim, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(params.raw_gate), params.a_log, params.dt_bias, params.out,
-      seqs, params.heads, params.lower_bound);
+  if (params.raw_gate_dtype == DType::bf16) {
+    gate_cumsum_kernel<<<grid, kHeadDim, 0, stream>>>(
+        static_cast<const __nv_bfloat16*>(params.raw_gate), params.a_log, params.dt_bias,
+        params.out, seqs, params.heads, params.lower_bound);
+  } else {
+    gate_cumsum_kernel<<<grid, kHeadDim, 0, stream>>>(
+        static_cast<const float*>(params.raw_gate), params.a_log, params.dt_bias, params.out,
+        seqs, params.heads, params.lower_bound);
+  }
   detail::check_launch("gate_cumsum");
   if (packed) {
     const int64_t row = int64_t{params.heads} * kHeadDim;  // fp32 elements per token

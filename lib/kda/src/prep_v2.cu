@@ -28,6 +28,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "gate_activation.cuh"
 #include "l2norm_row.cuh"
 #include "mma_layout.h"
 #include "ptx.cuh"
@@ -43,8 +44,17 @@ using v1::c_col;
 using v1::c_row;
 
 constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
 constexpr int kC = kChunk;
+// The raw gate's cumsum: warps 0..3, one thread per channel, synchronized among themselves by a
+// named barrier (barrier 0 is __syncthreads).
+
 constexpr int kD = kHeadDim;
+// The raw gate's cumsum: warps 0..3, one thread per channel, synchronized among themselves by a
+// named barrier (barrier 0 is __syncthreads).
+constexpr int kRawGateWarps = kD / 32;
+constexpr int kRawGateThreads = kD;
+constexpr int kRawGateBarrier = 1;
 constexpr float kScale = 0.08838834764831845f;  // 1 / sqrt(128), as in forward.cu
 
 // ------------------------------------------------------------------------------------------------
@@ -224,23 +234,103 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     const int c = (e & 15) * 8;
     const int64_t token = chunk.first_token + i;
     if (i < n) {
-      cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
+      if (!args.fuse_k_l2norm) {  // uniform
+        cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
+      }
       cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
     } else {
       *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
       *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
     }
   }
-  for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
-    const int i = e >> 5;
-    const int c = (e & 31) * 4;
-    const int64_t g_token = chunk.first_token + min(i, n - 1);
-    cp_async16(smem_u32(smem + sg(i, c)), args.gate + (g_token * args.heads + h) * kD + c);
+  if (!args.raw_gate) {  // uniform
+    const float* gate = static_cast<const float*>(args.gate);
+    for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
+      const int i = e >> 5;
+      const int c = (e & 31) * 4;
+      const int64_t g_token = chunk.first_token + min(i, n - 1);
+      cp_async16(smem_u32(smem + sg(i, c)), gate + (g_token * args.heads + h) * kD + c);
+    }
+  } else if (warp < kRawGateWarps) {
+    // The raw gate of rows < n, staged for the cumsum below by the warps that run it: bf16 in
+    // the X region (free until phase 2), fp32 in place in G's rows (each value is read, then
+    // overwritten by G, by the same thread).
+    const int64_t first = (chunk.first_token * args.heads + h) * kD;
+    const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
+    if (args.gate_bf16) {
+      const auto* gate = static_cast<const __nv_bfloat16*>(args.gate) + first;
+      for (int e = tid; e < n * (kD / 8); e += kRawGateThreads) {
+        const int i = e >> 4;
+        const int c = (e & 15) * 8;
+        cp_async16(smem_u32(smem + sgraw(i, c)), gate + i * token_step + c);
+      }
+    } else {
+      const auto* gate = static_cast<const float*>(args.gate) + first;
+      for (int e = tid; e < n * (kD / 4); e += kRawGateThreads) {
+        const int i = e >> 5;
+        const int c = (e & 31) * 4;
+        cp_async16(smem_u32(smem + sg(i, c)), gate + i * token_step + c);
+      }
+    }
   }
   cp_async_commit();
   if (tid < kC) {
-    stf(smem, kSBeta + 4 * tid,
-        tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
+    float b = 0.0f;
+    if (tid < n) {
+      const int64_t at = (chunk.first_token + tid) * args.heads + h;
+      b = args.beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(args.beta) + at)
+                         : load_as_float(static_cast<const float*>(args.beta) + at);
+      if (args.beta_logits) b = sigmoid_fast(b);
+    }
+    stf(smem, kSBeta + 4 * tid, b);
+  }
+
+  // ---- 1b (raw inputs). k normalized in the kernel: each quad of threads loads one row into
+  // registers and stores exactly what the l2norm kernel would (the same row function and
+  // layout: kda::l2norm's bits). Rows >= n are zero rows and stay zero. With the raw gate, warps
+  // 0..3 run the gate's cumsum meanwhile and warps 4..7 normalize two rows per quad.
+  if (args.fuse_k_l2norm) {  // uniform
+    const int first_warp = args.raw_gate ? kRawGateWarps : 0;
+    if (warp >= first_warp) {
+      const int quads = (kWarps - first_warp) * 8;
+      const int c0 = (lane & 3) * kRowRun;
+#pragma unroll 1
+      for (int i = (tid - first_warp * 32) >> 2; i < kC; i += quads) {
+        float x[kRowRun];
+        if (i < n) {
+          load_run(args.k + (chunk.first_token + i) * args.k_stride + head_offset + c0, x);
+        } else {
+#pragma unroll
+          for (int c = 0; c < kRowRun; ++c) x[c] = 0.0f;
+        }
+        __nv_bfloat16 y[kRowRun];
+        l2norm_row_bf16<4, kRowRun>(x, y);
+        store_run(reinterpret_cast<__nv_bfloat16*>(smem + sk(i, c0)), y);
+      }
+    }
+  }
+  // The raw gate: one thread per channel walks the chunk's tokens in order, exactly as the
+  // gate_cumsum kernel does (gate_activation.cuh); rows >= n repeat G_{n-1}.
+  if (args.raw_gate && warp < kRawGateWarps) {  // warp-uniform
+    cp_async_wait_all();
+    named_barrier_sync(kRawGateBarrier, kRawGateThreads);  // the staged tile is complete
+    const int d = tid;
+    const float rate = expf(args.a_log[h]);
+    const float bias = args.dt_bias[h * kD + d];
+    const float lower_bound = args.lower_bound;
+    float running = 0.0f;
+    float g = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < kC; ++i) {
+      if (i < n) {
+        const float raw = args.gate_bf16
+                              ? __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(
+                                    smem + sgraw(i, d)))
+                              : ldf(smem, sg(i, d));
+        g = gate_step(running, gate_gamma(raw, rate, bias, lower_bound));
+      }
+      stf(smem, sg(i, d), g);
+    }
   }
 
   // ---- 2a. Row factors scale r_i of q, one per row, read by phase 2 after the load barrier.
