@@ -14,11 +14,19 @@ judged the same way (--with-ours), plus the direct difference of our fused outpu
 (peers_report.py) holds every peer.
 
 Plain contract: q normalized in float64 and rounded to bf16 once, the dumped k, the gate as the
-per-token natural-log gate (as for FLA), beta. Raw contract: the same problem in raw form
-(peers_common.raw_gate_from_contract: A_log = 0, dt_bias = 0, g = logit(gamma / lb), beta logits);
-the rows' `input_error` says how far rounding the raw gate and beta logits to the dtype the peer
-takes them in moves the problem (max |dG| in log2 units, max |d beta|), the part of the error that
-is the contract's and not the kernel's.
+per-token natural-log gate (as for FLA), beta; judged against the dump's golden.
+
+Raw contract: when the dump has the raw files (k_raw, gate_raw, beta_logits, a_log, dt_bias,
+meta.json lower_bound), the peer gets exactly those draws and is judged against the golden of
+that problem: kda-check's out_reference_raw.npy when dumped, else the NumPy fp64 recurrence on
+l2norm(k_raw), gate.npy and sigmoid(beta_logits) (and its fp32 twin as the low), computed once per
+dump and cached in DIR/peers-ref/. Without them, the same problem by conversion (A_log = dt_bias =
+0, g = logit(gamma / lb), beta logits, each in the dtype the peer takes), judged against the golden
+of the converted problem, so the conversion's rounding is not charged to the peer; `input_error`
+says how far that rounding moves the gate, beta and the golden output. A raw peer normalizes q
+itself in fp32: q rows whose sum of squares overflows fp32 (the row-scale suite's 1e20 / 3e38
+rows) come out as zeros; such a row is a "known limitation" when every other row passes
+(peers_common.judge_known_overflow), a failure otherwise.
 
 Exit codes: 0 every row passed / agreed; 1 a row failed or disagreed, or the peer is unavailable
 (its rows carry the exact error); 2 bad usage or input; 77 no torch or CUDA GPU.
@@ -39,8 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peers_common as pc  # noqa: E402
 from fla_check import COLUMNS as FLA_COLUMNS, inactive_nonzero, is_failure, judged_row  # noqa: E402
 
-COLUMNS = FLA_COLUMNS + ["contract", "input_error", "call"]
-RAW_INPUT_DTYPE = {"cudnn": "fp32"}   # the others take the raw gate and beta logits in bf16
+COLUMNS = FLA_COLUMNS + ["contract", "input_error", "golden_source", "call"]
 INPUT_ERROR_TOKENS = 2048
 
 
@@ -104,6 +111,23 @@ def failed_row(shape, impl, path, contract, text, tensor="out"):
             "worst_location": "-", "contract": contract, "verdict": f"failed: {text}"}
 
 
+def raw_input_text(d, spec: pc.RawSpec, refs: dict, golden) -> str:
+    """The `input_error` cell of a raw-contract row: where the peer's inputs came from and, for a
+    conversion, how far its rounding moves the gate, beta and the golden output."""
+    if d.raw is not None:
+        return (f"raw files of the dump, no conversion (lb {d.raw.lower_bound:g}; checked against k, gate, "
+                f"beta on the first {d.raw.checked_tokens} tokens)")
+    n = min(d.tokens, INPUT_ERROR_TOKENS)
+    starts = pc.chunk_starts(d.tokens, None if d.cu_seqlens is None else d.cu_seqlens.tolist())
+    e = pc.raw_input_error(d.gate[:, :n], d.beta[:, :n], starts[:n], refs["lower_bound"], spec.gate)
+    moved = pc.rel_rms_difference(refs["golden"], golden, golden)
+    beta = ("beta as dumped" if spec.beta == "sigmoid" else
+            f"max |d beta| {pc.sci(e['beta_max_abs'] if spec.beta == spec.gate else math.nan)}")
+    return (f"conversion, raw gate in {spec.gate}: max |dG| {pc.sci(e['gate_max_abs_log2'])} (log2), {beta}"
+            + (f" (first {n} tokens)" if n < d.tokens else "")
+            + f"; moves the golden output by rel RMS {pc.sci(moved)} (judged against the converted problem)")
+
+
 def check_problem(args, rt, peer, unavailable, directory):
     import peer_adapters as pa
     import peers_torch as pt
@@ -111,6 +135,9 @@ def check_problem(args, rt, peer, unavailable, directory):
     d = pc.load_dump_problem(directory)
     cu = d.cu_seqlens
     golden, low, low_source, golden_ht, low_ht, low_ht_source = references(args, d)
+    overflow_rows = pc.fp32_norm_overflow_rows(d.q)
+    spec = pc.RAW_SPECS.get(args.peer, pc.RawSpec())
+    raw_refs = None
     rows, budgets = [], {}
     ours = {(p, v): np.asarray(d.load(key), dtype=np.float64) for p, v, key in pc.our_outputs(d, "out")}
     ours_ht = {(p, v): np.asarray(d.load(key), dtype=np.float64) for p, v, key in pc.our_outputs(d, "ht")}
@@ -134,18 +161,16 @@ def check_problem(args, rt, peer, unavailable, directory):
             continue
         inp = pt.inputs_from_dump(rt, d)
         pt.prepare_fla_inputs(rt, inp)
-        input_error = ""
+        input_error, g_ref, l_ref, gh_ref, lh_ref = "", golden, low, golden_ht, low_ht
+        g_source, l_source, lh_source = "dump: out_reference", low_source, low_ht_source
         try:
             call = peer.prepare(inp, contract)
             if contract == "raw":
-                # On the first INPUT_ERROR_TOKENS tokens: the contract shapes' 100 M gate values
-                # in float64 would cost more than the check itself, and the error is per element.
-                n = min(d.tokens, INPUT_ERROR_TOKENS)
-                e = pc.raw_input_error(d.gate[:, :n], d.beta[:, :n], inp.starts[:n], inp.raw_lower_bound,
-                                       RAW_INPUT_DTYPE.get(args.peer, "bf16"))
-                input_error = (f"raw inputs in {e['dtype']}: max |dG| {pc.sci(e['gate_max_abs_log2'])} "
-                               f"(log2), max |d beta| {pc.sci(e['beta_max_abs'])}"
-                               + (f" (first {n} tokens)" if n < d.tokens else ""))
+                if raw_refs is None:
+                    raw_refs = pc.raw_references(d, spec, log=lambda t: pc.log(args, t))
+                g_ref, l_ref, gh_ref, lh_ref = (raw_refs[n] for n in ("golden", "low", "golden_ht", "low_ht"))
+                g_source, l_source, lh_source = raw_refs["source"], raw_refs["low_source"], raw_refs["low_source"]
+                input_error = raw_input_text(d, spec, raw_refs, golden)
             with torch.inference_mode():
                 call.fn()
                 torch.cuda.synchronize()
@@ -160,36 +185,49 @@ def check_problem(args, rt, peer, unavailable, directory):
             pc.log(args, f"  {path}: {type(e).__name__}: {e}")
             continue
         actual = call.out.float().cpu().numpy().astype(np.float64)
-        j = pc.judge(golden, low, actual)
+        j = pc.judge(g_ref, l_ref, actual)
         nz = inactive_nonzero(actual, cu)
         verdict = j.verdict()
-        if nz and verdict == "passed":
+        known = call.q_norm_fp32 and overflow_rows.any()
+        if known and not j.passed():
+            verdict, _ = pc.judge_known_overflow(g_ref, l_ref, actual, overflow_rows, j, cu)
+        if nz and (verdict == "passed" or verdict.startswith("known")):
             verdict = f"failed: {nz} non-zero outputs after cu_seqlens[N]"
-        rows.append(dict(judged_row(d.id, args.peer, path, "-", "out", j, golden.shape, "out", cu, low_source,
-                                    verdict, nz), contract=contract, input_error=input_error, call=call.text))
+        rows.append(dict(judged_row(d.id, args.peer, path, "-", "out", j, golden.shape, "out", cu, l_source,
+                                    verdict, nz), contract=contract, input_error=input_error,
+                         golden_source=g_source, call=call.text))
         if golden_ht is not None:
             if call.final_state is None:
                 rows.append(failed_row(d.id, args.peer, path, contract, "no final state", "final_state"))
             else:
                 actual_ht = call.final_state().float().cpu().numpy().astype(np.float64)
-                jh = pc.judge(golden_ht, low_ht, actual_ht)
+                jh = pc.judge(gh_ref, lh_ref, actual_ht)
                 rows.append(dict(judged_row(d.id, args.peer, path, "-", "final_state", jh, golden_ht.shape,
-                                            "state", cu, low_ht_source), contract=contract,
-                                 input_error=input_error))
+                                            "state", cu, lh_source), contract=contract,
+                                 input_error=input_error, golden_source=g_source))
         fused = ours.get(("fused", "-")) if ("fused", "-") in ours else next(
             (a for (p, _), a in sorted(ours.items()) if p == "fused"), None)
         if fused is not None:
+            # Ours solved the contract problem; a raw peer its own (raw files or conversion), which
+            # differ by the rounding of k (raw files) or of the converted inputs: `input_error`.
             diff, index = pc.max_abs_difference(fused, actual)
             budget = budgets.get("out", math.nan)
             agree = math.isfinite(diff) and diff <= budget
+            verdict = "agree" if agree else \
+                f"disagree: max |ours - {args.peer}| {pc.sci(diff)} > budget {pc.sci(budget)}"
+            if not agree and known:
+                keep = ~overflow_rows
+                rest, _ = pc.max_abs_difference(fused[keep], actual[keep])
+                if math.isfinite(rest) and rest <= budget:
+                    verdict = (f"known limitation: differ on the {int(overflow_rows.sum())} q rows that overflow "
+                               f"an fp32 sum of squares (the peer's in-kernel l2norm); elsewhere max "
+                               f"|ours - {args.peer}| {pc.sci(rest)} <= budget {pc.sci(budget)}")
             rows.append({"shape": d.id, "impl": f"ours vs {args.peer}", "path": f"fused vs {path}",
                          "variant": "-", "tensor": "out", "elements": int(actual.size), "max_abs_err": diff,
                          "budget": budget, "rel_rms": pc.rel_rms_difference(fused, actual, golden),
                          "worst_index": index,
                          "worst_location": pc.describe_location(index, golden.shape, "out", cu),
-                         "low_source": "-", "contract": contract,
-                         "verdict": "agree" if agree else
-                         f"disagree: max |ours - {args.peer}| {pc.sci(diff)} > budget {pc.sci(budget)}"})
+                         "low_source": "-", "contract": contract, "verdict": verdict})
         del call, inp
         torch.cuda.empty_cache()
     return rows
@@ -207,7 +245,8 @@ def markdown(args, rows, version, unavailable, elapsed) -> str:
     out.append(pc.to_markdown(["shape", "impl", "path", "tensor", "max_abs_err", "budget", "rel_rms",
                                "largest error at", "input conversion", "verdict"], table))
     bad = sum(is_failure(r, "any") for r in rows)
-    out.append(f"\n{len(rows) - bad} passed, {bad} failed or disagreeing\n")
+    known = sum(r["verdict"].startswith("known") for r in rows)
+    out.append(f"\n{len(rows) - bad - known} passed, {bad} failed or disagreeing, {known} known limitations\n")
     return "\n".join(out)
 
 
