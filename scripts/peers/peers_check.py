@@ -82,7 +82,10 @@ def plan(args):
         if ident not in ids:
             raise pc.InputError(f"--only {ident}: no such problem in {args.dump} (has: {', '.join(ids)})")
     pc.refuse_existing([args.csv, args.md, args.json], args.force)
-    return [d for d, i in zip(dirs, ids) if not args.only or i in args.only]
+    chosen = [d for d, i in zip(dirs, ids) if not args.only or i in args.only]
+    for d in chosen:  # every problem's files (raw ones too) are checked before any GPU work
+        pc.load_dump_problem(d)
+    return chosen
 
 
 def references(args, d):
