@@ -132,19 +132,10 @@ def check_problem(args, rt, pt, directory):
     out_shape = golden.shape
     golden_ht = d.load("ht_reference")
     golden_ht = None if golden_ht is None else np.asarray(golden_ht, dtype=np.float64)
-    low = d.load("out_reference_f32")
-    low_source = "dump: out_reference_f32 (CPU fp32 recurrence)"
-    need_low_out = low is None
-    low_ht, low_ht_source = None, ""
-    if need_low_out or golden_ht is not None:
-        t0 = time.perf_counter()
-        low_out_np, low_ht = pc.recurrent_forward(d.q, d.k, d.v, d.gate, d.beta, cu, d.h0,
-                                                  dtype=np.float32, final_state=golden_ht is not None)
-        pc.log(args, f"  fp32 reference recomputed with NumPy ({time.perf_counter() - t0:.1f} s)")
-        if need_low_out:
-            low = low_out_np
-            low_source = "fla_check: NumPy fp32 recurrence (the dump has no out_reference_f32)"
-        low_ht_source = "fla_check: NumPy fp32 recurrence (dumps hold no fp32 final state)"
+    # The fp32 parts the dump lacks (final state, or all of it for a reference-backend dump):
+    # the NumPy recurrence, cached beside the dump for the other checks of the same run.
+    lows = pc.contract_low_references(d, log=lambda t: pc.log(args, t))
+    low, low_source, low_ht, low_ht_source = lows["low"], lows["low_source"], lows["low_ht"], lows["low_ht_source"]
     low = np.asarray(low, dtype=np.float64)
     # q rows whose fp32 sum of squares overflows: FLA's in-kernel l2norm gives 0 there (§4.4).
     overflow_rows = pc.fp32_norm_overflow_rows(d.q)

@@ -56,8 +56,10 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="peers_check.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dump", metavar="DUMP_DIR", help="directory written by kda-check --dump")
-    p.add_argument("--peer", required=True, choices=pa.PEER_NAMES)
-    p.add_argument("--build-dir", required=True, help="build_peers.sh's BUILD_DIR")
+    p.add_argument("--peer", choices=pa.PEER_NAMES)
+    p.add_argument("--build-dir", help="build_peers.sh's BUILD_DIR")
+    p.add_argument("--prepare-refs", action="append", default=[], metavar="PEER,...",
+                   help="only compute and cache the references these peers' checks need (no torch, no GPU)")
     p.add_argument("--contracts", default="plain,raw")
     p.add_argument("--only", action="append", default=[], metavar="ID")
     p.add_argument("--with-ours", action="store_true", help="also judge our dumped outputs")
@@ -69,6 +71,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     args.only = [x for item in args.only for x in item.split(",") if x]
     args.contract_list = [c.strip() for c in args.contracts.split(",") if c.strip()]
+    if not args.prepare_refs and (not args.peer or not args.build_dir):
+        p.error("--peer and --build-dir are required (unless --prepare-refs)")
     return args
 
 
@@ -89,24 +93,38 @@ def plan(args):
 
 
 def references(args, d):
-    """(golden, low, low_source, golden_ht, low_ht, low_ht_source) of a dumped problem."""
+    """(golden, low, low_source, golden_ht, low_ht, low_ht_source) of a dumped problem; the fp32
+    parts the dump lacks come from peers_common.contract_low_references (cached beside the dump)."""
     golden = d.load("out_reference")
     if golden is None:
         raise pc.InputError(f"{d.directory}: no out_reference.npy (write the dump with kda-check --dump)")
     golden = np.asarray(golden, dtype=np.float64)
     golden_ht = d.load("ht_reference")
     golden_ht = None if golden_ht is None else np.asarray(golden_ht, dtype=np.float64)
-    low, low_source = d.load("out_reference_f32"), "dump: out_reference_f32 (CPU fp32 recurrence)"
-    low_ht, low_ht_source = None, ""
-    if low is None or golden_ht is not None:
+    lows = pc.contract_low_references(d, log=lambda t: pc.log(args, t))
+    return golden, lows["low"], lows["low_source"], golden_ht, lows["low_ht"], lows["low_ht_source"]
+
+
+def prepare_references(args, dirs) -> int:
+    """--prepare-refs: compute and cache, without torch or a GPU, every reference the checks of
+    the named peers will need (the contract's fp32 low, each raw peer's golden and low), so that a
+    device run can do it on the CPU while the builds run and the peers' checks share it."""
+    peers = [p for item in args.prepare_refs for p in item.split(",") if p]
+    for p in peers:
+        if p not in pc.RAW_SPECS:
+            raise pc.InputError(f"--prepare-refs {p}: expected peer names among {', '.join(pc.RAW_SPECS)}")
+    for directory in dirs:
         t0 = time.perf_counter()
-        low_np, low_ht = pc.recurrent_forward(d.q, d.k, d.v, d.gate, d.beta, d.cu_seqlens, d.h0,
-                                              dtype=np.float32, final_state=golden_ht is not None)
-        pc.log(args, f"  fp32 reference recomputed with NumPy ({time.perf_counter() - t0:.1f} s)")
-        if low is None:
-            low, low_source = low_np, "peers_check: NumPy fp32 recurrence (the dump has no out_reference_f32)"
-        low_ht_source = "peers_check: NumPy fp32 recurrence (dumps hold no fp32 final state)"
-    return golden, np.asarray(low, dtype=np.float64), low_source, golden_ht, low_ht, low_ht_source
+        d = pc.load_dump_problem(directory)
+        pc.contract_low_references(d)
+        done = set()
+        for p in peers:
+            key = "raw-files" if d.raw is not None else pc.RAW_SPECS[p].key
+            if key not in done:
+                pc.raw_references(d, pc.RAW_SPECS[p])
+                done.add(key)
+        pc.log(args, f"{d.id}: references for {', '.join(sorted(done))} ready ({time.perf_counter() - t0:.1f} s)")
+    return pc.EXIT_OK
 
 
 def failed_row(shape, impl, path, contract, text, tensor="out"):
@@ -257,6 +275,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         dirs = plan(args)
+        if args.prepare_refs:
+            return prepare_references(args, dirs)
     except pc.InputError as e:
         print(f"peers_check: {e}", file=sys.stderr)
         return pc.EXIT_USAGE

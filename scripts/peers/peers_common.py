@@ -1502,21 +1502,10 @@ def raw_references(d: "DumpedProblem", spec: RawSpec, log=None, cache: bool = Tr
     names = ("golden", "low", "golden_ht", "low_ht")
     want_ht = d.want_final_state
     variant = "raw-files" if d.raw is not None else spec.key
-    where = os.path.join(d.directory, REF_CACHE_DIR, variant)
-    meta_path = os.path.join(where, "meta.json")
-    stamp = _stamp(d)
-    if cache and os.path.exists(meta_path):
-        try:
-            with open(meta_path, encoding="utf-8") as f:
-                meta = json.load(f)
-        except (OSError, ValueError):
-            meta = {}
-        files = meta.get("files", [])
-        if meta.get("stamp") == stamp and all(os.path.exists(os.path.join(where, n + ".npy")) for n in files):
-            out = {n: (np.load(os.path.join(where, n + ".npy")) if n in files else None) for n in names}
-            out.update(source=meta["source"] + " (cached)", low_source=meta["low_source"] + " (cached)",
-                       problem_source=meta["problem_source"], lower_bound=meta["lower_bound"])
-            return out
+    if cache:
+        hit = _cache_load(d, variant)
+        if hit is not None:
+            return hit
     t0 = time.perf_counter()
     prob = raw_problem(d, spec)
     out = {n: None for n in names}
@@ -1546,18 +1535,76 @@ def raw_references(d: "DumpedProblem", spec: RawSpec, log=None, cache: bool = Tr
     if log:
         log(f"  raw-contract references ({variant}) computed ({time.perf_counter() - t0:.1f} s)")
     if cache:
-        try:
-            os.makedirs(where, exist_ok=True)
-            files = [n for n in names if out[n] is not None]
-            for n in files:
-                np.save(os.path.join(where, n + ".npy"), out[n])
-            write_atomic(meta_path, json.dumps({"stamp": stamp, "files": files, "source": out["source"],
-                                                "low_source": out["low_source"],
-                                                "problem_source": out["problem_source"],
-                                                "lower_bound": out["lower_bound"]}) + "\n", force=True)
-        except OSError as e:
-            if log:
-                log(f"  (references not cached: {e})")
+        _cache_store(d, variant, out, log)
+    return out
+
+
+_CACHE_ARRAYS = ("golden", "low", "golden_ht", "low_ht")
+
+
+def _cache_load(d: "DumpedProblem", variant: str) -> dict | None:
+    """A reference set cached by _cache_store for exactly these input files, or None."""
+    where = os.path.join(d.directory, REF_CACHE_DIR, variant)
+    try:
+        with open(os.path.join(where, "meta.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return None
+    files = meta.get("files", [])
+    if meta.get("stamp") != _stamp(d) or not all(os.path.exists(os.path.join(where, n + ".npy")) for n in files):
+        return None
+    out = {n: (np.load(os.path.join(where, n + ".npy")) if n in files else None) for n in _CACHE_ARRAYS}
+    out.update({k: v for k, v in meta.items() if k not in ("stamp", "files")})
+    for k in ("source", "low_source"):
+        if k in out:
+            out[k] += " (cached)"
+    return out
+
+
+def _cache_store(d: "DumpedProblem", variant: str, out: dict, log=None) -> None:
+    where = os.path.join(d.directory, REF_CACHE_DIR, variant)
+    try:
+        os.makedirs(where, exist_ok=True)
+        files = [n for n in _CACHE_ARRAYS if out.get(n) is not None]
+        for n in files:
+            np.save(os.path.join(where, n + ".npy"), out[n])
+        meta = {k: v for k, v in out.items() if k not in _CACHE_ARRAYS}
+        meta.update(stamp=_stamp(d), files=files)
+        write_atomic(os.path.join(where, "meta.json"), json.dumps(meta) + "\n", force=True)
+    except OSError as e:
+        if log:
+            log(f"  (references not cached: {e})")
+
+
+def contract_low_references(d: "DumpedProblem", log=None, cache: bool = True) -> dict:
+    """The fp32 low of the dumped (contract) problem, output and final state: the dump's
+    out_reference_f32 when there, and the NumPy fp32 recurrence for what is missing (dumps hold
+    no fp32 final state), cached in DIR/peers-ref/contract/ like raw_references. Returns
+    dict(low, low_ht, low_source, low_ht_source); low_ht None without a final state."""
+    import time
+    need_ht = d.want_final_state and "ht_reference" in d.outputs
+    have_low = "out_reference_f32" in d.outputs
+    if have_low and not need_ht:
+        return {"low": np.asarray(d.load("out_reference_f32"), np.float64), "low_ht": None,
+                "low_source": "dump: out_reference_f32 (CPU fp32 recurrence)", "low_ht_source": ""}
+    if cache:
+        hit = _cache_load(d, "contract")
+        if hit is not None:
+            return {"low": hit["low"], "low_ht": hit["low_ht"], "low_source": hit["low_source"],
+                    "low_ht_source": hit["low_ht_source"] + " (cached)"}
+    t0 = time.perf_counter()
+    low, low_ht = recurrent_forward(d.q, d.k, d.v, d.gate, d.beta, d.cu_seqlens, d.h0, dtype=np.float32,
+                                    final_state=need_ht)
+    out = {"low": low.astype(np.float64), "low_ht": None if low_ht is None else low_ht.astype(np.float64),
+           "low_source": "peers: NumPy fp32 recurrence (the dump has no out_reference_f32)",
+           "low_ht_source": "peers: NumPy fp32 recurrence (dumps hold no fp32 final state)"}
+    if have_low:
+        out["low"] = np.asarray(d.load("out_reference_f32"), np.float64)
+        out["low_source"] = "dump: out_reference_f32 (CPU fp32 recurrence)"
+    if log:
+        log(f"  fp32 reference recomputed with NumPy ({time.perf_counter() - t0:.1f} s)")
+    if cache:
+        _cache_store(d, "contract", out, log)
     return out
 
 

@@ -916,6 +916,33 @@ def test_bad_raw_files_are_refused_with_a_clear_message():
         shutil.rmtree(d)
 
 
+def test_prepare_refs_caches_what_every_check_shares():
+    """peers_check --prepare-refs (no torch): the contract's fp32 final state and each raw peer's
+    references, cached per dump; the checks then load them instead of computing them again."""
+    d = tempfile.mkdtemp()
+    try:
+        _write_synthetic_dump(os.path.join(d, "a"))
+        _write_synthetic_dump(os.path.join(d, "b"), raw=False)
+        run = subprocess.run([sys.executable, os.path.join(HERE, "peers_check.py"), d, "--prepare-refs",
+                              "cudnn,flashkda", "--prepare-refs", "ours"], capture_output=True, text=True, cwd=ROOT)
+        assert run.returncode == 0, run.stderr
+        assert sorted(os.listdir(os.path.join(d, "a", pc.REF_CACHE_DIR))) == ["contract", "raw-files"]
+        assert sorted(os.listdir(os.path.join(d, "b", pc.REF_CACHE_DIR))) == [
+            "contract", "gate-bf16_beta-bf16", "gate-bf16_beta-sigmoid", "gate-fp32_beta-fp32"]
+        prob = pc.load_dump_problem(os.path.join(d, "b"))
+        lows = pc.contract_low_references(prob)
+        assert lows["low_ht_source"].endswith("(cached)") and lows["low_source"].startswith("dump: out_reference_f32")
+        _, want = pc.recurrent_forward(prob.q, prob.k, prob.v, prob.gate, prob.beta, prob.cu_seqlens, prob.h0,
+                                       dtype=np.float32, final_state=True)
+        assert np.array_equal(lows["low_ht"], want.astype(np.float64))
+        assert pc.raw_references(prob, pc.RAW_SPECS["vllm-flashkda"])["source"].endswith("(cached)")
+        run = subprocess.run([sys.executable, os.path.join(HERE, "peers_check.py"), d, "--prepare-refs", "nobody"],
+                             capture_output=True, text=True, cwd=ROOT)
+        assert run.returncode == 2 and "--prepare-refs nobody: expected peer names" in run.stderr
+    finally:
+        shutil.rmtree(d)
+
+
 def test_q_rows_that_overflow_an_fp32_l2norm_are_a_known_limitation_only_when_the_rest_passes():
     rng = np.random.default_rng(4)
     q = rng.standard_normal((1, 50, 2, 8)).astype(np.float32)
