@@ -1126,6 +1126,49 @@ def test_build_script_reports_an_unknown_target_and_a_missing_wheel():
         shutil.rmtree(d)
 
 
+def test_build_script_caches_a_flashkda_build_and_reuses_it():
+    """build_peers.sh fk with a stand-in source tarball (its setup.py writes a fake extension):
+    the first call builds and leaves fk-build.tar.gz in PEERS_CACHE_OUT; a second call with that
+    cache unpacks it instead of running setup.py; another tarball (another key) builds again."""
+    d = tempfile.mkdtemp()
+    try:
+        src = os.path.join(d, "srcs")
+        os.makedirs(os.path.join(src, "fk", "flash_kda"))
+        os.makedirs(os.path.join(src, "fk", "cutlass"))
+        open(os.path.join(src, "fk", "flash_kda", "__init__.py"), "w").write("")
+        open(os.path.join(src, "fk", "setup.py"), "w").write(
+            "import os\nopen('flash_kda_C.cpython-test.so', 'w').write('ext')\n"
+            "open(os.path.join(os.environ['MARK_DIR'], 'built'), 'a').write('x')\n")
+        tarball = os.path.join(d, "peers", "flashkda-src.tar.gz")
+        os.makedirs(os.path.dirname(tarball))
+        subprocess.run(["tar", "-C", src, "-czf", tarball, "fk"], check=True)
+        cache = os.path.join(d, "cache")
+        os.makedirs(cache)
+        env = dict(os.environ, PEERS_SRC=os.path.dirname(tarball), PEERS_CACHE_OUT=cache, MARK_DIR=d,
+                   PEERS_BUILD_CACHE=cache, NVCC="false")
+        script = os.path.join(HERE, "build_peers.sh")
+        build = lambda b: subprocess.run(["bash", script, "fk", os.path.join(d, b)], env=env,  # noqa: E731
+                                         capture_output=True, text=True)
+        run = build("b1")
+        assert run.returncode == 0, open(os.path.join(d, "b1", "fk.log")).read()
+        assert open(os.path.join(d, "b1", "fk.cache")).read().startswith("built; cached as")
+        assert os.path.exists(os.path.join(cache, "fk-build.tar.gz")) and open(os.path.join(d, "built")).read() == "x"
+        env["PEERS_CACHE_OUT"] = ""
+        run = build("b2")
+        assert run.returncode == 0 and open(os.path.join(d, "b2", "fk.status")).read().strip() == "ok"
+        assert open(os.path.join(d, "b2", "fk.cache")).read().startswith("hit ")
+        assert open(os.path.join(d, "built")).read() == "x", "setup.py ran despite the cache"
+        assert open(os.path.join(d, "b2", "fk", "src", "flash_kda_C.cpython-test.so")).read() == "ext"
+        # Another source tarball is another key: the cache is stale and the build runs.
+        open(os.path.join(src, "fk", "flash_kda", "__init__.py"), "w").write("# changed\n")
+        subprocess.run(["tar", "-C", src, "-czf", tarball, "fk"], check=True)
+        run = build("b3")
+        assert run.returncode == 0 and open(os.path.join(d, "b3", "fk.cache")).read().startswith("stale:")
+        assert open(os.path.join(d, "built")).read() == "xx"
+    finally:
+        shutil.rmtree(d)
+
+
 def main():
     tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
     passed = failed = skipped = 0
