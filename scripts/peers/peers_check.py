@@ -106,19 +106,23 @@ def references(args, d):
 
 
 def prepare_references(args, dirs) -> int:
-    """--prepare-refs: compute and cache, without torch or a GPU, every reference the checks of
-    the named peers will need (the contract's fp32 low, each raw peer's golden and low), so that a
-    device run can do it on the CPU while the builds run and the peers' checks share it."""
+    """--prepare-refs: compute and cache, without torch or a GPU, the references the checks of the
+    named peers will need ('contract': the contract problem's fp32 low; a peer name: that raw
+    peer's golden and low), so that a device run can do it on the CPU while the builds run, in
+    parallel processes, and the peers' checks share it."""
     peers = [p for item in args.prepare_refs for p in item.split(",") if p]
     for p in peers:
-        if p not in pc.RAW_SPECS:
-            raise pc.InputError(f"--prepare-refs {p}: expected peer names among {', '.join(pc.RAW_SPECS)}")
+        if p not in pc.RAW_SPECS and p != "contract":
+            raise pc.InputError(f"--prepare-refs {p}: expected 'contract' or peer names among "
+                                f"{', '.join(pc.RAW_SPECS)}")
     for directory in dirs:
         t0 = time.perf_counter()
         d = pc.load_dump_problem(directory)
-        pc.contract_low_references(d)
         done = set()
-        for p in peers:
+        if "contract" in peers:
+            pc.contract_low_references(d)
+            done.add("contract")
+        for p in (p for p in peers if p != "contract"):
             key = "raw-files" if d.raw is not None else pc.RAW_SPECS[p].key
             if key not in done:
                 pc.raw_references(d, pc.RAW_SPECS[p])

@@ -1566,8 +1566,10 @@ def _cache_store(d: "DumpedProblem", variant: str, out: dict, log=None) -> None:
     try:
         os.makedirs(where, exist_ok=True)
         files = [n for n in _CACHE_ARRAYS if out.get(n) is not None]
-        for n in files:
-            np.save(os.path.join(where, n + ".npy"), out[n])
+        for n in files:  # temp file + rename: a check running beside us never reads half a file
+            tmp = os.path.join(where, f".{n}.{os.getpid()}.npy")
+            np.save(tmp, out[n])
+            os.replace(tmp, os.path.join(where, n + ".npy"))
         meta = {k: v for k, v in out.items() if k not in _CACHE_ARRAYS}
         meta.update(stamp=_stamp(d), files=files)
         write_atomic(os.path.join(where, "meta.json"), json.dumps(meta) + "\n", force=True)

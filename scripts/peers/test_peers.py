@@ -924,7 +924,7 @@ def test_prepare_refs_caches_what_every_check_shares():
         _write_synthetic_dump(os.path.join(d, "a"))
         _write_synthetic_dump(os.path.join(d, "b"), raw=False)
         run = subprocess.run([sys.executable, os.path.join(HERE, "peers_check.py"), d, "--prepare-refs",
-                              "cudnn,flashkda", "--prepare-refs", "ours"], capture_output=True, text=True, cwd=ROOT)
+                              "contract,cudnn,flashkda", "--prepare-refs", "ours"], capture_output=True, text=True, cwd=ROOT)
         assert run.returncode == 0, run.stderr
         assert sorted(os.listdir(os.path.join(d, "a", pc.REF_CACHE_DIR))) == ["contract", "raw-files"]
         assert sorted(os.listdir(os.path.join(d, "b", pc.REF_CACHE_DIR))) == [
@@ -938,7 +938,7 @@ def test_prepare_refs_caches_what_every_check_shares():
         assert pc.raw_references(prob, pc.RAW_SPECS["vllm-flashkda"])["source"].endswith("(cached)")
         run = subprocess.run([sys.executable, os.path.join(HERE, "peers_check.py"), d, "--prepare-refs", "nobody"],
                              capture_output=True, text=True, cwd=ROOT)
-        assert run.returncode == 2 and "--prepare-refs nobody: expected peer names" in run.stderr
+        assert run.returncode == 2 and "--prepare-refs nobody: expected 'contract' or peer names" in run.stderr
     finally:
         shutil.rmtree(d)
 
