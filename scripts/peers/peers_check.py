@@ -188,14 +188,14 @@ def check_problem(args, rt, peer, unavailable, directory):
         pt.prepare_fla_inputs(rt, inp)
         input_error, g_ref, l_ref, gh_ref, lh_ref = "", golden, low, golden_ht, low_ht
         g_source, l_source, lh_source = "dump: out_reference", low_source, low_ht_source
+        if contract == "raw":  # outside the try below: an error here is ours, not the peer's
+            if raw_refs is None:
+                raw_refs = pc.raw_references(d, spec, log=lambda t: pc.log(args, t))
+            g_ref, l_ref, gh_ref, lh_ref = (raw_refs[n] for n in ("golden", "low", "golden_ht", "low_ht"))
+            g_source, l_source, lh_source = raw_refs["source"], raw_refs["low_source"], raw_refs["low_source"]
+            input_error = raw_input_text(d, spec, raw_refs, golden)
         try:
             call = peer.prepare(inp, contract)
-            if contract == "raw":
-                if raw_refs is None:
-                    raw_refs = pc.raw_references(d, spec, log=lambda t: pc.log(args, t))
-                g_ref, l_ref, gh_ref, lh_ref = (raw_refs[n] for n in ("golden", "low", "golden_ht", "low_ht"))
-                g_source, l_source, lh_source = raw_refs["source"], raw_refs["low_source"], raw_refs["low_source"]
-                input_error = raw_input_text(d, spec, raw_refs, golden)
             with torch.inference_mode():
                 call.fn()
                 torch.cuda.synchronize()
