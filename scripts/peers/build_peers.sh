@@ -15,6 +15,13 @@
 #
 # Writes BUILD_DIR/<target>.status: "ok" or "failed: <step> (rc N)", and BUILD_DIR/<target>.log.
 # Nothing of any peer is kept in the repository: the sources come from the wheel and tarballs.
+#
+# FlashKDA builds are cached (fk 2 min, vfk 5 min on the H200's 16 cores): a build's extension
+# files, debug info stripped, go to $PEERS_CACHE_OUT/<target>-build.tar.gz (when set), under a key
+# of the source tarballs' sha256, python, torch, CUDA and nvcc versions and this recipe. A later
+# call that finds <target>-build.tar.gz with the same key in $PEERS_BUILD_CACHE (default
+# .peers-cache/, git-ignored, carried) unpacks the sources and those files instead of compiling;
+# BUILD_DIR/<target>.cache says which happened ("hit KEY", "built", or why not cached).
 set -uo pipefail
 target=${1:?usage: build_peers.sh cudnn|ours|fk|ffk|vfk BUILD_DIR}
 build=${2:?usage: build_peers.sh cudnn|ours|fk|ffk|vfk BUILD_DIR}
@@ -98,6 +105,14 @@ ours)
   ;;
 fk|ffk|vfk)
   stock=$(find_tarball flashkda-src.tar.gz) || finish "failed: flashkda-src.tar.gz not found (copy ../shared/peers/*.tar.gz to .peers/ and carry it)"
+  forks=""
+  [[ $target == fk ]] || forks=$(find_tarball flashkda-forks.tar.gz) || finish "failed: flashkda-forks.tar.gz not found"
+  recipe="FLASH_KDA_CUDA_ARCHS=90a build_ext --inplace; setup.py's git call neutralised; v1"
+  key=$( { echo "$target $recipe"; sha256sum "$stock" ${forks:+"$forks"} | cut -d' ' -f1
+           python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)' 2>/dev/null || echo no-torch
+           "$NVCC" --version 2>/dev/null | tail -n 1; } | sha256sum | cut -c1-16)
+  cache_in=${PEERS_BUILD_CACHE:-$root/.peers-cache}/$target-build.tar.gz
+  : > "$build/$target.cache"
   src=$build/$target/src
   rm -rf "$build/$target"
   mkdir -p "$build/$target"
@@ -105,7 +120,6 @@ fk|ffk|vfk)
     run unpack tar -C "$build/$target" -xzf "$stock" fk
     mv "$build/$target/fk" "$src"
   else
-    forks=$(find_tarball flashkda-forks.tar.gz) || finish "failed: flashkda-forks.tar.gz not found"
     run unpack tar -C "$build/$target" -xzf "$forks" "$target"
     mv "$build/$target/$target" "$src"
     # The forks ship without CUTLASS; they pin the stock's (same headers, same include paths).
@@ -113,13 +127,32 @@ fk|ffk|vfk)
     mv "$build/$target/fk/cutlass" "$src/cutlass" && rmdir "$build/$target/fk"
   fi
   cd "$src" || finish "failed: no $src"
+  if [[ -f $cache_in ]] && [[ $(tar -xzOf "$cache_in" ./KEY 2>/dev/null) == "$key" ]]; then
+    run unpack-cached-build tar -C "$src" -xzf "$cache_in" --exclude KEY
+    echo "hit $key ($cache_in)" > "$build/$target.cache"
+    finish ok
+  fi
+  [[ -f $cache_in ]] && echo "stale: $cache_in has key $(tar -xzOf "$cache_in" ./KEY 2>/dev/null), wanted $key" > "$build/$target.cache"
   # The stock setup.py runs `git submodule update --init cutlass` (the forks' copies say `pass`);
   # CUTLASS is already unpacked and the GPU machine may have no git: neutralise the call.
   run patch-setup sed -i 's/^subprocess.run(\["git", "submodule".*$/pass  # CUTLASS comes from the tarball/' setup.py
   # Two translation units per build (flash_kda.cpp, fwd_launch.cu; vfk adds torch_api.cpp): three
-  # builds and the cuDNN objects share the 16 cores.
+  # builds and the cuDNN objects share the 16 cores. fwd_launch.cu is the long pole (all the
+  # kernel instantiations in one TU: ~5 min for vfk), so more jobs do not shorten it.
   run setup.py env FLASH_KDA_CUDA_ARCHS=90a MAX_JOBS=${MAX_JOBS:-2} NVCC_THREADS=${NVCC_THREADS:-2} \
     python3 setup.py build_ext --inplace
+  if [[ -n ${PEERS_CACHE_OUT:-} ]]; then
+    # The extension files only (the sources come from the tarballs each time), debug info
+    # stripped (the device returns files of at most 16 MiB).
+    stage=$build/$target/cache && rm -rf "$stage" && mkdir -p "$stage" && echo "$key" > "$stage/KEY"
+    (find . -name '*.so' -not -path './build/*' | while read -r f; do
+       mkdir -p "$stage/$(dirname "$f")" && cp "$f" "$stage/$f" && strip --strip-debug "$stage/$f" 2>/dev/null; done)
+    if tar -C "$stage" -czf "$PEERS_CACHE_OUT/$target-build.tar.gz" . 2>> "$log"; then
+      echo "built; cached as $PEERS_CACHE_OUT/$target-build.tar.gz ($(stat -c %s "$PEERS_CACHE_OUT/$target-build.tar.gz") B, key $key)" >> "$build/$target.cache"
+    fi
+  else
+    echo "built (PEERS_CACHE_OUT unset: not cached)" >> "$build/$target.cache"
+  fi
   finish ok
   ;;
 *)

@@ -23,8 +23,13 @@ FLA calls (--rows): prenorm = chunk_kda(l2norm(q), k, v, g, beta, ...), q normal
 float64 and rounded to bf16 once; l2norm-in-kernel = raw q with use_qk_l2norm_in_kernel=True
 (FLA normalizes q and, again, k); prenorm-safegate = prenorm with safe_gate=True, lower_bound=-5.
 
-Exit codes: 0 every row passed / agreed; 1 a row failed or disagreed (--fail-on ours: only our
-rows count); 2 bad usage or input (no such directory, a malformed dump, output exists without
+Rows whose q FLA normalizes itself in fp32 (l2norm-in-kernel) on a problem with q rows whose sum
+of squares overflows fp32 (the row-scale suite's 1e20 / 3e38 rows, kda-forward.md §4.4): FLA
+outputs 0 on those rows; the row is a "known limitation" when every other row passes (and the
+same for ours vs FLA), else a failure naming both results (peers_common.judge_known_overflow).
+
+Exit codes: 0 every row passed / agreed or is a known limitation; 1 a row failed or disagreed
+(--fail-on ours: only our rows count); 2 bad usage or input (no such directory, a malformed dump, output exists without
 --force); 3 FLA is installed but does not import; 77 skipped: torch, a CUDA GPU or FLA missing.
 """
 
@@ -47,6 +52,10 @@ import peers_common as pc  # noqa: E402
 ROW_NAMES = ("prenorm", "l2norm-in-kernel", "prenorm-safegate")
 ROW_PATHS = {"prenorm": "fla-prenorm", "l2norm-in-kernel": "fla-l2norm-in-kernel",
              "prenorm-safegate": "fla-prenorm-safegate"}
+# Rows whose q is normalized by FLA in fp32 (use_qk_l2norm_in_kernel): q rows that overflow that
+# sum of squares come out as 0 there, a known limitation when every other row passes.
+FP32_QNORM_ROWS = ("l2norm-in-kernel",)
+FP32_QNORM_PATHS = tuple(ROW_PATHS[r] for r in FP32_QNORM_ROWS)
 COLUMNS = ["shape", "impl", "path", "variant", "tensor", "elements", "max_abs_err", "budget", "rel_rms",
            "ref_err", "max_golden", "worst_index", "worst_location", "non_finite", "inactive_nonzero",
            "low_source", "verdict"]
@@ -123,20 +132,13 @@ def check_problem(args, rt, pt, directory):
     out_shape = golden.shape
     golden_ht = d.load("ht_reference")
     golden_ht = None if golden_ht is None else np.asarray(golden_ht, dtype=np.float64)
-    low = d.load("out_reference_f32")
-    low_source = "dump: out_reference_f32 (CPU fp32 recurrence)"
-    need_low_out = low is None
-    low_ht, low_ht_source = None, ""
-    if need_low_out or golden_ht is not None:
-        t0 = time.perf_counter()
-        low_out_np, low_ht = pc.recurrent_forward(d.q, d.k, d.v, d.gate, d.beta, cu, d.h0,
-                                                  dtype=np.float32, final_state=golden_ht is not None)
-        pc.log(args, f"  fp32 reference recomputed with NumPy ({time.perf_counter() - t0:.1f} s)")
-        if need_low_out:
-            low = low_out_np
-            low_source = "fla_check: NumPy fp32 recurrence (the dump has no out_reference_f32)"
-        low_ht_source = "fla_check: NumPy fp32 recurrence (dumps hold no fp32 final state)"
+    # The fp32 parts the dump lacks (final state, or all of it for a reference-backend dump):
+    # the NumPy recurrence, cached beside the dump for the other checks of the same run.
+    lows = pc.contract_low_references(d, log=lambda t: pc.log(args, t))
+    low, low_source, low_ht, low_ht_source = lows["low"], lows["low_source"], lows["low_ht"], lows["low_ht_source"]
     low = np.asarray(low, dtype=np.float64)
+    # q rows whose fp32 sum of squares overflows: FLA's in-kernel l2norm gives 0 there (§4.4).
+    overflow_rows = pc.fp32_norm_overflow_rows(d.q)
     rows = []
 
     # Our paths, as dumped by kda-check (GPU backends only).
@@ -188,7 +190,9 @@ def check_problem(args, rt, pt, directory):
         budgets.setdefault("out", j.budget)
         nz = inactive_nonzero(actual, cu)
         verdict = j.verdict()
-        if nz and verdict == "passed":
+        if row in FP32_QNORM_ROWS and overflow_rows.any() and not j.passed():
+            verdict, _ = pc.judge_known_overflow(golden, low, actual, overflow_rows, j, cu)
+        if nz and (verdict == "passed" or verdict.startswith("known")):
             verdict = f"failed: {nz} non-zero outputs after cu_seqlens[N]"
         rows.append(judged_row(d.id, "fla", path, "-", "out", j, out_shape, "out", cu, low_source,
                                verdict, nz))
@@ -213,15 +217,21 @@ def check_problem(args, rt, pt, directory):
                 diff, index = pc.max_abs_difference(a, b)
                 budget = budgets.get(tensor, math.nan)
                 agree = math.isfinite(diff) and diff <= budget
+                verdict = "agree" if agree else f"disagree: max |ours - FLA| {pc.sci(diff)} > budget {pc.sci(budget)}"
+                if not agree and tensor == "out" and fpath in FP32_QNORM_PATHS and overflow_rows.any():
+                    keep = ~overflow_rows
+                    rest, _ = pc.max_abs_difference(a[keep], b[keep])
+                    if math.isfinite(rest) and rest <= budget:
+                        verdict = (f"known limitation: differ on the {int(overflow_rows.sum())} q rows that "
+                                   f"overflow FLA's fp32 in-kernel l2norm; elsewhere max |ours - FLA| "
+                                   f"{pc.sci(rest)} <= budget {pc.sci(budget)}")
                 rows.append({"shape": d.id, "impl": "ours vs fla", "path": f"{path} vs {fpath}",
                              "variant": variant, "tensor": tensor, "elements": int(a.size),
                              "max_abs_err": diff, "budget": budget,
                              "rel_rms": pc.rel_rms_difference(a, b, ref),
                              "worst_index": index,
                              "worst_location": pc.describe_location(index, shp, kind, cu),
-                             "low_source": "-",
-                             "verdict": "agree" if agree else
-                             f"disagree: max |ours - FLA| {pc.sci(diff)} > budget {pc.sci(budget)}"})
+                             "low_source": "-", "verdict": verdict})
     info = {"id": d.id, "batch": d.batch, "tokens": d.tokens, "heads": d.heads, "num_seqs": d.num_seqs,
             "gate_recon_max_abs": recon, "max_abs_gate": float(np.max(np.abs(d.gate))) if d.gate.size else 0.0,
             "ours": sorted(f"{p}{'' if v == '-' else '_' + v}" for p, v in ours),
@@ -267,15 +277,19 @@ def markdown(args, rows, infos, rt, dev, elapsed) -> str:
     for r in bad:
         out.append(f"- **{r['shape']}** {r['path']} ({r['tensor']}): {r['verdict']}; largest error at "
                    f"{r.get('worst_location', '-')}")
+    known = [r for r in rows if r["verdict"].startswith("known")]
+    if known:
+        out.append("\n## Known limitations (not counted as failures: every other row of the tensor passes)\n")
+        for r in known:
+            out.append(f"- **{r['shape']}** {r['path']} ({r['tensor']}): {r['verdict']}")
     counts = {}
     for r in rows:
         key = r.get("impl", "?")
-        ok = not is_failure(r, "any")
-        c = counts.setdefault(key, [0, 0])
-        c[0 if ok else 1] += 1
-    out.append("\n" + "; ".join(f"{k}: {v[0]} passed, {v[1]} failed" for k, v in counts.items()))
+        c = counts.setdefault(key, [0, 0, 0])
+        c[1 if is_failure(r, "any") else 2 if r["verdict"].startswith("known") else 0] += 1
+    out.append("\n" + "; ".join(f"{k}: {v[0]} passed, {v[1]} failed, {v[2]} known" for k, v in counts.items()))
     total_bad = sum(v[1] for v in counts.values())
-    out.append(f"\n{len(rows) - total_bad} passed, {total_bad} failed\n")
+    out.append(f"\n{len(rows) - total_bad - len(known)} passed, {total_bad} failed, {len(known)} known limitations\n")
     return "\n".join(out)
 
 

@@ -57,6 +57,11 @@ class Call:
     text: str             # the call, for the reports
     extra_bytes: int = 0  # bytes moved beyond our forward's model (raw inputs, separate passes)
     keep: tuple = ()      # device buffers fn uses (alive as long as the Call)
+    # The peer normalizes raw q itself with an fp32 sum of squares (rsqrt(sum q^2 + 1e-6)): q rows
+    # of |q| >~ 1.8e19 overflow it and come out as zeros (kda-forward.md §4.4; peers_common.
+    # judge_known_overflow). Ours (both contracts) and every plain contract (q normalized by us in
+    # float64) do not.
+    q_norm_fp32: bool = False
 
 
 # ================================================================================================
@@ -64,17 +69,20 @@ class Call:
 # ================================================================================================
 
 def ensure_raw(torch, inp, lower_bound: float = pc.LOWER_BOUND) -> None:
-    """Fills inp.k_raw, raw_gate (fp32), a_log, dt_bias, beta_logits (fp32) and raw_lower_bound
-    when the inputs came from a dump: the same problem in the raw contract
-    (peers_common.raw_gate_from_contract: A_log = 0, dt_bias = 0, g = logit(gamma / lb))."""
+    """Makes sure inp has the raw contract's inputs: k_raw, raw_gate, a_log, dt_bias, beta_logits
+    and raw_lower_bound. Generated inputs and dumps with the raw files (kda-check --dump writes
+    k_raw, gate_raw, beta_logits, a_log, dt_bias and meta.json's lower_bound) carry the
+    generator's own draws: they are used as they are, nothing is converted. A dump without them
+    gets the same problem in the raw contract by conversion (peers_common.raw_gate_from_contract:
+    A_log = 0, dt_bias = 0, g = logit(gamma / lb), beta logits = logit(beta), the dumped k, which
+    the peer normalizes again); peers_common.raw_problem says what that leaves of the problem."""
     if getattr(inp, "raw_lower_bound", None) is not None:
         return
-    if inp.raw_gate is not None and inp.a_log is not None:  # generated: the recipe's own draws
+    if inp.raw_gate is not None and inp.a_log is not None:  # generated or dumped draws
         inp.raw_lower_bound = inp.lower_bound
         return
     gate = inp.gate.cpu().numpy()
-    gamma_min = float(pc.per_token_log_gate(gate, inp.starts).min()) if gate.size else 0.0
-    lb = lower_bound if gamma_min >= lower_bound * (1 + 1e-6) - 1e-6 else -pc.MAX_LOWER_BOUND_MAGNITUDE
+    lb = pc.choose_lower_bound(gate, inp.starts, lower_bound)
     raw = pc.raw_gate_from_contract(gate, inp.starts, lb)
     dev = inp.q.device
     H, K = inp.q.shape[2], inp.q.shape[3]
@@ -85,6 +93,7 @@ def ensure_raw(torch, inp, lower_bound: float = pc.LOWER_BOUND) -> None:
     inp.beta_logits = torch.from_numpy(pc.beta_logits_from_contract(inp.beta.cpu().numpy())
                                        .astype(np.float32)).to(dev)
     inp.raw_lower_bound = lb
+    inp.raw_source = "conversion"
 
 
 def _state_vk(torch, h0_kv):
@@ -175,7 +184,7 @@ class CudnnPeer:
         return Call(fn=fn, out=out, text=f"{text}; grid ({H}, {N}x{pieces}) x 128 threads",
                     keep=(q, k, g, beta, cu, h0, ht, a_log, dt_bias),
                     final_state=(lambda: ht.transpose(-1, -2).contiguous()) if want else None,
-                    extra_bytes=extra)
+                    extra_bytes=extra, q_norm_fp32=contract == "raw")
 
 
 # ================================================================================================
@@ -237,7 +246,8 @@ class FlashKdaPeer:
                 + (", final_state fp32 [N,H,V,K]" if want else "")
                 + (", cu_seqlens int64" if inp.cu is not None else "") + ")")
         return Call(fn=fn, out=out, text=text, keep=(g, beta, h0, ht, a_log, dt_bias),
-                    final_state=(lambda: ht.transpose(-1, -2).contiguous()) if want else None)
+                    final_state=(lambda: ht.transpose(-1, -2).contiguous()) if want else None,
+                    q_norm_fp32=True)
 
 
 # ================================================================================================

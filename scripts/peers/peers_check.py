@@ -14,11 +14,19 @@ judged the same way (--with-ours), plus the direct difference of our fused outpu
 (peers_report.py) holds every peer.
 
 Plain contract: q normalized in float64 and rounded to bf16 once, the dumped k, the gate as the
-per-token natural-log gate (as for FLA), beta. Raw contract: the same problem in raw form
-(peers_common.raw_gate_from_contract: A_log = 0, dt_bias = 0, g = logit(gamma / lb), beta logits);
-the rows' `input_error` says how far rounding the raw gate and beta logits to the dtype the peer
-takes them in moves the problem (max |dG| in log2 units, max |d beta|), the part of the error that
-is the contract's and not the kernel's.
+per-token natural-log gate (as for FLA), beta; judged against the dump's golden.
+
+Raw contract: when the dump has the raw files (k_raw, gate_raw, beta_logits, a_log, dt_bias,
+meta.json lower_bound), the peer gets exactly those draws and is judged against the golden of
+that problem: kda-check's out_reference_raw.npy when dumped, else the NumPy fp64 recurrence on
+l2norm(k_raw), gate.npy and sigmoid(beta_logits) (and its fp32 twin as the low), computed once per
+dump and cached in DIR/peers-ref/. Without them, the same problem by conversion (A_log = dt_bias =
+0, g = logit(gamma / lb), beta logits, each in the dtype the peer takes), judged against the golden
+of the converted problem, so the conversion's rounding is not charged to the peer; `input_error`
+says how far that rounding moves the gate, beta and the golden output. A raw peer normalizes q
+itself in fp32: q rows whose sum of squares overflows fp32 (the row-scale suite's 1e20 / 3e38
+rows) come out as zeros; such a row is a "known limitation" when every other row passes
+(peers_common.judge_known_overflow), a failure otherwise.
 
 Exit codes: 0 every row passed / agreed; 1 a row failed or disagreed, or the peer is unavailable
 (its rows carry the exact error); 2 bad usage or input; 77 no torch or CUDA GPU.
@@ -39,8 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peers_common as pc  # noqa: E402
 from fla_check import COLUMNS as FLA_COLUMNS, inactive_nonzero, is_failure, judged_row  # noqa: E402
 
-COLUMNS = FLA_COLUMNS + ["contract", "input_error", "call"]
-RAW_INPUT_DTYPE = {"cudnn": "fp32"}   # the others take the raw gate and beta logits in bf16
+COLUMNS = FLA_COLUMNS + ["contract", "input_error", "golden_source", "call"]
 INPUT_ERROR_TOKENS = 2048
 
 
@@ -49,8 +56,10 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="peers_check.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dump", metavar="DUMP_DIR", help="directory written by kda-check --dump")
-    p.add_argument("--peer", required=True, choices=pa.PEER_NAMES)
-    p.add_argument("--build-dir", required=True, help="build_peers.sh's BUILD_DIR")
+    p.add_argument("--peer", choices=pa.PEER_NAMES)
+    p.add_argument("--build-dir", help="build_peers.sh's BUILD_DIR")
+    p.add_argument("--prepare-refs", action="append", default=[], metavar="PEER,...",
+                   help="only compute and cache the references these peers' checks need (no torch, no GPU)")
     p.add_argument("--contracts", default="plain,raw")
     p.add_argument("--only", action="append", default=[], metavar="ID")
     p.add_argument("--with-ours", action="store_true", help="also judge our dumped outputs")
@@ -62,6 +71,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     args.only = [x for item in args.only for x in item.split(",") if x]
     args.contract_list = [c.strip() for c in args.contracts.split(",") if c.strip()]
+    if not args.prepare_refs and (not args.peer or not args.build_dir):
+        p.error("--peer and --build-dir are required (unless --prepare-refs)")
     return args
 
 
@@ -75,33 +86,71 @@ def plan(args):
         if ident not in ids:
             raise pc.InputError(f"--only {ident}: no such problem in {args.dump} (has: {', '.join(ids)})")
     pc.refuse_existing([args.csv, args.md, args.json], args.force)
-    return [d for d, i in zip(dirs, ids) if not args.only or i in args.only]
+    chosen = [d for d, i in zip(dirs, ids) if not args.only or i in args.only]
+    for d in chosen:  # every problem's files (raw ones too) are checked before any GPU work
+        pc.load_dump_problem(d)
+    return chosen
 
 
 def references(args, d):
-    """(golden, low, low_source, golden_ht, low_ht, low_ht_source) of a dumped problem."""
+    """(golden, low, low_source, golden_ht, low_ht, low_ht_source) of a dumped problem; the fp32
+    parts the dump lacks come from peers_common.contract_low_references (cached beside the dump)."""
     golden = d.load("out_reference")
     if golden is None:
         raise pc.InputError(f"{d.directory}: no out_reference.npy (write the dump with kda-check --dump)")
     golden = np.asarray(golden, dtype=np.float64)
     golden_ht = d.load("ht_reference")
     golden_ht = None if golden_ht is None else np.asarray(golden_ht, dtype=np.float64)
-    low, low_source = d.load("out_reference_f32"), "dump: out_reference_f32 (CPU fp32 recurrence)"
-    low_ht, low_ht_source = None, ""
-    if low is None or golden_ht is not None:
+    lows = pc.contract_low_references(d, log=lambda t: pc.log(args, t))
+    return golden, lows["low"], lows["low_source"], golden_ht, lows["low_ht"], lows["low_ht_source"]
+
+
+def prepare_references(args, dirs) -> int:
+    """--prepare-refs: compute and cache, without torch or a GPU, the references the checks of the
+    named peers will need ('contract': the contract problem's fp32 low; a peer name: that raw
+    peer's golden and low), so that a device run can do it on the CPU while the builds run, in
+    parallel processes, and the peers' checks share it."""
+    peers = [p for item in args.prepare_refs for p in item.split(",") if p]
+    for p in peers:
+        if p not in pc.RAW_SPECS and p != "contract":
+            raise pc.InputError(f"--prepare-refs {p}: expected 'contract' or peer names among "
+                                f"{', '.join(pc.RAW_SPECS)}")
+    for directory in dirs:
         t0 = time.perf_counter()
-        low_np, low_ht = pc.recurrent_forward(d.q, d.k, d.v, d.gate, d.beta, d.cu_seqlens, d.h0,
-                                              dtype=np.float32, final_state=golden_ht is not None)
-        pc.log(args, f"  fp32 reference recomputed with NumPy ({time.perf_counter() - t0:.1f} s)")
-        if low is None:
-            low, low_source = low_np, "peers_check: NumPy fp32 recurrence (the dump has no out_reference_f32)"
-        low_ht_source = "peers_check: NumPy fp32 recurrence (dumps hold no fp32 final state)"
-    return golden, np.asarray(low, dtype=np.float64), low_source, golden_ht, low_ht, low_ht_source
+        d = pc.load_dump_problem(directory)
+        done = set()
+        if "contract" in peers:
+            pc.contract_low_references(d)
+            done.add("contract")
+        for p in (p for p in peers if p != "contract"):
+            key = "raw-files" if d.raw is not None else pc.RAW_SPECS[p].key
+            if key not in done:
+                pc.raw_references(d, pc.RAW_SPECS[p])
+                done.add(key)
+        pc.log(args, f"{d.id}: references for {', '.join(sorted(done))} ready ({time.perf_counter() - t0:.1f} s)")
+    return pc.EXIT_OK
 
 
 def failed_row(shape, impl, path, contract, text, tensor="out"):
     return {"shape": shape, "impl": impl, "path": path, "variant": "-", "tensor": tensor,
             "worst_location": "-", "contract": contract, "verdict": f"failed: {text}"}
+
+
+def raw_input_text(d, spec: pc.RawSpec, refs: dict, golden) -> str:
+    """The `input_error` cell of a raw-contract row: where the peer's inputs came from and, for a
+    conversion, how far its rounding moves the gate, beta and the golden output."""
+    if d.raw is not None:
+        return (f"raw files of the dump, no conversion (lb {d.raw.lower_bound:g}; checked against k, gate, "
+                f"beta on the first {d.raw.checked_tokens} tokens)")
+    n = min(d.tokens, INPUT_ERROR_TOKENS)
+    starts = pc.chunk_starts(d.tokens, None if d.cu_seqlens is None else d.cu_seqlens.tolist())
+    e = pc.raw_input_error(d.gate[:, :n], d.beta[:, :n], starts[:n], refs["lower_bound"], spec.gate)
+    moved = pc.rel_rms_difference(refs["golden"], golden, golden)
+    beta = ("beta as dumped" if spec.beta == "sigmoid" else
+            f"max |d beta| {pc.sci(e['beta_max_abs'] if spec.beta == spec.gate else math.nan)}")
+    return (f"conversion, raw gate in {spec.gate}: max |dG| {pc.sci(e['gate_max_abs_log2'])} (log2), {beta}"
+            + (f" (first {n} tokens)" if n < d.tokens else "")
+            + f"; moves the golden output by rel RMS {pc.sci(moved)} (judged against the converted problem)")
 
 
 def check_problem(args, rt, peer, unavailable, directory):
@@ -111,6 +160,9 @@ def check_problem(args, rt, peer, unavailable, directory):
     d = pc.load_dump_problem(directory)
     cu = d.cu_seqlens
     golden, low, low_source, golden_ht, low_ht, low_ht_source = references(args, d)
+    overflow_rows = pc.fp32_norm_overflow_rows(d.q)
+    spec = pc.RAW_SPECS.get(args.peer, pc.RawSpec())
+    raw_refs = None
     rows, budgets = [], {}
     ours = {(p, v): np.asarray(d.load(key), dtype=np.float64) for p, v, key in pc.our_outputs(d, "out")}
     ours_ht = {(p, v): np.asarray(d.load(key), dtype=np.float64) for p, v, key in pc.our_outputs(d, "ht")}
@@ -134,18 +186,16 @@ def check_problem(args, rt, peer, unavailable, directory):
             continue
         inp = pt.inputs_from_dump(rt, d)
         pt.prepare_fla_inputs(rt, inp)
-        input_error = ""
+        input_error, g_ref, l_ref, gh_ref, lh_ref = "", golden, low, golden_ht, low_ht
+        g_source, l_source, lh_source = "dump: out_reference", low_source, low_ht_source
+        if contract == "raw":  # outside the try below: an error here is ours, not the peer's
+            if raw_refs is None:
+                raw_refs = pc.raw_references(d, spec, log=lambda t: pc.log(args, t))
+            g_ref, l_ref, gh_ref, lh_ref = (raw_refs[n] for n in ("golden", "low", "golden_ht", "low_ht"))
+            g_source, l_source, lh_source = raw_refs["source"], raw_refs["low_source"], raw_refs["low_source"]
+            input_error = raw_input_text(d, spec, raw_refs, golden)
         try:
             call = peer.prepare(inp, contract)
-            if contract == "raw":
-                # On the first INPUT_ERROR_TOKENS tokens: the contract shapes' 100 M gate values
-                # in float64 would cost more than the check itself, and the error is per element.
-                n = min(d.tokens, INPUT_ERROR_TOKENS)
-                e = pc.raw_input_error(d.gate[:, :n], d.beta[:, :n], inp.starts[:n], inp.raw_lower_bound,
-                                       RAW_INPUT_DTYPE.get(args.peer, "bf16"))
-                input_error = (f"raw inputs in {e['dtype']}: max |dG| {pc.sci(e['gate_max_abs_log2'])} "
-                               f"(log2), max |d beta| {pc.sci(e['beta_max_abs'])}"
-                               + (f" (first {n} tokens)" if n < d.tokens else ""))
             with torch.inference_mode():
                 call.fn()
                 torch.cuda.synchronize()
@@ -160,36 +210,49 @@ def check_problem(args, rt, peer, unavailable, directory):
             pc.log(args, f"  {path}: {type(e).__name__}: {e}")
             continue
         actual = call.out.float().cpu().numpy().astype(np.float64)
-        j = pc.judge(golden, low, actual)
+        j = pc.judge(g_ref, l_ref, actual)
         nz = inactive_nonzero(actual, cu)
         verdict = j.verdict()
-        if nz and verdict == "passed":
+        known = call.q_norm_fp32 and overflow_rows.any()
+        if known and not j.passed():
+            verdict, _ = pc.judge_known_overflow(g_ref, l_ref, actual, overflow_rows, j, cu)
+        if nz and (verdict == "passed" or verdict.startswith("known")):
             verdict = f"failed: {nz} non-zero outputs after cu_seqlens[N]"
-        rows.append(dict(judged_row(d.id, args.peer, path, "-", "out", j, golden.shape, "out", cu, low_source,
-                                    verdict, nz), contract=contract, input_error=input_error, call=call.text))
+        rows.append(dict(judged_row(d.id, args.peer, path, "-", "out", j, golden.shape, "out", cu, l_source,
+                                    verdict, nz), contract=contract, input_error=input_error,
+                         golden_source=g_source, call=call.text))
         if golden_ht is not None:
             if call.final_state is None:
                 rows.append(failed_row(d.id, args.peer, path, contract, "no final state", "final_state"))
             else:
                 actual_ht = call.final_state().float().cpu().numpy().astype(np.float64)
-                jh = pc.judge(golden_ht, low_ht, actual_ht)
+                jh = pc.judge(gh_ref, lh_ref, actual_ht)
                 rows.append(dict(judged_row(d.id, args.peer, path, "-", "final_state", jh, golden_ht.shape,
-                                            "state", cu, low_ht_source), contract=contract,
-                                 input_error=input_error))
+                                            "state", cu, lh_source), contract=contract,
+                                 input_error=input_error, golden_source=g_source))
         fused = ours.get(("fused", "-")) if ("fused", "-") in ours else next(
             (a for (p, _), a in sorted(ours.items()) if p == "fused"), None)
         if fused is not None:
+            # Ours solved the contract problem; a raw peer its own (raw files or conversion), which
+            # differ by the rounding of k (raw files) or of the converted inputs: `input_error`.
             diff, index = pc.max_abs_difference(fused, actual)
             budget = budgets.get("out", math.nan)
             agree = math.isfinite(diff) and diff <= budget
+            verdict = "agree" if agree else \
+                f"disagree: max |ours - {args.peer}| {pc.sci(diff)} > budget {pc.sci(budget)}"
+            if not agree and known:
+                keep = ~overflow_rows
+                rest, _ = pc.max_abs_difference(fused[keep], actual[keep])
+                if math.isfinite(rest) and rest <= budget:
+                    verdict = (f"known limitation: differ on the {int(overflow_rows.sum())} q rows that overflow "
+                               f"an fp32 sum of squares (the peer's in-kernel l2norm); elsewhere max "
+                               f"|ours - {args.peer}| {pc.sci(rest)} <= budget {pc.sci(budget)}")
             rows.append({"shape": d.id, "impl": f"ours vs {args.peer}", "path": f"fused vs {path}",
                          "variant": "-", "tensor": "out", "elements": int(actual.size), "max_abs_err": diff,
                          "budget": budget, "rel_rms": pc.rel_rms_difference(fused, actual, golden),
                          "worst_index": index,
                          "worst_location": pc.describe_location(index, golden.shape, "out", cu),
-                         "low_source": "-", "contract": contract,
-                         "verdict": "agree" if agree else
-                         f"disagree: max |ours - {args.peer}| {pc.sci(diff)} > budget {pc.sci(budget)}"})
+                         "low_source": "-", "contract": contract, "verdict": verdict})
         del call, inp
         torch.cuda.empty_cache()
     return rows
@@ -207,7 +270,8 @@ def markdown(args, rows, version, unavailable, elapsed) -> str:
     out.append(pc.to_markdown(["shape", "impl", "path", "tensor", "max_abs_err", "budget", "rel_rms",
                                "largest error at", "input conversion", "verdict"], table))
     bad = sum(is_failure(r, "any") for r in rows)
-    out.append(f"\n{len(rows) - bad} passed, {bad} failed or disagreeing\n")
+    known = sum(r["verdict"].startswith("known") for r in rows)
+    out.append(f"\n{len(rows) - bad - known} passed, {bad} failed or disagreeing, {known} known limitations\n")
     return "\n".join(out)
 
 
@@ -215,6 +279,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         dirs = plan(args)
+        if args.prepare_refs:
+            return prepare_references(args, dirs)
     except pc.InputError as e:
         print(f"peers_check: {e}", file=sys.stderr)
         return pc.EXIT_USAGE

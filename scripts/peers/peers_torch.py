@@ -232,6 +232,7 @@ class TorchInputs:
     k_raw: object = None         # raw contract: k before normalization (generated), or k itself (dump)
     lower_bound: float = pc.LOWER_BOUND   # the recipe's lower bound (generated inputs)
     raw_lower_bound: float | None = None  # set by peer_adapters.ensure_raw
+    raw_source: str = ""                  # 'generated', 'dump raw files' or 'conversion'
     gate_recipe: str = ""
     source: str = ""
 
@@ -319,7 +320,9 @@ def generate_inputs(rt: Runtime, shape: pc.Shape, seed: int) -> TorchInputs:
         x = torch.exp(a_log.double())[None, None, :, None] * (raw.double() + dt_bias.double()[None, None])
         gamma = recipe.lower_bound * torch.sigmoid(x)
         gate = (chunk_local_cumsum_f64(torch, gamma, starts) * (1.0 / math.log(2.0))).to(f32)
-    beta_logits = randn(7, B, T, H)
+    # bf16 logits (widened): FlashKDA takes them in bf16, cuDNN-FE in fp32, and the slice
+    # check's golden sigmoid(logits) then is what every raw peer was handed.
+    beta_logits = randn(7, B, T, H).to(torch.bfloat16).to(f32)
     beta = torch.sigmoid(beta_logits.double()).to(f32)
     if cu_list is not None and cu_list[-1] < T:
         gate[:, cu_list[-1]:] = 0.0
@@ -333,7 +336,8 @@ def generate_inputs(rt: Runtime, shape: pc.Shape, seed: int) -> TorchInputs:
                       h0=h0, want_final_state=shape.final_state, starts=starts, raw_gate=raw,
                       a_log=a_log, dt_bias=dt_bias, beta_logits=beta_logits,
                       k_raw=k32.to(torch.bfloat16), lower_bound=recipe.lower_bound,
-                      gate_recipe=recipe.name, source="generated (torch generator, §9.3 recipe)")
+                      gate_recipe=recipe.name, source="generated (torch generator, §9.3 recipe)",
+                      raw_source="generated")
     if recipe.zero:
         # No raw gate gives gamma = 0 exactly through lb * sigmoid(...); the raw contract then
         # takes the dump-style conversion (peer_adapters.ensure_raw) of the zero gate.
@@ -382,14 +386,26 @@ def inputs_from_dump(rt: Runtime, problem: pc.DumpedProblem, fla_dtype: str = "b
     if cu_list is not None:
         cu_cpu = torch.tensor(cu_list, dtype=torch.int64)
         cu = cu_cpu.to(dev)
-    return TorchInputs(q=dev_tensor(problem.q, lowp), k=dev_tensor(problem.k, lowp),
-                       v=dev_tensor(problem.v, lowp), gate=dev_tensor(problem.gate, torch.float32),
-                       beta=dev_tensor(problem.beta, torch.float32), cu=cu, cu_cpu=cu_cpu,
-                       cu_list=cu_list,
-                       h0=dev_tensor(problem.h0, torch.float32) if problem.h0 is not None else None,
-                       want_final_state=problem.want_final_state,
-                       starts=pc.chunk_starts(problem.tokens, cu_list),
-                       source=f"kda-check dump {problem.directory}")
+    inp = TorchInputs(q=dev_tensor(problem.q, lowp), k=dev_tensor(problem.k, lowp),
+                      v=dev_tensor(problem.v, lowp), gate=dev_tensor(problem.gate, torch.float32),
+                      beta=dev_tensor(problem.beta, torch.float32), cu=cu, cu_cpu=cu_cpu,
+                      cu_list=cu_list,
+                      h0=dev_tensor(problem.h0, torch.float32) if problem.h0 is not None else None,
+                      want_final_state=problem.want_final_state,
+                      starts=pc.chunk_starts(problem.tokens, cu_list),
+                      source=f"kda-check dump {problem.directory}")
+    raw = problem.raw
+    if raw is not None:
+        # The generator's draws, exactly (bf16 values: exact in bf16 and in fp32 alike); the
+        # adapters hand them to the raw peers as they are (peer_adapters.ensure_raw).
+        inp.k_raw = dev_tensor(raw.k_raw, lowp)
+        inp.raw_gate = dev_tensor(raw.gate_raw, lowp)
+        inp.beta_logits = dev_tensor(raw.beta_logits, torch.float32)
+        inp.a_log = dev_tensor(raw.a_log, torch.float32)
+        inp.dt_bias = dev_tensor(raw.dt_bias, torch.float32)
+        inp.lower_bound = raw.lower_bound
+        inp.raw_source = "dump raw files"
+    return inp
 
 
 def prepare_fla_inputs(rt: Runtime, inp: TorchInputs) -> None:

@@ -1,29 +1,30 @@
 #!/usr/bin/env bash
 # Every Hopper peer side by side with ours in ONE device call (issue 17), over a copy of the
 # checkout with .whl/ (fla-core 0.6.0 and nvidia-cudnn-frontend 1.32.0 wheels), .peers/ (the
-# FlashKDA tarballs from ../shared/peers) and the lead's binaries in $BIN (kda-check, kda-bench)
-# with libkda.a in $BIN/../lib carried (scripts/peers/README.md):
+# FlashKDA tarballs from ../shared/peers), the lead's binaries in $BIN (kda-check, kda-bench) with
+# libkda.a ($LIBKDA or $BIN/../lib), and, when an earlier call left them, .peers-cache/ (FlashKDA
+# builds and Triton's cache; scripts/peers/README.md):
 #
-#   BIN=.device/new/bin bash scripts/peers/run-all-h200.sh
+#   BIN=.device/new/bin LIBKDA=.device/new/lib/libkda.a bash scripts/peers/run-all-h200.sh
 #
-# Timeline (16 cores, one H200), each step time-limited and skipped near $DEADLINE (default 560 s):
-#   t=0     builds start in the background: cuDNN-FE's kernel body + our launcher, our ctypes
-#           library (libkda.a), FlashKDA stock, Flash-Flash-KDA, vLLM's fork (build_peers.sh);
-#   then    our dumps (kda-check --dump: long-memory, and one contract shape, CONTRACT_CHECK=ID|none,
-#           default h64-ragged6, from CONTRACT_CHECK_FILES, default contract-mixed: the regime where
-#           the carried state matters; "contract contract-mixed" for both) and FLA's check on the
-#           long-memory dump (fla_check.py; FLA_CHECK_CONTRACT=1 adds the contract dumps) while the
-#           builds run;
-#   builds  waited for (BUILD_WAIT, default until t=330 s; a build still running is killed and
-#           its log says where it was);
-#   timing  ours (kda-bench --no-verify) and every peer (peers_bench.py, which checks a slice of
-#           each output first) on contract.yaml and contract-mixed.yaml, nothing else running;
-#           kda-bench compare of every peer CSV against ours;
-#   checks  every peer on the dumps (peers_check.py), ours next to it;
-#   FLA     fla_bench.py (prenorm = plain, full = raw) on both files if time is left (FLA=0: never);
-#   report  peers_report.py: $OUT/peers-report.md + $OUT/peers-summary.txt, all files in
-#           $OUT/peers.tar.gz (the device returns at most 8 files).
-# A peer that fails to build or run leaves its exact error in its CSV rows and the report.
+# Schedule (16 cores, one H200; every step time-limited, skipped near its deadline, its wall time
+# in steps.txt as "rc, seconds (t=start-end)"):
+#   A  builds start in the background (cuDNN-FE objects + launcher, ours, FlashKDA x3; a carried
+#      build cache makes FlashKDA's instant, else vfk's one big TU is the long pole, ~5 min);
+#      our dumps (kda-check --dump: long-memory, and CHECK_SHAPES, default check-shapes.yaml:
+#      h64-ragged6's lengths at 16 heads in mixed and contract gates);
+#   B  while the builds run, accuracy only (no timing): on the CPU the references every check
+#      shares (peers_check --prepare-refs, parallel processes); queue 1: FLA's check on the
+#      long-memory dump; queue 2: ours and cuDNN-FE on both dumps, then each FlashKDA build as it
+#      is ready. Both queues must end by CHECKS_DONE (default 400 s) and the builds by BUILD_WAIT
+#      (380 s): what still runs then is killed and says so;
+#   C  timing, nothing else running: kda-bench (fused) and peers_bench for ours, cuDNN-FE and
+#      the three FlashKDA builds on contract.yaml and contract-mixed.yaml; kda-bench compare of
+#      each; FLA's timing last (FLA_FILES, default "contract contract-mixed": its kernels do the
+#      same work whatever the gate, so the second file is the first to drop at the deadline);
+#   D  the report; $OUT gets peers-report.md, peers-summary.txt, peers.tar.gz (every CSV, log,
+#      the steps' wall times) and the caches for the next call: <fk|ffk|vfk>-build.tar.gz when a
+#      FlashKDA was built here, triton-cache.tar.gz (copy them into .peers-cache/ and carry it).
 set -uo pipefail
 OUT=${OUT:?OUT must be set (the device tool sets it)}
 r=$OUT/peers
@@ -31,27 +32,43 @@ mkdir -p "$r"
 export BIN=${BIN:-.device/new/bin}
 B=${PEERS_BUILD:-/tmp/peers-build}
 DEADLINE=${DEADLINE:-560}
-BUILD_WAIT=${BUILD_WAIT:-330}
-export PYTHONUNBUFFERED=1
+BUILD_WAIT=${BUILD_WAIT:-380}
+CHECKS_DONE=${CHECKS_DONE:-400}
+CACHE=${PEERS_BUILD_CACHE:-.peers-cache}
+export PEERS_BUILD_CACHE=$CACHE PEERS_CACHE_OUT=$OUT PYTHONUNBUFFERED=1
 steps=$r/steps.txt
 : > "$steps"
-step() {  # step SECONDS NAME CMD...: time-limited, logged to $r/NAME.log, exit code recorded
-  local limit=$1 name=$2; shift 2
-  if (( SECONDS + limit > DEADLINE )); then
-    limit=$(( DEADLINE - SECONDS ))
-    if (( limit < 15 )); then echo "$name skipped (deadline, t=${SECONDS}s)" | tee -a "$steps"; return 0; fi
+step() {  # step SECONDS NAME CMD...: time-limited (by $STEP_DEADLINE, default $DEADLINE), logged
+  local limit=$1 name=$2 deadline=${STEP_DEADLINE:-$DEADLINE}; shift 2
+  if (( SECONDS + limit > deadline )); then
+    limit=$(( deadline - SECONDS ))
+    if (( limit < 10 )); then echo "$name skipped (deadline ${deadline}s, t=${SECONDS}s)" >> "$steps"; return 0; fi
   fi
   local t0=$SECONDS
   timeout "$limit" "$@" > "$r/$name.log" 2>&1
   local rc=$?
-  echo "$name rc=$rc $(( SECONDS - t0 ))s (t=${SECONDS}s)$( ((rc == 124)) && echo ' TIMED OUT')" | tee -a "$steps"
+  echo "$name rc=$rc $(( SECONDS - t0 ))s (t=${t0}-${SECONDS}s)$( ((rc == 124)) && echo ' TIMED OUT')" >> "$steps"
   return 0
 }
+alive() {  # alive PID...: true while any of them runs
+  local p
+  for p; do kill -0 "$p" 2>/dev/null && return 0; done
+  return 1
+}
+built() {  # built TARGET: waits (until BUILD_WAIT) for build_peers.sh TARGET; true iff it is ok
+  while [[ ! -f $B/$1.status || $(cat "$B/$1.status") == running ]] && (( SECONDS < BUILD_WAIT )); do sleep 2; done
+  [[ -f $B/$1.status && $(cat "$B/$1.status") == ok ]]
+}
 
-# --- 0. the machine, FLA from its wheel (the cuDNN-FE wheel is only unzipped, never installed)
+# --- A. the machine, FLA from its wheel, the caches, the builds, our dumps ----------------------
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/fla_core-*.whl > "$r/pip.log" 2>&1 || echo "pip install of fla-core failed (see pip.log)" | tee -a "$steps"
+  --target /tmp/site .whl/fla_core-*.whl > "$r/pip.log" 2>&1 || echo "pip install of fla-core failed (see pip.log)" >> "$steps"
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
+mkdir -p "$TRITON_CACHE_DIR"
+for c in "$CACHE/triton-cache.tar.gz" .triton-cache.tar.gz; do
+  [[ -f $c ]] && tar -C "$TRITON_CACHE_DIR" -xzf "$c" 2>/dev/null && echo "triton cache restored from $c" >> "$steps" && break
+done
 {
   date -u +"utc: %Y-%m-%dT%H:%M:%SZ"
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo '?')  BIN=$BIN"
@@ -61,47 +78,89 @@ export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   nproc
 } > "$r/machine.txt" 2>&1
 have_bin=1
-for b in kda-check kda-bench; do [[ -x $BIN/$b ]] || { have_bin=0; echo "no $BIN/$b: our steps are skipped (carry the lead's build)" | tee -a "$steps"; }; done
+for b in kda-check kda-bench; do [[ -x $BIN/$b ]] || { have_bin=0; echo "no $BIN/$b: our steps are skipped (carry the lead's build)" >> "$steps"; }; done
 
-# --- 1. builds in the background (three FlashKDA builds, two TUs each, and the cuDNN objects)
 mkdir -p "$B"
-pids=()
-setsid bash -c "scripts/peers/build_peers.sh cudnn $B; scripts/peers/build_peers.sh ours $B" > /dev/null 2>&1 & pids+=($!)
-for t in fk ffk vfk; do setsid scripts/peers/build_peers.sh "$t" "$B" > /dev/null 2>&1 & pids+=($!); done
+bpids=()
+setsid bash -c "scripts/peers/build_peers.sh cudnn $B; scripts/peers/build_peers.sh ours $B" > /dev/null 2>&1 & bpids+=($!)
+for t in vfk fk ffk; do setsid scripts/peers/build_peers.sh "$t" "$B" > /dev/null 2>&1 & bpids+=($!); done
 
-# --- 2. our dumps and FLA's check on them while the builds run
-cc=${CONTRACT_CHECK:-h64-ragged6}
 dumps=()
 if (( have_bin )); then
   rm -rf /tmp/dump-long-memory && step 90 dump-long-memory "$BIN/kda-check" --shapes shapes/long-memory.yaml \
     --dump /tmp/dump-long-memory --csv "$r/ours-check-long-memory.csv" --md "$r/ours-check-long-memory.md" --force
   [[ -d /tmp/dump-long-memory ]] && dumps+=(long-memory)
-  if [[ $cc != none ]]; then
-    for f in ${CONTRACT_CHECK_FILES:-contract-mixed}; do
-      rm -rf "/tmp/dump-$f" && step 120 "dump-$f" "$BIN/kda-check" --shapes "shapes/$f.yaml" --only "$cc" \
-        --dump "/tmp/dump-$f" --csv "$r/ours-check-$f.csv" --force
-      [[ -d /tmp/dump-$f ]] && dumps+=("$f")
-    done
+  cs=${CHECK_SHAPES:-scripts/peers/check-shapes.yaml}
+  if [[ $cs != none ]]; then
+    rm -rf /tmp/dump-check && step 90 dump-check "$BIN/kda-check" --shapes "$cs" --dump /tmp/dump-check \
+      --csv "$r/ours-check-check.csv" --md "$r/ours-check-check.md" --force
+    [[ -d /tmp/dump-check ]] && dumps+=(check)
   fi
 fi
-if [[ ${FLA:-1} != 0 ]]; then
-  for dname in "${dumps[@]}"; do
-    rows=prenorm,l2norm-in-kernel; [[ $dname != long-memory ]] && rows=prenorm
-    [[ $dname != long-memory && ${FLA_CHECK_CONTRACT:-0} == 0 ]] && continue
-    (( SECONDS < BUILD_WAIT )) && step $(( BUILD_WAIT - SECONDS )) "fla-check-$dname" python3 scripts/peers/fla_check.py \
-      "/tmp/dump-$dname" --rows "$rows" --csv "$r/fla-check-$dname.csv" --md "$r/fla-check-$dname.md" --force
+
+# --- B. accuracy while the builds run -------------------------------------------------------------
+# References every check shares, on the CPU, one process per (dump, reference set): with the
+# dump's raw files every raw peer shares one set, without them each input dtype has its own.
+declare -A refpids
+for dname in "${dumps[@]}"; do
+  sets=(contract ours cudnn flashkda)
+  n_problems=$(compgen -G "/tmp/dump-$dname/*/q.npy" | wc -l)
+  (( n_problems > 0 && $(compgen -G "/tmp/dump-$dname/*/k_raw.npy" | wc -l) == n_problems )) && sets=(contract ours)
+  for set in "${sets[@]}"; do
+    STEP_DEADLINE=$CHECKS_DONE step 200 "refs-$dname-$set" python3 scripts/peers/peers_check.py \
+      "/tmp/dump-$dname" --prepare-refs "$set" &
+    refpids[$dname]+=" $!"
   done
+done
+qpids=()
+if [[ ${FLA:-1} != 0 && " ${dumps[*]} " == *" long-memory "* ]]; then
+  ( STEP_DEADLINE=$CHECKS_DONE step 300 fla-check-long-memory python3 scripts/peers/fla_check.py /tmp/dump-long-memory \
+      --rows prenorm,l2norm-in-kernel --csv "$r/fla-check-long-memory.csv" --md "$r/fla-check-long-memory.md" --force
+    [[ ${FLA_CHECK_CONTRACT:-0} != 0 && -d /tmp/dump-check ]] && STEP_DEADLINE=$CHECKS_DONE step 200 fla-check-check \
+      python3 scripts/peers/fla_check.py /tmp/dump-check --rows prenorm --csv "$r/fla-check-check.csv" \
+      --md "$r/fla-check-check.md" --force ) &
+  qpids+=($!)
 fi
+check_peer() {  # check_peer PEER: peers_check on every dump (after that dump's references)
+  local dname
+  for dname in "${dumps[@]}"; do
+    STEP_DEADLINE=$CHECKS_DONE step 120 "check-$1-$dname" python3 scripts/peers/peers_check.py "/tmp/dump-$dname" \
+      --peer "$1" --build-dir "$B" --with-ours --csv "$r/check-$1-$dname.csv" --md "$r/check-$1-$dname.md" --force
+  done
+}
+declare -A peer_of=([fk]=flashkda [ffk]=flash-flash-kda [vfk]=vllm-flashkda)
+(
+  allrefs=()
+  # shellcheck disable=SC2206  # the pids are a space-separated list
+  for dname in "${dumps[@]}"; do allrefs+=(${refpids[$dname]}); done
+  while alive "${allrefs[@]}"; do sleep 1; done  # not our children: poll
+  # A peer whose build failed is still "checked": its rows carry the exact error.
+  built ours; check_peer ours
+  built cudnn; check_peer cudnn
+  for t in ffk fk vfk; do  # the order they finish building in
+    built "$t"; check_peer "${peer_of[$t]}"
+  done
+) &
+qpids+=($!)
 
-# --- 3. wait for the builds, then nothing else runs while we time
-while (( SECONDS < BUILD_WAIT )) && jobs -r | grep -q .; do sleep 2; done
-for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null && echo "a build (pid $p) was still running at t=${SECONDS}s: killed" | tee -a "$steps"; done
+# Wait for the queues (they wait for the builds; every step in them ends by CHECKS_DONE), then
+# for any build still running; what runs past its deadline is stopped, by pid, and said so.
+while (( SECONDS < CHECKS_DONE )) && alive "${qpids[@]}"; do sleep 2; done
+for p in "${qpids[@]}"; do
+  alive "$p" && { pkill -TERM -P "$p"; kill "$p"; echo "a check queue (pid $p) was still running at t=${SECONDS}s: stopped" >> "$steps"; }
+done
+while (( SECONDS < BUILD_WAIT )) && alive "${bpids[@]}"; do sleep 2; done
+for p in "${bpids[@]}"; do kill -- "-$p" 2>/dev/null && echo "a build (pid $p) was still running at t=${SECONDS}s: killed" >> "$steps"; done
 wait 2>/dev/null
-for s in "$B"/*.status; do echo "build $(basename "$s" .status): $(cat "$s")" | tee -a "$steps"; done
-cp "$B"/*.log "$r/" 2>/dev/null
 for t in fk ffk vfk; do [[ -f $B/$t.status && $(cat "$B/$t.status") == running ]] && echo "failed: killed at the build deadline (t=${BUILD_WAIT}s)" > "$B/$t.status"; done
+for s in "$B"/*.status; do
+  t=$(basename "$s" .status)
+  echo "build $t: $(cat "$s")$(tail -n 1 "$B/$t.log" 2>/dev/null | sed -n 's/^== [a-z]*: [^(]*\(([0-9]* s)\)$/ \1/p')$([[ -s $B/$t.cache ]] && echo "; cache: $(tr '\n' ' ' < "$B/$t.cache")")" >> "$steps"
+done
+cp "$B"/*.log "$r/" 2>/dev/null
+echo "phase C (timing) starts at t=${SECONDS}s" >> "$steps"
 
-# --- 4. timing: ours and every peer on both gate regimes, both contracts
+# --- C. timing, nothing else running ----------------------------------------------------------------
 files=(shapes/contract.yaml shapes/contract-mixed.yaml)
 if (( have_bin )); then
   for f in "${files[@]}"; do
@@ -130,20 +189,9 @@ if (( have_bin )); then
     done
   done
 fi
-
-# --- 5. every peer judged on our dumps, ours next to it
-for dname in "${dumps[@]}"; do
-  for p in "${peers[@]}"; do
-    step 60 "check-$p-$dname" python3 scripts/peers/peers_check.py "/tmp/dump-$dname" --peer "$p" \
-      --build-dir "$B" --with-ours --csv "$r/check-$p-$dname.csv" --md "$r/check-$p-$dname.md" --force
-  done
-done
-
-# --- 6. FLA's timing if time is left (its first call per shape compiles and autotunes)
 if [[ ${FLA:-1} != 0 ]]; then
-  for f in "${files[@]}"; do
-    stem=$(basename "$f" .yaml)
-    step 150 "fla-bench-$stem" python3 scripts/peers/fla_bench.py --shapes "$f" --rows prenorm,full \
+  for stem in ${FLA_FILES:-contract contract-mixed}; do
+    step 150 "fla-bench-$stem" python3 scripts/peers/fla_bench.py --shapes "shapes/$stem.yaml" --rows prenorm,full \
       --no-kernel-list --timeout 5 --csv "$r/fla-bench-$stem.csv" --md "$r/fla-bench-$stem.md" --force
     [[ -f $r/fla-bench-$stem.csv && -f $r/ours-bench-$stem.csv ]] && (( have_bin )) && \
       step 10 "compare-fla-$stem" "$BIN/kda-bench" compare "$r/ours-bench-$stem.csv" "$r/fla-bench-$stem.csv" \
@@ -151,9 +199,14 @@ if [[ ${FLA:-1} != 0 ]]; then
   done
 fi
 
-# --- 7. one report, packed
+# --- D. report, caches, pack --------------------------------------------------------------------------
 DEADLINE=$(( DEADLINE + 30 )) step 30 report python3 scripts/peers/peers_report.py "$r" --build-dir "$B" --md "$r/report.md" --force
 cp "$r/report.md" "$OUT/peers-report.md" 2>/dev/null
-{ cat "$r/report-summary.txt" 2>/dev/null; echo "== steps"; cat "$steps"; } > "$OUT/peers-summary.txt"
+tar -C "$TRITON_CACHE_DIR" -czf "$OUT/triton-cache.tar.gz" . 2>/dev/null
+size=$(stat -c %s "$OUT/triton-cache.tar.gz" 2>/dev/null || echo 0)
+(( size > 16000000 )) && { rm -f "$OUT/triton-cache.tar.gz"; echo "triton cache not returned: $size B > 16 MB" >> "$steps"; }
+for c in "$OUT"/*-build.tar.gz; do [[ -f $c ]] && echo "returned for the next call: $(basename "$c") ($(stat -c %s "$c") B)" >> "$steps"; done
+echo "total t=${SECONDS}s" >> "$steps"
+{ cat "$r/report-summary.txt" 2>/dev/null; echo "== steps (wall time; t = seconds since the call started)"; cat "$steps"; } > "$OUT/peers-summary.txt"
 tar -C "$OUT" -czf "$OUT/peers.tar.gz" peers && rm -rf "$r"
 cat "$OUT/peers-summary.txt"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import glob
 import importlib.util
+import json
 import math
 import os
 import re
@@ -747,6 +748,232 @@ def test_raw_contract_conversion_reproduces_the_gate_and_beta():
     pc.raw_gate_from_contract(steep, st, -pc.MAX_LOWER_BOUND_MAGNITUDE)
 
 
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
+
+
+def _write_synthetic_dump(directory, lengths=(70, 0, 33), total=110, heads=2, dim=8, recipe="mixed",
+                          raw=True, seed=11, h0=True, final_state=True, huge_q_tokens=()):
+    """A kda-check-like dump made here (no binary needed): q, k, v, gate, beta, cu_seqlens, h0,
+    meta.json, out_reference(_f32), ht_reference, and, with raw=True, the raw draws (k_raw,
+    gate_raw, beta_logits, a_log, dt_bias, meta.json lower_bound) the contract inputs came from,
+    with the generator's own steps: k = bf16(l2norm(k_raw)), gate = §3.1 producer -> fp32,
+    beta = fp32(sigmoid(logits)); gate and beta 0 after cu_seqlens[N]."""
+    rng = np.random.default_rng(seed)
+    rec = pc.GATE_PRESETS[recipe]
+    cu = np.cumsum([0, *lengths]).astype(np.int32)
+    T, B, H, K = total, 1, heads, dim
+    starts = pc.chunk_starts(T, cu.tolist())
+    bf = lambda x: pc.round_to_bf16(np.asarray(x, np.float32))  # noqa: E731
+    q = bf(rng.standard_normal((B, T, H, K)))
+    for t in huge_q_tokens:
+        q[0, t] = bf(np.sign(rng.standard_normal((H, K))) * 1e20)
+    k_raw = bf(rng.standard_normal((B, T, H, K)))
+    k = bf(pc.l2norm_rows(k_raw, np.float64))
+    v = bf(rng.standard_normal((B, T, H, K)))
+    gate_raw = bf(rec.raw_mean + rec.raw_std * rng.standard_normal((B, T, H, K)))
+    a_log = rng.uniform(*rec.a_log, H).astype(np.float32)
+    dt_bias = rng.uniform(*rec.dt_bias, (H, K)).astype(np.float32)
+    gate = pc.gate_cumsum_reference(gate_raw, a_log, dt_bias, starts, rec.lower_bound)
+    logits = bf(rng.standard_normal((B, T, H)))
+    beta = _sigmoid(logits).astype(np.float32)
+    gate[:, cu[-1]:] = 0.0
+    beta[:, cu[-1]:] = 0.0
+    state = (0.01 * rng.standard_normal((len(lengths), H, K, K))).astype(np.float32) if h0 else None
+    os.makedirs(directory, exist_ok=True)
+    arrays = {"q": q, "k": k, "v": v, "gate": gate, "beta": beta, "cu_seqlens": cu}
+    if h0:
+        arrays["h0"] = state
+    golden, ht = pc.recurrent_forward(q, k, v, gate, beta, cu, state, final_state=final_state)
+    low, _ = pc.recurrent_forward(q, k, v, gate, beta, cu, state, dtype=np.float32)
+    arrays.update(out_reference=golden, out_reference_f32=low.astype(np.float32))
+    if final_state:
+        arrays["ht_reference"] = ht
+    meta = {"id": os.path.basename(directory), "want_final_state": final_state}
+    if raw:
+        arrays.update(k_raw=k_raw, gate_raw=gate_raw, beta_logits=logits, a_log=a_log, dt_bias=dt_bias)
+        meta["lower_bound"] = rec.lower_bound
+    for name, a in arrays.items():
+        np.save(os.path.join(directory, name + ".npy"), a)
+    with open(os.path.join(directory, "meta.json"), "w") as f:
+        json.dump(meta, f)
+    return arrays
+
+
+def test_raw_contract_conversion_error_is_measured_not_charged():
+    """The fallback conversion (no raw files): exact in fp64, and raw_problem is the problem a
+    peer handed the rounded inputs solves, so a peer that computes exactly that passes against
+    raw_references (rel RMS ~1e-16) while the contract golden would charge it the rounding."""
+    d = tempfile.mkdtemp()
+    try:
+        _write_synthetic_dump(os.path.join(d, "p"), raw=False, lengths=(130,), total=130)
+        prob = pc.load_dump_problem(os.path.join(d, "p"))
+        assert prob.raw is None
+        starts = pc.chunk_starts(prob.tokens, prob.cu_seqlens.tolist())
+        # fp64 round trip G -> logit(gamma/lb) -> lb*sigmoid -> cumsum -> G: exact to rounding.
+        lb = pc.choose_lower_bound(prob.gate, starts)
+        back = pc.effective_gate(pc.raw_gate_from_contract(prob.gate, starts, lb), starts, lb)
+        assert lb == -5.0 and np.max(np.abs(back - prob.gate)) < 1e-9
+        spec = pc.RAW_SPECS["flashkda"]
+        rp = pc.raw_problem(prob, spec)
+        raw = pc.round_to_bf16(pc.raw_gate_from_contract(prob.gate, starts, lb).astype(np.float32))
+        assert np.array_equal(rp.gate64, pc.effective_gate(raw, starts, lb))
+        moved = np.max(np.abs(rp.gate64 - prob.gate))
+        assert 1e-4 < moved < 0.2, moved   # bf16 rounding of the logit moves G, not by much
+        refs = pc.raw_references(prob, spec, cache=False)
+        golden = np.asarray(prob.load("out_reference"), np.float64)
+        # A "peer" that solves exactly its inputs (the fp64 recurrence on the rounded ones):
+        peer, _ = pc.recurrent_forward(prob.q, pc.l2norm_rows(prob.k), prob.v, rp.gate64, rp.beta64,
+                                       prob.cu_seqlens, prob.h0)
+        assert pc.judge(refs["golden"], refs["low"], peer).rel_rms < 1e-12
+        charged = pc.rel_rms_difference(peer, golden, golden)
+        assert charged > 1e-5, charged     # what judging against the contract golden would add
+        # cuDNN-FE takes fp32: its conversion is exact to fp32 rounding; ours keeps beta as dumped.
+        r32 = pc.raw_problem(prob, pc.RAW_SPECS["cudnn"])
+        assert np.max(np.abs(r32.gate64 - prob.gate)) < 1e-4 and np.max(np.abs(r32.beta64 - prob.beta)) < 1e-6
+        assert np.array_equal(pc.raw_problem(prob, pc.RAW_SPECS["ours"]).beta32, prob.beta)
+    finally:
+        shutil.rmtree(d)
+
+
+def test_raw_files_of_a_dump_are_used_as_they_are_and_cached():
+    d = tempfile.mkdtemp()
+    try:
+        arrays = _write_synthetic_dump(os.path.join(d, "p"))
+        prob = pc.load_dump_problem(os.path.join(d, "p"))
+        assert prob.raw is not None and prob.raw.lower_bound == -5.0 and prob.raw.checked_tokens == 110
+        assert "k_raw" not in prob.outputs and "out_reference" in prob.outputs
+        rp = pc.raw_problem(prob, pc.RAW_SPECS["flashkda"])
+        assert "raw files" in rp.source
+        assert np.array_equal(rp.k64, pc.l2norm_rows(arrays["k_raw"], np.float64))
+        assert np.array_equal(rp.beta64, _sigmoid(arrays["beta_logits"])) and np.array_equal(rp.gate64, arrays["gate"])
+        logs = []
+        refs = pc.raw_references(prob, pc.RAW_SPECS["cudnn"], log=logs.append)
+        want, want_ht = pc.recurrent_forward(prob.q, rp.k64, prob.v, rp.gate64, rp.beta64, prob.cu_seqlens,
+                                             prob.h0, final_state=True)
+        assert np.array_equal(refs["golden"], want) and np.array_equal(refs["golden_ht"], want_ht)
+        assert refs["low_ht"] is not None and "NumPy fp64" in refs["source"] and logs
+        # The raw problem is not the contract's (k is rounded to bf16 there): the golden differs.
+        golden = np.asarray(prob.load("out_reference"), np.float64)
+        assert pc.rel_rms_difference(refs["golden"], golden, golden) > 1e-4
+        # Cached for the next raw peer (every raw peer shares the raw files' problem) ...
+        again = pc.raw_references(prob, pc.RAW_SPECS["flashkda"])
+        assert again["source"].endswith("(cached)") and np.array_equal(again["golden"], refs["golden"])
+        # ... but not for other inputs: an input rewritten makes it compute again.
+        np.save(os.path.join(d, "p", "v.npy"), np.load(os.path.join(d, "p", "v.npy")))
+        os.utime(os.path.join(d, "p", "v.npy"), ns=(1, 1))
+        fresh = pc.raw_references(pc.load_dump_problem(os.path.join(d, "p")), pc.RAW_SPECS["flashkda"])
+        assert not fresh["source"].endswith("(cached)")
+        # kda-check's own raw golden wins when dumped.
+        np.save(os.path.join(d, "p", "out_reference_raw.npy"), refs["golden"] * 2)
+        np.save(os.path.join(d, "p", "ht_reference_raw.npy"), refs["golden_ht"])
+        shutil.rmtree(os.path.join(d, "p", pc.REF_CACHE_DIR))
+        own = pc.raw_references(pc.load_dump_problem(os.path.join(d, "p")), pc.RAW_SPECS["flashkda"])
+        assert own["source"].startswith("dump: out_reference_raw") and np.array_equal(own["golden"], refs["golden"] * 2)
+    finally:
+        shutil.rmtree(d)
+
+
+def test_bad_raw_files_are_refused_with_a_clear_message():
+    d = tempfile.mkdtemp()
+    try:
+        base = os.path.join(d, "good")
+        _write_synthetic_dump(base)
+        cases = [
+            ("k_raw", lambda a: a[:, :, :, :4].copy(), "k_raw.npy: shape [1, 110, 2, 4], expected [1, 110, 2, 8]"),
+            ("dt_bias", lambda a: a.T.copy(), "dt_bias.npy: shape [8, 2], expected [2, 8]"),
+            ("beta_logits", lambda a: a[..., None].copy(), "beta_logits.npy: expected a 3-d array, got 4-d"),
+            ("gate_raw", lambda a: a + np.float32(1e-3), "gate_raw.npy: holds values that are not bf16 numbers"),
+            ("gate_raw", lambda a: a[:, ::-1].copy(), "do not give gate.npy"),
+            ("beta_logits", lambda a: -a, "beta.npy is not sigmoid(beta_logits.npy)"),
+            ("k_raw", lambda a: a[:, :, ::-1].copy(), "k.npy is not l2norm(k_raw.npy) rounded to bf16"),
+            ("a_log", lambda a: a.astype(np.float64), "a_log.npy: wrong dtype float64 (expected float32)"),
+            ("a_log", None, "but not a_log.npy"),
+            ("meta", None, "'lower_bound' must be a number in [-5.914855940778, 0]"),
+        ]
+        for i, (name, change, message) in enumerate(cases):
+            bad = os.path.join(d, f"bad{i}")
+            shutil.copytree(base, bad)
+            if name == "meta":
+                json.dump({"id": "x", "want_final_state": True}, open(os.path.join(bad, "meta.json"), "w"))
+            elif change is None:
+                os.unlink(os.path.join(bad, name + ".npy"))
+            else:
+                np.save(os.path.join(bad, name + ".npy"), change(np.load(os.path.join(bad, name + ".npy"))))
+            try:
+                pc.load_dump_problem(bad)
+            except pc.InputError as err:
+                assert message in str(err), (name, message, str(err))
+            else:
+                raise AssertionError(f"{name}: accepted ({message})")
+            if i == 0:
+                # peers_check refuses it before any GPU work: exit 2 and the message, here without torch.
+                run = subprocess.run([sys.executable, os.path.join(HERE, "peers_check.py"), bad, "--peer",
+                                      "flashkda", "--build-dir", d], capture_output=True, text=True, cwd=ROOT)
+                assert run.returncode == 2 and message in run.stderr, (run.returncode, run.stderr)
+            shutil.rmtree(bad)
+    finally:
+        shutil.rmtree(d)
+
+
+def test_prepare_refs_caches_what_every_check_shares():
+    """peers_check --prepare-refs (no torch): the contract's fp32 final state and each raw peer's
+    references, cached per dump; the checks then load them instead of computing them again."""
+    d = tempfile.mkdtemp()
+    try:
+        _write_synthetic_dump(os.path.join(d, "a"))
+        _write_synthetic_dump(os.path.join(d, "b"), raw=False)
+        run = subprocess.run([sys.executable, os.path.join(HERE, "peers_check.py"), d, "--prepare-refs",
+                              "contract,cudnn,flashkda", "--prepare-refs", "ours"], capture_output=True, text=True, cwd=ROOT)
+        assert run.returncode == 0, run.stderr
+        assert sorted(os.listdir(os.path.join(d, "a", pc.REF_CACHE_DIR))) == ["contract", "raw-files"]
+        assert sorted(os.listdir(os.path.join(d, "b", pc.REF_CACHE_DIR))) == [
+            "contract", "gate-bf16_beta-bf16", "gate-bf16_beta-sigmoid", "gate-fp32_beta-fp32"]
+        prob = pc.load_dump_problem(os.path.join(d, "b"))
+        lows = pc.contract_low_references(prob)
+        assert lows["low_ht_source"].endswith("(cached)") and lows["low_source"].startswith("dump: out_reference_f32")
+        _, want = pc.recurrent_forward(prob.q, prob.k, prob.v, prob.gate, prob.beta, prob.cu_seqlens, prob.h0,
+                                       dtype=np.float32, final_state=True)
+        assert np.array_equal(lows["low_ht"], want.astype(np.float64))
+        assert pc.raw_references(prob, pc.RAW_SPECS["vllm-flashkda"])["source"].endswith("(cached)")
+        run = subprocess.run([sys.executable, os.path.join(HERE, "peers_check.py"), d, "--prepare-refs", "nobody"],
+                             capture_output=True, text=True, cwd=ROOT)
+        assert run.returncode == 2 and "--prepare-refs nobody: expected 'contract' or peer names" in run.stderr
+    finally:
+        shutil.rmtree(d)
+
+
+def test_q_rows_that_overflow_an_fp32_l2norm_are_a_known_limitation_only_when_the_rest_passes():
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((1, 50, 2, 8)).astype(np.float32)
+    q[0, 10, 1] = 1e20       # sum of squares 8e40: inf in fp32
+    q[0, 20, 0] = 3e38
+    q[0, 30, 0] = 1e18       # 8e36: fine
+    q[0, 40, 1, 0] = np.inf  # not finite: propagates, not an overflow row
+    rows = pc.fp32_norm_overflow_rows(q)
+    assert sorted(map(tuple, np.argwhere(rows).tolist())) == [(0, 10, 1), (0, 20, 0)]
+    golden = rng.standard_normal((1, 50, 2, 8))
+    low = golden + 1e-4 * rng.standard_normal(golden.shape)
+    peer = golden + 1e-5 * rng.standard_normal(golden.shape)
+    peer[rows] = 0.0
+    j = pc.judge(golden, low, peer)
+    assert not j.passed()
+    verdict, rest = pc.judge_known_overflow(golden, low, peer, rows, j)
+    assert verdict.startswith("known limitation: 2 q rows (tokens 10, 20)") and "output there 0" in verdict
+    assert rest.passed() and rest.elements == golden.size - 16
+    worse = peer.copy()
+    worse[0, 3, 0, 0] += 1.0  # a real error elsewhere: a failure, both results named
+    verdict, rest = pc.judge_known_overflow(golden, low, worse, rows, pc.judge(golden, low, worse))
+    assert verdict.startswith("failed: max abs err") and "the other rows: failed" in verdict and not rest.passed()
+    nan = peer.copy()
+    nan[0, 10, 1, 2] = np.nan  # the overflow rows must at least be finite
+    verdict, _ = pc.judge_known_overflow(golden, low, nan, rows, pc.judge(golden, low, nan))
+    assert verdict.startswith("failed") and "non-finite" in verdict
+    import fla_check
+    assert not fla_check.is_failure({"verdict": "known limitation: x"}, "any")
+    assert fla_check.is_failure({"verdict": "failed: y"}, "any")
+
+
 def _bench_rows(path, medians, noise=0.002, extra=None):
     return [dict({"shape_id": s, "path": path, "stage": "", "mode": "warm", "median_s": m,
                   "noise": noise, "verdict": "passed"}, **(extra or {})) for s, m in medians.items()]
@@ -895,6 +1122,49 @@ def test_build_script_reports_an_unknown_target_and_a_missing_wheel():
                              text=True, env=env)
         status = open(os.path.join(d, "cudnn.status")).read()
         assert run.returncode != 0 and status.startswith("failed: no nvidia_cudnn_frontend-1.32.0 wheel"), status
+    finally:
+        shutil.rmtree(d)
+
+
+def test_build_script_caches_a_flashkda_build_and_reuses_it():
+    """build_peers.sh fk with a stand-in source tarball (its setup.py writes a fake extension):
+    the first call builds and leaves fk-build.tar.gz in PEERS_CACHE_OUT; a second call with that
+    cache unpacks it instead of running setup.py; another tarball (another key) builds again."""
+    d = tempfile.mkdtemp()
+    try:
+        src = os.path.join(d, "srcs")
+        os.makedirs(os.path.join(src, "fk", "flash_kda"))
+        os.makedirs(os.path.join(src, "fk", "cutlass"))
+        open(os.path.join(src, "fk", "flash_kda", "__init__.py"), "w").write("")
+        open(os.path.join(src, "fk", "setup.py"), "w").write(
+            "import os\nopen('flash_kda_C.cpython-test.so', 'w').write('ext')\n"
+            "open(os.path.join(os.environ['MARK_DIR'], 'built'), 'a').write('x')\n")
+        tarball = os.path.join(d, "peers", "flashkda-src.tar.gz")
+        os.makedirs(os.path.dirname(tarball))
+        subprocess.run(["tar", "-C", src, "-czf", tarball, "fk"], check=True)
+        cache = os.path.join(d, "cache")
+        os.makedirs(cache)
+        env = dict(os.environ, PEERS_SRC=os.path.dirname(tarball), PEERS_CACHE_OUT=cache, MARK_DIR=d,
+                   PEERS_BUILD_CACHE=cache, NVCC="false")
+        script = os.path.join(HERE, "build_peers.sh")
+        build = lambda b: subprocess.run(["bash", script, "fk", os.path.join(d, b)], env=env,  # noqa: E731
+                                         capture_output=True, text=True)
+        run = build("b1")
+        assert run.returncode == 0, open(os.path.join(d, "b1", "fk.log")).read()
+        assert open(os.path.join(d, "b1", "fk.cache")).read().startswith("built; cached as")
+        assert os.path.exists(os.path.join(cache, "fk-build.tar.gz")) and open(os.path.join(d, "built")).read() == "x"
+        env["PEERS_CACHE_OUT"] = ""
+        run = build("b2")
+        assert run.returncode == 0 and open(os.path.join(d, "b2", "fk.status")).read().strip() == "ok"
+        assert open(os.path.join(d, "b2", "fk.cache")).read().startswith("hit ")
+        assert open(os.path.join(d, "built")).read() == "x", "setup.py ran despite the cache"
+        assert open(os.path.join(d, "b2", "fk", "src", "flash_kda_C.cpython-test.so")).read() == "ext"
+        # Another source tarball is another key: the cache is stale and the build runs.
+        open(os.path.join(src, "fk", "flash_kda", "__init__.py"), "w").write("# changed\n")
+        subprocess.run(["tar", "-C", src, "-czf", tarball, "fk"], check=True)
+        run = build("b3")
+        assert run.returncode == 0 and open(os.path.join(d, "b3", "fk.cache")).read().startswith("stale:")
+        assert open(os.path.join(d, "built")).read() == "xx"
     finally:
         shutil.rmtree(d)
 
