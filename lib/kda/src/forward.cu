@@ -200,11 +200,11 @@ __global__ void __launch_bounds__(kThreads, 1) prep_kernel(const PrepArgs args) 
     store_row(sv + i * kD);
     // G: rows >= n repeat the last valid row (never read past it).
     const int64_t g_token = chunk.first_token + min(i, n - 1);
-    detail::load_run(static_cast<const float*>(args.gate) + (g_token * args.heads + h) * kD + c0, x);
+    detail::load_run(args.gate + (g_token * args.heads + h) * kD + c0, x);
     store_row(sg + i * kLdD);
   }
   if (tid < kC) {
-    sbeta[tid] = tid < n ? static_cast<const float*>(args.beta)[(chunk.first_token + tid) * args.heads + h] : 0.0f;
+    sbeta[tid] = tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f;
   }
   __syncthreads();
 
@@ -545,16 +545,9 @@ void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.q = static_cast<const __nv_bfloat16*>(p.q);
   args.k = static_cast<const __nv_bfloat16*>(p.k);
   args.v = static_cast<const __nv_bfloat16*>(p.v);
-  args.gate = p.gate;
-  args.beta = p.beta;
-  args.raw_gate = p.gate_input == GateInput::raw;
-  args.gate_bf16 = p.gate_dtype == DType::bf16;
-  args.a_log = p.a_log;
-  args.dt_bias = p.dt_bias;
-  args.lower_bound = p.lower_bound;
-  args.beta_bf16 = p.beta_dtype == DType::bf16;
-  args.beta_logits = p.beta_input == BetaInput::logits;
-  args.fuse_k_l2norm = p.fuse_k_l2norm;
+  // Typed for the contract kernels; the v2 PREP's raw-input kernel reads RawPrepArgs' instead.
+  args.gate = static_cast<const float*>(p.gate);
+  args.beta = static_cast<const float*>(p.beta);
   args.q_stride = resolved(p.q_token_stride, p.heads);
   args.k_stride = resolved(p.k_token_stride, p.heads);
   args.v_stride = resolved(p.v_token_stride, p.heads);
@@ -565,7 +558,18 @@ void run_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   args.fuse_q_l2norm = p.fuse_q_l2norm;
   args.f16_record = p.variant == ForwardVariant::v2w_mma;
   if (detail::uses_prep_v2(p.variant)) {
-    detail::launch_prep_v2(args, stream);
+    detail::RawPrepArgs raw;
+    raw.gate = p.gate;
+    raw.beta = p.beta;
+    raw.raw_gate = p.gate_input == GateInput::raw;
+    raw.gate_bf16 = p.gate_dtype == DType::bf16;
+    raw.beta_bf16 = p.beta_dtype == DType::bf16;
+    raw.beta_logits = p.beta_input == BetaInput::logits;
+    raw.fuse_k_l2norm = p.fuse_k_l2norm;
+    raw.a_log = p.a_log;
+    raw.dt_bias = p.dt_bias;
+    raw.lower_bound = p.lower_bound;
+    detail::launch_prep_v2(args, raw, stream);
     return;
   }
   const dim3 grid(static_cast<unsigned>(plan.capacity), static_cast<unsigned>(p.heads));

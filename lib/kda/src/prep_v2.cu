@@ -46,15 +46,10 @@ using v1::c_row;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kC = kChunk;
-// The raw gate's cumsum: warps 0..3, one thread per channel, synchronized among themselves by a
-// named barrier (barrier 0 is __syncthreads).
-
 constexpr int kD = kHeadDim;
-// The raw gate's cumsum: warps 0..3, one thread per channel, synchronized among themselves by a
-// named barrier (barrier 0 is __syncthreads).
+// The raw gate's cumsum: warps 0..3, one thread per channel.
 constexpr int kRawGateWarps = kD / 32;
 constexpr int kRawGateThreads = kD;
-constexpr int kRawGateBarrier = 1;
 constexpr float kScale = 0.08838834764831845f;  // 1 / sqrt(128), as in forward.cu
 
 // ------------------------------------------------------------------------------------------------
@@ -196,8 +191,151 @@ __device__ __forceinline__ void u_column_scales(char* rec, int n0, int lane,
   }
 }
 
-template <bool kF16Record>
-__global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs args) {
+// Phase 1 after q's loads, for raw inputs (kda.h GateInput::raw, BetaInput::logits, bf16 beta,
+// fuse_k_l2norm; each a uniform runtime branch here): k (unless normalized below), v, the raw
+// gate or G, beta; then raw k normalized and the raw gate's activation and cumsum. It leaves
+// shared memory as the contract load does: k (normalized), v, G (rows >= n: G_{n-1}), beta
+// (rows >= n: 0), with cp.async groups still in flight for the caller's waits. All 256 threads
+// call it (it holds a CTA barrier when the gate is raw).
+__device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawPrepArgs& raw,
+                                                const ChunkRef& chunk, int h, unsigned char* smem) {
+  const int n = chunk.rows;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int64_t head_offset = static_cast<int64_t>(h) * kD;
+  const bool raw_gate = raw.raw_gate;
+  const bool fuse_k_l2norm = raw.fuse_k_l2norm;
+  const bool beta_bf16 = raw.beta_bf16;
+  const bool beta_logits = raw.beta_logits;
+  for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
+    const int i = e >> 4;
+    const int c = (e & 15) * 8;
+    const int64_t token = chunk.first_token + i;
+    if (i < n) {
+      if (!fuse_k_l2norm) {  // uniform
+        cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
+      }
+      cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
+    } else {
+      *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  if (!raw_gate) {  // uniform
+    const float* gate = static_cast<const float*>(raw.gate);
+    for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
+      const int i = e >> 5;
+      const int c = (e & 31) * 4;
+      const int64_t g_token = chunk.first_token + min(i, n - 1);
+      cp_async16(smem_u32(smem + sg(i, c)), gate + (g_token * args.heads + h) * kD + c);
+    }
+  } else if (warp < kRawGateWarps) {
+    // The raw gate of rows < n, staged for the cumsum below by the warps that run it: bf16 in
+    // the X region (free until phase 2), fp32 in place in G's rows (each value is read, then
+    // overwritten by G, by the same thread).
+    const int64_t first = (chunk.first_token * args.heads + h) * kD;
+    const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
+    if (raw.gate_bf16) {
+      const auto* gate = static_cast<const __nv_bfloat16*>(raw.gate) + first;
+      for (int e = tid; e < n * (kD / 8); e += kRawGateThreads) {
+        const int i = e >> 4;
+        const int c = (e & 15) * 8;
+        cp_async16(smem_u32(smem + sgraw(i, c)), gate + i * token_step + c);
+      }
+    } else {
+      const auto* gate = static_cast<const float*>(raw.gate) + first;
+      for (int e = tid; e < n * (kD / 4); e += kRawGateThreads) {
+        const int i = e >> 5;
+        const int c = (e & 31) * 4;
+        cp_async16(smem_u32(smem + sg(i, c)), gate + i * token_step + c);
+      }
+    }
+  }
+  cp_async_commit();
+  if (tid < kC) {
+    float b = 0.0f;
+    if (tid < n) {
+      const int64_t at = (chunk.first_token + tid) * args.heads + h;
+      b = beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
+                         : load_as_float(static_cast<const float*>(raw.beta) + at);
+      if (beta_logits) b = sigmoid_fast(b);
+    }
+    stf(smem, kSBeta + 4 * tid, b);
+  }
+
+  // ---- 1b (raw inputs). k normalized in the kernel: each quad of threads loads one row into
+  // registers and stores exactly what the l2norm kernel would (the same row function and
+  // layout: kda::l2norm's bits). Rows >= n are zero rows and stay zero. With the raw gate, warps
+  // 0..3 run the gate's cumsum and warps 4..7 normalize two rows per quad meanwhile; their k
+  // loads are issued before the CTA barrier that publishes the staged raw gate, so they are in
+  // flight while warps 0..3 wait for the tile. (A CTA barrier rather than a named one among
+  // warps 0..3: with bar.sync 1, 128 compute-sanitizer's racecheck reports false hazards in
+  // phase 5, as it did for phase 4a, see there, and racecheck must stay usable.)
+  const int k_first_warp = raw_gate ? kRawGateWarps : 0;
+  const bool normalizes_k = fuse_k_l2norm && warp >= k_first_warp;  // warp-uniform
+  const int k_rows_per_quad = raw_gate ? 2 : 1;
+  const int k_quads = (kWarps - k_first_warp) * 8;
+  const int k_row0 = (tid - k_first_warp * 32) >> 2;
+  const int k_col0 = (lane & 3) * kRowRun;
+  float k_raw[2][kRowRun];
+  if (normalizes_k) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = k_row0 + r * k_quads;
+      if (r < k_rows_per_quad && i < n) {
+        load_run(args.k + (chunk.first_token + i) * args.k_stride + head_offset + k_col0,
+                 k_raw[r]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < kRowRun; ++c) k_raw[r][c] = 0.0f;
+      }
+    }
+  }
+  if (raw_gate) {  // uniform
+    if (warp < kRawGateWarps) cp_async_wait_all();
+    __syncthreads();  // the staged raw gate tile is complete
+  }
+  if (normalizes_k) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (r < k_rows_per_quad) {  // uniform
+        __nv_bfloat16 y[kRowRun];
+        l2norm_row_bf16<4, kRowRun>(k_raw[r], y);
+        store_run(reinterpret_cast<__nv_bfloat16*>(smem + sk(k_row0 + r * k_quads, k_col0)), y);
+      }
+    }
+  }
+  // The raw gate: one thread per channel walks the chunk's tokens in order, exactly as the
+  // gate_cumsum kernel does (gate_activation.cuh); rows >= n repeat G_{n-1}.
+  if (raw_gate && warp < kRawGateWarps) {  // warp-uniform
+    const int d = tid;
+    const float rate = expf(raw.a_log[h]);
+    const float bias = raw.dt_bias[h * kD + d];
+    const float lower_bound = raw.lower_bound;
+    const bool gate_bf16 = raw.gate_bf16;
+    float running = 0.0f;
+    float g = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < kC; ++i) {
+      if (i < n) {
+        const float x = gate_bf16 ? __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(
+                                        smem + sgraw(i, d)))
+                                  : ldf(smem, sg(i, d));
+        g = gate_step(running, gate_gamma(x, rate, bias, lower_bound));
+      }
+      stf(smem, sg(i, d), g);
+    }
+  }
+
+}
+
+// One chunk of PREP, inlined into the two kernels below. kRawInputs: raw inputs are read
+// (load_raw_inputs); otherwise the contract load, whose code, with the contract kernel's
+// parameters, is what it was before raw inputs existed (cuobjdump: identical SASS), so adding
+// them cannot slow the contract path.
+template <bool kF16Record, bool kRawInputs>
+__device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPrepArgs& raw) {
   constexpr int64_t kRecordBytes = kF16Record ? kRecord2Bytes : kRecord1Bytes;
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -229,107 +367,31 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
     }
   }
   cp_async_commit();
-  for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
-    const int i = e >> 4;
-    const int c = (e & 15) * 8;
-    const int64_t token = chunk.first_token + i;
-    if (i < n) {
-      if (!args.fuse_k_l2norm) {  // uniform
+  if constexpr (kRawInputs) {
+    load_raw_inputs(args, raw, chunk, h, smem);
+  } else {
+    for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
+      const int i = e >> 4;
+      const int c = (e & 15) * 8;
+      const int64_t token = chunk.first_token + i;
+      if (i < n) {
         cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
+        cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
+      } else {
+        *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+        *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
       }
-      cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
-    } else {
-      *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
     }
-  }
-  if (!args.raw_gate) {  // uniform
-    const float* gate = static_cast<const float*>(args.gate);
     for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
       const int i = e >> 5;
       const int c = (e & 31) * 4;
       const int64_t g_token = chunk.first_token + min(i, n - 1);
-      cp_async16(smem_u32(smem + sg(i, c)), gate + (g_token * args.heads + h) * kD + c);
+      cp_async16(smem_u32(smem + sg(i, c)), args.gate + (g_token * args.heads + h) * kD + c);
     }
-  } else if (warp < kRawGateWarps) {
-    // The raw gate of rows < n, staged for the cumsum below by the warps that run it: bf16 in
-    // the X region (free until phase 2), fp32 in place in G's rows (each value is read, then
-    // overwritten by G, by the same thread).
-    const int64_t first = (chunk.first_token * args.heads + h) * kD;
-    const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
-    if (args.gate_bf16) {
-      const auto* gate = static_cast<const __nv_bfloat16*>(args.gate) + first;
-      for (int e = tid; e < n * (kD / 8); e += kRawGateThreads) {
-        const int i = e >> 4;
-        const int c = (e & 15) * 8;
-        cp_async16(smem_u32(smem + sgraw(i, c)), gate + i * token_step + c);
-      }
-    } else {
-      const auto* gate = static_cast<const float*>(args.gate) + first;
-      for (int e = tid; e < n * (kD / 4); e += kRawGateThreads) {
-        const int i = e >> 5;
-        const int c = (e & 31) * 4;
-        cp_async16(smem_u32(smem + sg(i, c)), gate + i * token_step + c);
-      }
-    }
-  }
-  cp_async_commit();
-  if (tid < kC) {
-    float b = 0.0f;
-    if (tid < n) {
-      const int64_t at = (chunk.first_token + tid) * args.heads + h;
-      b = args.beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(args.beta) + at)
-                         : load_as_float(static_cast<const float*>(args.beta) + at);
-      if (args.beta_logits) b = sigmoid_fast(b);
-    }
-    stf(smem, kSBeta + 4 * tid, b);
-  }
-
-  // ---- 1b (raw inputs). k normalized in the kernel: each quad of threads loads one row into
-  // registers and stores exactly what the l2norm kernel would (the same row function and
-  // layout: kda::l2norm's bits). Rows >= n are zero rows and stay zero. With the raw gate, warps
-  // 0..3 run the gate's cumsum meanwhile and warps 4..7 normalize two rows per quad.
-  if (args.fuse_k_l2norm) {  // uniform
-    const int first_warp = args.raw_gate ? kRawGateWarps : 0;
-    if (warp >= first_warp) {
-      const int quads = (kWarps - first_warp) * 8;
-      const int c0 = (lane & 3) * kRowRun;
-#pragma unroll 1
-      for (int i = (tid - first_warp * 32) >> 2; i < kC; i += quads) {
-        float x[kRowRun];
-        if (i < n) {
-          load_run(args.k + (chunk.first_token + i) * args.k_stride + head_offset + c0, x);
-        } else {
-#pragma unroll
-          for (int c = 0; c < kRowRun; ++c) x[c] = 0.0f;
-        }
-        __nv_bfloat16 y[kRowRun];
-        l2norm_row_bf16<4, kRowRun>(x, y);
-        store_run(reinterpret_cast<__nv_bfloat16*>(smem + sk(i, c0)), y);
-      }
-    }
-  }
-  // The raw gate: one thread per channel walks the chunk's tokens in order, exactly as the
-  // gate_cumsum kernel does (gate_activation.cuh); rows >= n repeat G_{n-1}.
-  if (args.raw_gate && warp < kRawGateWarps) {  // warp-uniform
-    cp_async_wait_all();
-    named_barrier_sync(kRawGateBarrier, kRawGateThreads);  // the staged tile is complete
-    const int d = tid;
-    const float rate = expf(args.a_log[h]);
-    const float bias = args.dt_bias[h * kD + d];
-    const float lower_bound = args.lower_bound;
-    float running = 0.0f;
-    float g = 0.0f;
-#pragma unroll 8
-    for (int i = 0; i < kC; ++i) {
-      if (i < n) {
-        const float raw = args.gate_bf16
-                              ? __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(
-                                    smem + sgraw(i, d)))
-                              : ldf(smem, sg(i, d));
-        g = gate_step(running, gate_gamma(raw, rate, bias, lower_bound));
-      }
-      stf(smem, sg(i, d), g);
+    cp_async_commit();
+    if (tid < kC) {
+      stf(smem, kSBeta + 4 * tid,
+          tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
     }
   }
 
@@ -724,15 +786,34 @@ __global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs arg
   }
 }
 
+// The contract kernel: PrepArgs only (its parameter block, and so its code, unchanged).
+template <bool kF16Record>
+__global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs args) {
+  prep_v2_chunk<kF16Record, false>(args, RawPrepArgs{});
+}
+
+// The raw-input kernel (RawPrepArgs::any()).
+template <bool kF16Record>
+__global__ void __launch_bounds__(kThreads, 2)
+    prep_v2_raw_kernel(const PrepArgs args, const RawPrepArgs raw) {
+  prep_v2_chunk<kF16Record, true>(args, raw);
+}
+
 }  // namespace
 
-void launch_prep_v2(const PrepArgs& args, cudaStream_t stream) {
-  const auto kernel = args.f16_record ? &prep_v2_kernel<true> : &prep_v2_kernel<false>;
-  set_dynamic_smem(reinterpret_cast<const void*>(kernel), kSBytes, "chunk_forward: prep (v2)",
-                   /*max_carveout=*/true);
+void launch_prep_v2(const PrepArgs& args, const RawPrepArgs& raw, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
-  kernel<<<grid, kThreads, kSBytes, stream>>>(args);
-  check_launch("chunk_forward: prep (v2)");
+  const char* what = "chunk_forward: prep (v2)";
+  if (raw.any()) {
+    const auto kernel = args.f16_record ? &prep_v2_raw_kernel<true> : &prep_v2_raw_kernel<false>;
+    set_dynamic_smem(reinterpret_cast<const void*>(kernel), kSBytes, what, /*max_carveout=*/true);
+    kernel<<<grid, kThreads, kSBytes, stream>>>(args, raw);
+  } else {
+    const auto kernel = args.f16_record ? &prep_v2_kernel<true> : &prep_v2_kernel<false>;
+    set_dynamic_smem(reinterpret_cast<const void*>(kernel), kSBytes, what, /*max_carveout=*/true);
+    kernel<<<grid, kThreads, kSBytes, stream>>>(args);
+  }
+  check_launch(what);
 }
 
 }  // namespace kda::detail

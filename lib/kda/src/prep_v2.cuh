@@ -17,18 +17,9 @@ struct PrepArgs {
   const __nv_bfloat16* q;
   const __nv_bfloat16* k;
   const __nv_bfloat16* v;
-  const void* gate;  // chunk_log2: fp32 cumulative log2; raw: the raw projection (gate_bf16)
-  const void* beta;  // fp32 or bf16 (beta_bf16): probabilities, or logits (beta_logits)
+  const float* gate;
+  const float* beta;
   int64_t q_stride, k_stride, v_stride;  // elements between tokens
-  // Raw inputs (kda.h GateInput::raw, BetaInput::logits, fuse_k_l2norm); v2 PREP only.
-  bool raw_gate;
-  bool gate_bf16;      // raw gate dtype (a chunk_log2 gate is always fp32)
-  const float* a_log;  // [H]
-  const float* dt_bias;  // [H, 128]
-  float lower_bound;
-  bool beta_bf16;
-  bool beta_logits;
-  bool fuse_k_l2norm;
   int heads;
   int64_t capacity;  // record slots per head
   Sequences seqs;
@@ -39,7 +30,24 @@ struct PrepArgs {
   bool f16_record;
 };
 
+// The raw inputs of the v2 PREP (kda.h GateInput::raw, BetaInput::logits, bf16 beta,
+// fuse_k_l2norm), passed to its raw-input kernel only: the contract kernel keeps its parameters
+// and code as they were before raw inputs existed. gate / beta here replace PrepArgs' typed ones.
+struct RawPrepArgs {
+  const void* gate;      // raw_gate: the raw projection, bf16 (gate_bf16) or fp32; else G fp32
+  const void* beta;      // fp32 or bf16 (beta_bf16): probabilities, or logits (beta_logits)
+  bool raw_gate;
+  bool gate_bf16;
+  bool beta_bf16;
+  bool beta_logits;
+  bool fuse_k_l2norm;
+  const float* a_log;    // [H]
+  const float* dt_bias;  // [H, 128]
+  float lower_bound;
+  bool any() const { return raw_gate || beta_bf16 || beta_logits || fuse_k_l2norm; }
+};
+
 // Grid (capacity, H), 256 threads, prep_v2.h kSBytes of dynamic shared memory, 2 CTAs per SM.
-void launch_prep_v2(const PrepArgs& args, cudaStream_t stream);
+void launch_prep_v2(const PrepArgs& args, const RawPrepArgs& raw, cudaStream_t stream);
 
 }  // namespace kda::detail
