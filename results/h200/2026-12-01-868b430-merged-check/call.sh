@@ -1,1 +1,0 @@
-BIN=.device/new VARIANTS=v2w_mma CHECK_ARGS="--rms-limit 4e-3" ALLMODES=0 GBENCH=0 BENCH_FILES=contract BENCH_ARGS="--warmup 300 --only h96-fixed h64-uniform8" DEADLINE=240 scripts/h200-run.sh quick; compute-sanitizer --tool memcheck --error-exitcode 9 .device/new/kda-check --shapes shapes/smoke.yaml
