@@ -274,7 +274,7 @@ class OursPeer:
         self.lib.kdapeer_ours_forward.restype = i
         self.lib.kdapeer_ours_forward.argtypes = [vp] * 8 + [ll, ll, i, vp, vp, i, vp, ctypes.c_size_t, vp]
         self.lib.kdapeer_ours_raw.restype = i
-        self.lib.kdapeer_ours_raw.argtypes = ([vp] * 6 + [f] + [vp] * 6 + [ll, ll, i, vp, vp, i, vp,
+        self.lib.kdapeer_ours_raw.argtypes = ([vp] * 5 + [f] + [vp] * 5 + [ll, ll, i, vp, vp, i, vp,
                                               ctypes.c_size_t, vp])
         self.version = "lib/kda chunk_forward (default variant) through native/ours_kda_launch.cu"
 
@@ -311,18 +311,16 @@ class OursPeer:
         elif contract == "raw":
             ensure_raw(torch, inp)
             raw_gate = inp.raw_gate.to(torch.bfloat16).contiguous()
-            k_hat = torch.empty_like(inp.q)
-            gate = torch.empty(B, T, H, K, dtype=torch.float32, device=dev)
-            args = (ptr(inp.q), ptr(inp.k_raw), ptr(k_hat), ptr(raw_gate), ptr(inp.a_log),
-                    ptr(inp.dt_bias), float(inp.raw_lower_bound), ptr(gate), ptr(inp.v), ptr(inp.beta),
-                    ptr(inp.h0), ptr(out), ptr(ht)) + tail
+            k_raw = inp.k_raw.to(torch.bfloat16).contiguous()
+            beta_logits = inp.beta_logits.to(torch.bfloat16).contiguous()
+            args = (ptr(inp.q), ptr(k_raw), ptr(raw_gate), ptr(inp.a_log), ptr(inp.dt_bias),
+                    float(inp.raw_lower_bound), ptr(inp.v), ptr(beta_logits), ptr(inp.h0), ptr(out),
+                    ptr(ht)) + tail
             entry = lib.kdapeer_ours_raw
-            text = (f"l2norm(raw k) + gate_cumsum(raw g bf16, A_log, dt_bias, lb={inp.raw_lower_bound:g}) + "
-                    f"chunk_forward(fuse_q_l2norm); beta post-sigmoid")
-            # l2norm(k) reads and writes k; gate_cumsum reads the bf16 raw gate, writes G, which
-            # the forward reads again.
-            extra = 2 * B * T * H * K * 2 + B * T * H * K * (2 + 4)
-            keep = (k_hat, gate, raw_gate)
+            text = (f"chunk_forward(fuse_q_l2norm, fuse_k_l2norm, raw g bf16 + A_log, dt_bias, "
+                    f"lb={inp.raw_lower_bound:g}, beta logits bf16) = kda-bench raw")
+            extra = 0
+            keep = (raw_gate, k_raw, beta_logits)
         else:
             raise ValueError(contract)
 

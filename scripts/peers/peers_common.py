@@ -1393,8 +1393,8 @@ def choose_lower_bound(gate, starts, lower_bound: float = LOWER_BOUND) -> float:
 
 
 # What each raw-input peer is handed, which fixes the problem it solves (RawSpec.key names it):
-# the dtype of the raw gate and of the beta logits (FlashKDA: bf16; cuDNN-FE flags 7: fp32), or
-# beta already through its sigmoid (ours raw: lib/kda has no beta-sigmoid kernel).
+# the dtype of the raw gate and of the beta logits (FlashKDA and ours: bf16; cuDNN-FE flags 7:
+# fp32), or beta already through its sigmoid ('sigmoid': post-sigmoid fp32, the dumped beta).
 @dataclasses.dataclass(frozen=True)
 class RawSpec:
     gate: str = "bf16"    # 'bf16' or 'fp32'
@@ -1406,7 +1406,7 @@ class RawSpec:
 
 
 RAW_SPECS = {"cudnn": RawSpec("fp32", "fp32"), "flashkda": RawSpec(), "flash-flash-kda": RawSpec(),
-             "vllm-flashkda": RawSpec(), "ours": RawSpec("bf16", "sigmoid")}
+             "vllm-flashkda": RawSpec(), "ours": RawSpec()}
 
 
 @dataclasses.dataclass

@@ -828,10 +828,11 @@ def test_raw_contract_conversion_error_is_measured_not_charged():
         assert pc.judge(refs["golden"], refs["low"], peer).rel_rms < 1e-12
         charged = pc.rel_rms_difference(peer, golden, golden)
         assert charged > 1e-5, charged     # what judging against the contract golden would add
-        # cuDNN-FE takes fp32: its conversion is exact to fp32 rounding; ours keeps beta as dumped.
+        # cuDNN-FE takes fp32: its conversion is exact to fp32 rounding.
         r32 = pc.raw_problem(prob, pc.RAW_SPECS["cudnn"])
         assert np.max(np.abs(r32.gate64 - prob.gate)) < 1e-4 and np.max(np.abs(r32.beta64 - prob.beta)) < 1e-6
-        assert np.array_equal(pc.raw_problem(prob, pc.RAW_SPECS["ours"]).beta32, prob.beta)
+        # A post-sigmoid spec keeps beta as dumped.
+        assert np.array_equal(pc.raw_problem(prob, pc.RawSpec("bf16", "sigmoid")).beta32, prob.beta)
     finally:
         shutil.rmtree(d)
 
@@ -927,8 +928,9 @@ def test_prepare_refs_caches_what_every_check_shares():
                               "contract,cudnn,flashkda", "--prepare-refs", "ours"], capture_output=True, text=True, cwd=ROOT)
         assert run.returncode == 0, run.stderr
         assert sorted(os.listdir(os.path.join(d, "a", pc.REF_CACHE_DIR))) == ["contract", "raw-files"]
+        # ours takes what FlashKDA takes (bf16 raw gate and logits): one shared set
         assert sorted(os.listdir(os.path.join(d, "b", pc.REF_CACHE_DIR))) == [
-            "contract", "gate-bf16_beta-bf16", "gate-bf16_beta-sigmoid", "gate-fp32_beta-fp32"]
+            "contract", "gate-bf16_beta-bf16", "gate-fp32_beta-fp32"]
         prob = pc.load_dump_problem(os.path.join(d, "b"))
         lows = pc.contract_low_references(prob)
         assert lows["low_ht_source"].endswith("(cached)") and lows["low_source"].startswith("dump: out_reference_f32")

@@ -1,9 +1,10 @@
 // Our forward (lib/kda, untouched) behind a C ABI for ctypes, so scripts/peers times it in the
 // same process, on the same torch tensors and with the same loop as the peers
-// (peer_adapters.OursNative). kda-bench stays the measurement of record for the plain contract;
-// this adds the raw contract, which kda-bench has no path for: l2norm(k) + gate_cumsum + the fused
-// forward on raw q, as a caller with raw projections runs it. Beta is taken post-sigmoid (we ship
-// no beta-sigmoid kernel; it would be one more T x H fp32 pass, < 0.3 % of the bytes).
+// (peer_adapters.OursPeer). kda-bench stays the measurement of record (its `fused` and `raw`
+// paths); this runs the same calls on the peers' tensors: the plain contract, and the raw contract
+// as one chunk_forward with every raw option (raw q and k normalized in the kernel, the raw bf16
+// gate with A_log / dt_bias / lower bound, bf16 beta logits), exactly what kda-bench's raw path
+// runs.
 // Built by build_peers.sh against the lead's build of libkda.a (POSITION_INDEPENDENT_CODE ON).
 #include <cuda_runtime.h>
 
@@ -86,37 +87,29 @@ int kdapeer_ours_forward(const void* q, const void* k, const void* v, const floa
   }
 }
 
-// The raw contract: k_hat = l2norm(k_raw), gate = gate_cumsum(raw_gate, A_log, dt_bias, lb), then
-// the fused forward on raw q. k_hat (bf16) and gate (fp32) are caller scratch of q's shape.
-int kdapeer_ours_raw(const void* q, const void* k_raw, void* k_hat, const void* raw_gate,
-                     const float* a_log, const float* dt_bias, float lower_bound, float* gate,
-                     const void* v, const float* beta, const float* h0, void* out, float* ht,
+// The raw contract in one call: chunk_forward(fuse_q_l2norm, fuse_k_l2norm, GateInput::raw with a
+// bf16 raw gate, BetaInput::logits with bf16 logits) = kda-bench's raw path.
+int kdapeer_ours_raw(const void* q, const void* k_raw, const void* raw_gate, const float* a_log,
+                     const float* dt_bias, float lower_bound, const void* v,
+                     const void* beta_logits, const float* h0, void* out, float* ht,
                      long long batch, long long tokens, int heads, const int* cu_dev,
                      const int* cu_host, int num_seqs, void* workspace, size_t workspace_bytes,
                      void* stream) {
   try {
-    const auto s = static_cast<cudaStream_t>(stream);
-    kda::L2NormParams n;
-    n.x = k_raw;
-    n.y = k_hat;
-    n.rows = batch * tokens * heads;
-    kda::l2norm(n, s);
-    kda::GateCumsumParams g;
-    g.raw_gate = raw_gate;
-    g.a_log = a_log;
-    g.dt_bias = dt_bias;
-    g.out = gate;
-    g.batch = batch;
-    g.tokens = tokens;
-    g.heads = heads;
-    g.lower_bound = lower_bound;
-    g.cu_seqlens = cu_dev;
-    g.cu_seqlens_host = cu_host;
-    g.num_seqs = cu_dev ? num_seqs : 0;
-    kda::gate_cumsum(g, s);
-    kda::chunk_forward(forward_params(q, k_hat, v, gate, beta, h0, out, ht, batch, tokens, heads,
-                                      cu_dev, cu_host, num_seqs, true, workspace, workspace_bytes),
-                       s);
+    kda::ForwardParams p =
+        forward_params(q, k_raw, v, nullptr, nullptr, h0, out, ht, batch, tokens, heads, cu_dev,
+                       cu_host, num_seqs, true, workspace, workspace_bytes);
+    p.fuse_k_l2norm = true;
+    p.gate = raw_gate;
+    p.gate_input = kda::GateInput::raw;
+    p.gate_dtype = kda::DType::bf16;
+    p.a_log = a_log;
+    p.dt_bias = dt_bias;
+    p.lower_bound = lower_bound;
+    p.beta = beta_logits;
+    p.beta_input = kda::BetaInput::logits;
+    p.beta_dtype = kda::DType::bf16;
+    kda::chunk_forward(p, static_cast<cudaStream_t>(stream));
     return 0;
   } catch (const std::exception& e) {
     return fail(e.what());
