@@ -28,12 +28,14 @@ enum class HostWork {
 // (tests/harness/test_host_memory.cpp pins the numbers). The CPU references take ~9.7 KB per
 // token-head at K = V = 128 (h96-fixed: 7.7 GB).
 struct HostFootprint {
-  size_t inputs = 0;   // bf16 q k v, fp32 gate beta, cu_seqlens, initial state
+  size_t inputs = 0;   // bf16 q k v, fp32 gate beta, cu_seqlens, initial state, raw inputs
   size_t working = 0;  // the references' copy and outputs, downloads and widened copies
   bool inputs_loaded = false;  // the inputs are in memory already (--load): not counted again
   size_t total() const { return (inputs_loaded ? 0 : inputs) + working; }
 };
-HostFootprint host_footprint(const ProblemSize& dims, HostWork work);
+// raw_golden: gpu_check also runs Path::raw, whose references (compute_raw_golden) are computed
+// after compute_golden's and kept beside them.
+HostFootprint host_footprint(const ProblemSize& dims, HostWork work, bool raw_golden = false);
 
 // Memory the process can still take: MemAvailable of /proc/meminfo (MemFree + Buffers + Cached
 // on kernels without it), lowered to what a cgroup v2 memory.max leaves. Empty where none of it
