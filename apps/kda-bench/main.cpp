@@ -1,7 +1,7 @@
 // kda-bench: times the fused and explicit q-normalization paths of the KDA forward (and the
-// l2norm pass alone, and the forward on raw inputs) on the shapes of a shape file, with nvbench's method (own stream, warm-up,
-// CUDA events, blocking kernel, L2 flush, noise-based stopping, throttle detection) or Triton's
-// do_bench method; verifies every timed output first. `kda-bench compare A.csv B.csv` compares
+// l2norm pass alone, and the forward on raw inputs) on the shapes of a shape file, with
+// nvbench's method (own stream, warm-up, CUDA events, blocking kernel, L2 flush, noise-based
+// stopping, throttle detection) or Triton's do_bench method; verifies every timed output first. `kda-bench compare A.csv B.csv` compares
 // two result files noise-aware. Method and columns: apps/kda-bench/README.md.
 
 #include <algorithm>

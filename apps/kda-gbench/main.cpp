@@ -491,7 +491,8 @@ int main(int argc, char** argv) {
   // Every shape must fit in the host's memory (one at a time): refused before looking for a GPU.
   try {
     for (const kda::harness::ShapeSpec* shape : to_run) {
-      const bool raw = std::find(flags.paths.begin(), flags.paths.end(), "raw") != flags.paths.end();
+      const bool raw =
+          std::find(flags.paths.begin(), flags.paths.end(), "raw") != flags.paths.end();
       kda::harness::require_host_memory(
           shape->id, kda::harness::host_footprint(kda::harness::ProblemSize::of(*shape),
                                                   flags.verify
