@@ -15,7 +15,8 @@ namespace kda::app {
 // The bytes DeviceProblem allocates, by kind. Zero workspace for shapes the kernels do not
 // support (K or V != 128): the tools never run those on the GPU.
 struct DeviceFootprint {
-  size_t inputs = 0;     // q, k, v (bf16), gate (fp32), beta (fp32), cu_seqlens, initial state
+  size_t inputs = 0;     // q, k, v (bf16), gate (fp32), beta (fp32), cu_seqlens, initial state,
+                         // the raw inputs (ProblemSize::raw_input_bytes)
   size_t outputs = 0;    // out and q_hat (bf16), final state (fp32)
   size_t workspace = 0;  // the forward's records, sized for every kernel variant
   size_t total() const { return inputs + outputs + workspace; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -105,6 +106,20 @@ size_t token_heads(const kda::harness::HostInputs& in) {
          static_cast<size_t>(in.heads);
 }
 
+// The options of each forward path (the pointers are the caller's): what makes the fused and the
+// raw path what they are, in one place for DeviceProblem and unsupported_by_variant.
+void set_path_options(Path path, kda::ForwardParams* p) {
+  p->q_dtype = kda::DType::bf16;
+  p->fuse_q_l2norm = path == Path::fused || path == Path::raw;
+  if (path == Path::raw) {
+    p->fuse_k_l2norm = true;
+    p->gate_input = kda::GateInput::raw;
+    p->gate_dtype = kda::DType::bf16;
+    p->beta_input = kda::BetaInput::logits;
+    p->beta_dtype = kda::DType::bf16;
+  }
+}
+
 // Forward params with sizes only (pointers filled in by DeviceProblem), for the workspace query.
 kda::ForwardParams sized_params(const kda::harness::HostInputs& in) {
   kda::ForwardParams p;
@@ -128,6 +143,11 @@ DeviceProblem::DeviceProblem(const kda::harness::HostInputs& inputs) : inputs_(&
   beta_ = upload(inputs.beta);
   h0_ = upload(inputs.initial_state);
   cu_ = upload(inputs.cu_seqlens);
+  raw_k_ = upload(inputs.raw_k);
+  raw_gate_ = upload(inputs.raw_gate);
+  beta_logits_ = upload(inputs.beta_logits);
+  a_log_ = upload(inputs.a_log);
+  dt_bias_ = upload(inputs.dt_bias);
   const size_t th = token_heads(inputs);
   q_hat_ = DeviceBuffer(th * static_cast<size_t>(inputs.key_dim) * sizeof(uint16_t));
   out_ = DeviceBuffer(th * static_cast<size_t>(inputs.value_dim) * sizeof(uint16_t));
@@ -141,15 +161,26 @@ DeviceProblem::DeviceProblem(const kda::harness::HostInputs& inputs) : inputs_(&
 
 kda::ForwardParams DeviceProblem::forward_params(Path path) const {
   kda::ForwardParams p = sized_params(*inputs_);
-  const bool fused = path == Path::fused;
-  p.q = fused ? q_.get() : q_hat_.get();
-  p.q_dtype = kda::DType::bf16;
-  p.fuse_q_l2norm = fused;
+  set_path_options(path, &p);
   p.variant = variant_;
-  p.k = k_.get();
+  p.q = p.fuse_q_l2norm ? q_.get() : q_hat_.get();
   p.v = v_.get();
-  p.gate = gate_.as<float>();
-  p.beta = beta_.as<float>();
+  if (path == Path::raw) {
+    if (!has_raw_inputs()) {
+      throw std::logic_error("DeviceProblem: the raw path needs raw inputs, which these inputs "
+                             "lack (check has_raw_inputs() first)");
+    }
+    p.k = raw_k_.get();
+    p.gate = raw_gate_.get();
+    p.a_log = a_log_.as<float>();
+    p.dt_bias = dt_bias_.as<float>();
+    p.lower_bound = inputs_->lower_bound;
+    p.beta = beta_logits_.get();
+  } else {
+    p.k = k_.get();
+    p.gate = gate_.get();
+    p.beta = beta_.get();
+  }
   p.initial_state = h0_.bytes() ? h0_.as<float>() : nullptr;
   p.out = out_.get();
   p.final_state = ht_.bytes() ? ht_.as<float>() : nullptr;
@@ -183,9 +214,36 @@ void DeviceProblem::enqueue(Path path, cudaStream_t stream) {
       kda::chunk_forward(forward_params(path), stream);
       return;
     case Path::fused:
+    case Path::raw:
       kda::chunk_forward(forward_params(path), stream);
       return;
   }
+}
+
+std::optional<std::string> unsupported_by_variant(Path path, kda::ForwardVariant variant) {
+  if (path == Path::l2norm) return std::nullopt;  // no forward: no variant
+  kda::ForwardParams p;
+  p.batch = 1;
+  p.tokens = kda::kChunk;
+  p.heads = 1;
+  set_path_options(path, &p);
+  p.variant = variant;
+  // Placeholders: 256-byte aligned, never read (validate is host code only).
+  void* const placeholder = reinterpret_cast<void*>(uintptr_t{256});
+  p.q = p.k = p.v = p.gate = p.beta = placeholder;
+  p.out = placeholder;
+  if (path == Path::raw) {
+    p.a_log = p.dt_bias = static_cast<const float*>(placeholder);
+  }
+  p.workspace = placeholder;
+  p.workspace_bytes = kda::forward_workspace_bytes(p);
+  try {
+    kda::validate(p);
+  } catch (const kda::Error& e) {
+    if (e.code() == kda::ErrorCode::unsupported) return std::string(e.what());
+    throw;  // a placeholder the library refuses: a bug here, not a property of the variant
+  }
+  return std::nullopt;
 }
 
 void DeviceProblem::enqueue_stage(Path path, int stage, cudaStream_t stream) {

@@ -81,6 +81,9 @@ class DeviceProblem {
 
   // Enqueue one path on `stream` (no sync). fused: chunk_forward(fuse_q_l2norm) on raw q.
   // explicit_: l2norm(q) -> q_hat, then chunk_forward on q_hat. l2norm: the l2norm pass alone.
+  // raw: chunk_forward on the raw inputs (fuse_q_l2norm and fuse_k_l2norm, GateInput::raw with
+  // the bf16 raw gate, BetaInput::logits with bf16 logits); the inputs must have them
+  // (has_raw_inputs(), else std::logic_error).
   void enqueue(Path path, cudaStream_t stream);
   // One stage of the forward (kda::forward_stage_*) for the given path's params.
   void enqueue_stage(Path path, int stage, cudaStream_t stream);
@@ -98,6 +101,7 @@ class DeviceProblem {
   kda::ForwardVariant variant() const { return variant_; }
 
   kda::ForwardParams forward_params(Path path) const;
+  bool has_raw_inputs() const { return inputs_->has_raw_inputs(); }
   kda::L2NormParams l2norm_params() const;
   // Workspace the current variant's forward needs (the allocation fits every variant).
   size_t workspace_bytes() const;
@@ -107,7 +111,16 @@ class DeviceProblem {
   const kda::harness::HostInputs* inputs_;
   kda::ForwardVariant variant_ = kda::kDefaultForwardVariant;
   DeviceBuffer q_, k_, v_, gate_, beta_, h0_, cu_, q_hat_, out_, ht_, workspace_;
+  DeviceBuffer raw_k_, raw_gate_, beta_logits_, a_log_, dt_bias_;  // empty without raw inputs
 };
+
+// Why `variant` cannot run `path` (the library's kda::ErrorCode::unsupported message), or
+// nothing when it can: v0_fp32 and v1_mma refuse the raw inputs of Path::raw. Asked of
+// kda::validate on a one-chunk problem before anything is generated or allocated: validate is
+// host code that never dereferences a device pointer, so aligned placeholders stand in for the
+// buffers. Refusals that depend on a problem's sizes (K != 128 ...) concern every path alike and
+// are not asked about here.
+std::optional<std::string> unsupported_by_variant(Path path, kda::ForwardVariant variant);
 
 // Number of usable devices; 0 (not an error) when there is no GPU or no driver.
 int device_count();

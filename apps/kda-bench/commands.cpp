@@ -88,14 +88,16 @@ int run_list(const Options& o) {
   std::vector<kda::harness::ShapeSpec> shapes;
   if (int rc = load_selected_shapes(o, &shapes); rc != kExitOk) return rc;
   kda::harness::Table t;
+  // The raw path's columns come last, so the earlier ones keep their places.
   t.columns = {"shape", "B", "T", "H", "N", "token-heads", "fused (MB)", "explicit (MB)",
-               "l2norm (MB)", "floor (us)", "device (MB)", "gpu"};
+               "l2norm (MB)", "floor (us)", "device (MB)", "gpu", "raw (MB)", "raw floor (us)"};
   for (const auto& s : shapes) {
     const ProblemSize size = ProblemSize::of(s);
     auto mb = [&](Path p) {
       return human_number(static_cast<double>(path_bytes(size, p)), Unit::bytes);
     };
     const double floor = static_cast<double>(floor_bytes(size, Path::fused)) / o.floor_bw_Bps;
+    const double raw_floor = static_cast<double>(floor_bytes(size, Path::raw)) / o.floor_bw_Bps;
     // What kda-bench allocates on the device for the shape (checked against the free memory
     // before the run); "-" where the kernels cannot run it.
     std::string device = "-";
@@ -110,16 +112,20 @@ int run_list(const Options& o) {
                       std::to_string(size.token_heads()), mb(Path::fused),
                       mb(Path::explicit_), mb(Path::l2norm),
                       human_number(floor, Unit::seconds), device,
-                      s.gpu_supported() ? "yes" : "no (K, V != 128)"});
+                      s.gpu_supported() ? "yes" : "no (K, V != 128)", mb(Path::raw),
+                      human_number(raw_floor, Unit::seconds)});
   }
   std::cout << fmt::format("# {} ({} shapes)\n\n", kda::harness::escape_controls(o.shapes_file),
                            shapes.size())
             << kda::harness::to_markdown(t)
             << fmt::format("\nBytes model: forward 8K + 4V + 4 B per token-head (q, k, v, "
                            "out bf16; gate, beta fp32; 1540 B for K = V = 128) plus states; l2norm "
-                           "pass 2 x rows x K x 2 B; explicit = both. Floor = forward bytes at {} "
-                           "TB/s. Device = memory a run allocates for the shape (inputs, outputs, "
-                           "workspace), checked against the free device memory before the run.\n",
+                           "pass 2 x rows x K x 2 B; explicit = both; raw 6K + 4V + 2 B per "
+                           "token-head (raw q, k, gate, v, out bf16; beta logits bf16; 1282 B) "
+                           "plus A_log, dt_bias and states. Floor = forward bytes at {} TB/s (raw "
+                           "floor: the raw bytes). Device = memory a run allocates for the shape "
+                           "(inputs with the raw ones, outputs, workspace), checked against the "
+                           "free device memory before the run.\n",
                            human_number(o.floor_bw_Bps, Unit::bytes_per_s));
   return kExitOk;
 }

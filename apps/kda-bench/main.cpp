@@ -1,7 +1,7 @@
 // kda-bench: times the fused and explicit q-normalization paths of the KDA forward (and the
-// l2norm pass alone) on the shapes of a shape file, with nvbench's method (own stream, warm-up,
-// CUDA events, blocking kernel, L2 flush, noise-based stopping, throttle detection) or Triton's
-// do_bench method; verifies every timed output first. `kda-bench compare A.csv B.csv` compares
+// l2norm pass alone, and the forward on raw inputs) on the shapes of a shape file, with
+// nvbench's method (own stream, warm-up, CUDA events, blocking kernel, L2 flush, noise-based
+// stopping, throttle detection) or Triton's do_bench method; verifies every timed output first. `kda-bench compare A.csv B.csv` compares
 // two result files noise-aware. Method and columns: apps/kda-bench/README.md.
 
 #include <algorithm>
@@ -46,8 +46,9 @@ int main(int argc, char** argv) {
   Options o;
   o.argv.assign(argv, argv + argc);
   CLI::App app{
-      "kda-bench: time the KDA forward (fused vs explicit q l2norm, and the l2norm pass) on the "
-      "H200 with an nvbench-grade method; every timed output is verified first"};
+      "kda-bench: time the KDA forward (fused vs explicit q l2norm, the l2norm pass, and the "
+      "forward on raw inputs) on the H200 with an nvbench-grade method; every timed output is "
+      "verified first"};
   app.footer(kFooter);
   app.set_version_flag("--version", std::string("kda-bench ") + kda::build::git_commit + " (" +
                                         kda::build::flags + ")");
@@ -57,9 +58,11 @@ int main(int argc, char** argv) {
       ->check(kda::app::non_empty_path())
       ->capture_default_str();
   app.add_option("--only", o.only, "Run only these shape ids");
-  app.add_option("--paths", o.paths, "Paths to time, comma list")
+  app.add_option("--paths", o.paths,
+                 "Paths to time, comma list: fused, explicit, l2norm, raw (the forward on raw k, "
+                 "gate and beta logits; a v2 variant)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"fused", "explicit", "l2norm"}))
+      ->check(CLI::IsMember({"fused", "explicit", "l2norm", "raw"}))
       ->capture_default_str();
   app.add_option("--mode", o.modes, "Timing modes, comma list (see below)")
       ->delimiter(',')
@@ -67,7 +70,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--list", o.list, "List the shapes with their bytes model and exit (no GPU)");
   app.add_flag("--stages", o.stages,
-               "Also time each kernel stage of the forward separately (fused, explicit)");
+               "Also time each kernel stage of the forward separately (fused, explicit, raw)");
   bool no_verify = false;
   app.add_flag("--no-verify", no_verify,
                "Skip verification before timing (rows then say 'not verified')");
@@ -211,7 +214,17 @@ int main(int argc, char** argv) {
                                           [](const std::string& p) { return p != "l2norm"; });
     if (o.stages && !forward_path) {
       return usage_error("--stages times the forward's kernels; --paths l2norm has none (add "
-                         "fused or explicit)");
+                         "fused, explicit or raw)");
+    }
+    // A variant that does not take the raw inputs: refused before any work, not a failed row.
+    if (std::find(o.paths.begin(), o.paths.end(), "raw") != o.paths.end()) {
+      kda::ForwardVariant variant = kda::kDefaultForwardVariant;
+      if (!o.variant.empty()) kda::app::parse_variant(o.variant, &variant);
+      if (const auto why = kda::app::unsupported_by_variant(kda::harness::Path::raw, variant)) {
+        return usage_error("--paths raw: variant " + std::string(kda::to_string(variant)) +
+                           " cannot run the raw path (" + *why +
+                           "); pick a v2 variant with --variant, or drop raw from --paths");
+      }
     }
   }
   o.verify = !no_verify;

@@ -137,6 +137,15 @@ int run_benchmarks(const Options& o) {
       return fail(kExitUsage, std::string("--baseline: ") + e.what());
     }
   }
+  // Paths and modes in the order given, each once (CLI11 already refused unknown names).
+  std::vector<Path> paths;
+  for (const auto& name : o.paths) {
+    const auto p = kda::harness::parse_path(name);
+    if (p && std::find(paths.begin(), paths.end(), *p) == paths.end()) paths.push_back(*p);
+  }
+  // The raw path is verified against references of its own (main refused a variant without it).
+  const bool raw_path = std::find(paths.begin(), paths.end(), Path::raw) != paths.end();
+
   // Every shape must fit in the host's memory (one at a time): refuse before looking for a GPU,
   // like every other check of the input.
   try {
@@ -145,17 +154,11 @@ int run_benchmarks(const Options& o) {
       kda::harness::require_host_memory(
           shape.id, kda::harness::host_footprint(ProblemSize::of(shape),
                                                  o.verify ? kda::harness::HostWork::gpu_check
-                                                          : kda::harness::HostWork::inputs_only));
+                                                          : kda::harness::HostWork::inputs_only,
+                                                 o.verify && raw_path));
     }
   } catch (const kda::harness::HostMemoryError& e) {
     return fail(kExitUsage, e.what());
-  }
-
-  // Paths and modes in the order given, each once (CLI11 already refused unknown names).
-  std::vector<Path> paths;
-  for (const auto& name : o.paths) {
-    const auto p = kda::harness::parse_path(name);
-    if (p && std::find(paths.begin(), paths.end(), *p) == paths.end()) paths.push_back(*p);
   }
   std::vector<Mode> modes;
   for (const auto& name : o.modes) {
@@ -233,8 +236,11 @@ int run_benchmarks(const Options& o) {
         progress(fmt::format("[shape {}/{}] {}: computing the CPU reference and verifying",
                              si + 1, shapes.size(), shape.id));
         const kda::app::Golden golden = kda::harness::compute_golden(inputs);
+        std::optional<kda::app::Golden> raw_golden;
+        if (raw_path) raw_golden = kda::harness::compute_raw_golden(inputs);
         for (Path p : paths) {
-          const kda::app::PathCheck check = kda::app::check_path(problem, p, golden, stream, false);
+          const kda::app::PathCheck check = kda::app::check_path(
+              problem, p, p == Path::raw ? *raw_golden : golden, stream, false);
           Checked v;
           v.verdict = check.passed() ? Verdict::passed : Verdict::failed;
           v.detail = check.verdict();

@@ -1,7 +1,8 @@
-// kda-check: runs the fused and explicit KDA forward paths (or the CPU references alone) on the
-// shapes of a shape file and judges every output against the CPU float64 reference with the
-// data-derived budget of kda-forward.md §9.4. Prints a markdown tolerance report with a verdict
-// per row, writes CSV/JSON, exits non-zero on any failure.
+// kda-check: runs the fused, explicit and raw KDA forward paths (or the CPU references alone) on
+// the shapes of a shape file and judges every output against the CPU float64 reference with the
+// data-derived budget of kda-forward.md §9.4 (the raw path against the reference fed the raw
+// inputs). Prints a markdown tolerance report with a verdict per row, writes CSV/JSON, exits
+// non-zero on any failure.
 //
 // Exit codes: 0 every checked row passed; 1 a row failed; 2 bad usage or input (options, shape
 // file, --load files, output path, a shape too big for the device's free memory); 3 no usable GPU
@@ -10,9 +11,11 @@
 #include <cuda_runtime_api.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -59,6 +62,25 @@ struct Job {
 };
 
 // --- GPU backends ----------------------------------------------------------------------------
+
+// Whether a path on the contract inputs (fused, explicit, l2norm) is checked: then the contract
+// references are computed.
+bool contract_paths_run(const std::vector<Path>& paths) {
+  return std::any_of(paths.begin(), paths.end(), [](Path p) { return p != Path::raw; });
+}
+
+// Whether the raw path runs on these inputs with some variant: it needs raw inputs (a dump
+// written before them has none) and a variant that takes them. Then its references are computed.
+bool raw_path_runs(const std::vector<Path>& paths, bool has_raw_inputs,
+                   const std::vector<kda::ForwardVariant>& variants) {
+  if (std::find(paths.begin(), paths.end(), Path::raw) == paths.end() || !has_raw_inputs) {
+    return false;
+  }
+  return std::any_of(variants.begin(), variants.end(), [](kda::ForwardVariant v) {
+    return !kda::app::unsupported_by_variant(Path::raw, v).has_value();
+  });
+}
+
 // Runs each path of each variant on the device; the judging and the rows are the harness's
 // (kda/harness/verify.h).
 void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
@@ -74,8 +96,17 @@ void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
   kda::app::require_device_memory(
       job.id, kda::app::device_footprint(kda::harness::ProblemSize::of(inputs)), info);
 
-  const kda::app::Golden golden =
-      kda::harness::compute_golden(inputs, rule, /*state_carry=*/true);
+  // Each set of CPU references is computed only for the paths that use it (they are the slow
+  // part of a check): the contract ones for fused, explicit and l2norm; the raw path is judged
+  // against references fed the raw inputs, made only when some variant runs it.
+  std::optional<kda::app::Golden> golden;
+  if (contract_paths_run(paths)) {
+    golden = kda::harness::compute_golden(inputs, rule, /*state_carry=*/true);
+  }
+  std::optional<kda::app::Golden> raw_golden;
+  if (raw_path_runs(paths, inputs.has_raw_inputs(), variants)) {
+    raw_golden = kda::harness::compute_raw_golden(inputs, rule, /*state_carry=*/true);
+  }
   kda::app::DeviceProblem problem(inputs);
   const std::vector<int64_t> out_shape = {inputs.batch, inputs.tokens, inputs.heads,
                                           inputs.value_dim};
@@ -92,9 +123,26 @@ void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
     for (Path path : paths) {
       // The l2norm pass does not depend on the forward's variant: check it once.
       if (path == Path::l2norm && vi > 0) continue;
-      kda::app::PathCheck check = kda::app::check_path(problem, path, golden, stream, true, rule);
+      if (path == Path::raw) {
+        // Not run is neither passed nor failed: a "not verified" row that says why.
+        if (!inputs.has_raw_inputs()) {
+          if (vi == 0) {
+            rows->push_back(kda::harness::path_not_run_row(job.id, inputs, path, "",
+                                                           kda::harness::kNoRawInputs));
+          }
+          continue;
+        }
+        if (const auto why = kda::app::unsupported_by_variant(path, variant)) {
+          rows->push_back(kda::harness::path_not_run_row(job.id, inputs, path, vname,
+                                                         "unsupported by " + vname + ": " + *why));
+          continue;
+        }
+      }
+      const kda::app::Golden& reference = path == Path::raw ? *raw_golden : *golden;
+      kda::app::PathCheck check =
+          kda::app::check_path(problem, path, reference, stream, true, rule);
       const std::string name = kda::harness::to_string(path);
-      for (CheckRow& row : kda::harness::path_rows(job.id, inputs, vname, golden, check)) {
+      for (CheckRow& row : kda::harness::path_rows(job.id, inputs, vname, reference, check)) {
         rows->push_back(std::move(row));
       }
       if (!dump_dir.empty()) {
@@ -119,32 +167,46 @@ void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
     }
     if (checks.count(Path::fused) && checks.count(Path::explicit_)) {
       rows->push_back(kda::harness::fused_vs_explicit_row(
-          job.id, inputs, vname, golden, checks.at(Path::fused), checks.at(Path::explicit_), rule));
+          job.id, inputs, vname, *golden, checks.at(Path::fused), checks.at(Path::explicit_),
+          rule));
     }
   }
   if (!dump_dir.empty()) {
-    kda::harness::dump_tensor(dump_dir, job.id, "out_reference", golden.out, out_shape);
-    kda::harness::dump_tensor(dump_dir, job.id, "out_reference_f32", golden.out_low, out_shape);
-    if (inputs.want_final_state) {
-      kda::harness::dump_tensor(dump_dir, job.id, "ht_reference", golden.final_state, ht_shape);
+    if (golden) {
+      kda::harness::dump_tensor(dump_dir, job.id, "out_reference", golden->out, out_shape);
+      kda::harness::dump_tensor(dump_dir, job.id, "out_reference_f32", golden->out_low,
+                                out_shape);
+      if (inputs.want_final_state) {
+        kda::harness::dump_tensor(dump_dir, job.id, "ht_reference", golden->final_state,
+                                  ht_shape);
+      }
+    }
+    if (raw_golden) {
+      kda::harness::dump_tensor(dump_dir, job.id, "out_reference_raw", raw_golden->out,
+                                out_shape);
+      kda::harness::dump_tensor(dump_dir, job.id, "out_reference_raw_f32", raw_golden->out_low,
+                                out_shape);
+      if (inputs.want_final_state) {
+        kda::harness::dump_tensor(dump_dir, job.id, "ht_reference_raw", raw_golden->final_state,
+                                  ht_shape);
+      }
     }
   }
 }
 
-// The fused path must refuse non-bf16 q (review point (a)). Checked once per run on real params.
-CheckRow check_fused_refuses_f32(const kda::harness::HostInputs& inputs) {
+// A call the library must refuse with ErrorCode::invalid_argument (checked on real params, once
+// per run): `accepted` says what went wrong when it ran instead.
+CheckRow expect_invalid_argument(const std::string& path, const std::string& tensor,
+                                 const kda::ForwardParams& params, const std::string& accepted) {
   CheckRow row;
   row.shape = "(api)";
-  row.path = "fused";
-  row.tensor = "q dtype f32 refused";
-  kda::app::DeviceProblem problem(inputs);
-  kda::ForwardParams params = problem.forward_params(Path::fused);
-  params.q_dtype = kda::DType::f32;
+  row.path = path;
+  row.tensor = tensor;
   try {
     kda::chunk_forward(params, nullptr);
-    kda::app::check_cuda(cudaDeviceSynchronize(), "fused forward with f32 q");
+    kda::app::check_cuda(cudaDeviceSynchronize(), ("the " + path + " forward: " + tensor).c_str());
     row.verdict = Verdict::failed;
-    row.reason = "chunk_forward accepted f32 q with fuse_q_l2norm";
+    row.reason = accepted;
   } catch (const kda::Error& e) {
     const bool right_kind = e.code() == kda::ErrorCode::invalid_argument;
     row.verdict = right_kind ? Verdict::passed : Verdict::failed;
@@ -153,12 +215,34 @@ CheckRow check_fused_refuses_f32(const kda::harness::HostInputs& inputs) {
   return row;
 }
 
+// The refusals of the contract, checked once per run: the fused path refuses non-bf16 q (review
+// point (a)); with the raw path, a lower bound outside [-5.915, 0] (and NaN) is refused, as the
+// bounded-gate contract needs (kda-forward.md §3.1).
+std::vector<CheckRow> api_rows(const kda::harness::HostInputs& inputs, bool raw) {
+  kda::app::DeviceProblem problem(inputs);
+  std::vector<CheckRow> rows;
+  kda::ForwardParams f32_q = problem.forward_params(Path::fused);
+  f32_q.q_dtype = kda::DType::f32;
+  rows.push_back(expect_invalid_argument("fused", "q dtype f32 refused", f32_q,
+                                         "chunk_forward accepted f32 q with fuse_q_l2norm"));
+  if (raw) {
+    for (const float bound : {-6.0f, 0.5f, std::numeric_limits<float>::quiet_NaN()}) {
+      kda::ForwardParams params = problem.forward_params(Path::raw);
+      params.lower_bound = bound;
+      rows.push_back(expect_invalid_argument(
+          "raw", fmt::format("lower_bound {} refused", bound), params,
+          fmt::format("chunk_forward accepted the raw gate's lower_bound {}", bound)));
+    }
+  }
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "kda-check: judge the KDA forward (fused and explicit q-normalization paths) against the "
-      "CPU float64 reference with data-derived error budgets"};
+      "kda-check: judge the KDA forward (fused and explicit q-normalization paths, and the raw "
+      "inputs engines pass) against the CPU float64 reference with data-derived error budgets"};
   std::vector<std::string> shape_files;
   std::vector<std::string> only;
   std::string backend = "gpu";
@@ -171,9 +255,10 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--only", only, "Check only these shape ids");
   app.add_option("--backend", backend,
-                 "gpu (fused, explicit and the l2norm pass), fused, explicit, or reference "
-                 "(CPU only: chunked references vs the float64 recurrence)")
-      ->check(CLI::IsMember({"gpu", "fused", "explicit", "reference"}));
+                 "gpu (fused, explicit, the l2norm pass and raw), fused, explicit, raw (the "
+                 "forward on raw k, gate and beta logits, as engines call it), or reference (CPU "
+                 "only: chunked references vs the float64 recurrence)")
+      ->check(CLI::IsMember({"gpu", "fused", "explicit", "raw", "reference"}));
   app.add_option("--seed", seed, "Input seed (a shape's own seed: wins)")
       ->transform(kda::app::seed_transform());
   app.add_option("--md", md_file, "Write the markdown report to FILE")
@@ -313,6 +398,17 @@ int main(int argc, char** argv) {
   }
 
   const bool gpu = backend != "reference";
+  std::vector<kda::ForwardVariant> variants;
+  for (const std::string& name : variant_names) {
+    kda::ForwardVariant v = kda::kDefaultForwardVariant;
+    kda::app::parse_variant(name, &v);
+    variants.push_back(v);
+  }
+  std::vector<Path> paths;
+  if (backend == "gpu") paths = {Path::fused, Path::explicit_, Path::l2norm, Path::raw};
+  if (backend == "fused") paths = {Path::fused};
+  if (backend == "explicit") paths = {Path::explicit_, Path::l2norm};
+  if (backend == "raw") paths = {Path::raw};
   // Every problem must fit in the host's memory (one at a time; loaded inputs are in memory
   // already): refuse before generating anything.
   try {
@@ -321,25 +417,17 @@ int main(int argc, char** argv) {
       // The GPU backends compute no reference for dims the kernels do not take.
       const bool kernels_run = dims.key_dim == kda::kHeadDim && dims.value_dim == kda::kHeadDim;
       kda::harness::HostFootprint need = kda::harness::host_footprint(
-          dims, !gpu          ? kda::harness::HostWork::reference
-                : kernels_run ? kda::harness::HostWork::gpu_check
-                              : kda::harness::HostWork::inputs_only);
+          dims,
+          !gpu          ? kda::harness::HostWork::reference
+          : kernels_run ? kda::harness::HostWork::gpu_check
+                        : kda::harness::HostWork::inputs_only,
+          gpu && kernels_run && raw_path_runs(paths, dims.raw_inputs, variants));
       need.inputs_loaded = job.loaded.has_value();
       kda::harness::require_host_memory(job.id, need);
     }
   } catch (const kda::harness::HostMemoryError& e) {
     return usage_error(e.what());
   }
-  std::vector<kda::ForwardVariant> variants;
-  for (const std::string& name : variant_names) {
-    kda::ForwardVariant v = kda::kDefaultForwardVariant;
-    kda::app::parse_variant(name, &v);
-    variants.push_back(v);
-  }
-  std::vector<Path> paths;
-  if (backend == "gpu") paths = {Path::fused, Path::explicit_, Path::l2norm};
-  if (backend == "fused") paths = {Path::fused};
-  if (backend == "explicit") paths = {Path::explicit_, Path::l2norm};
 
   kda::app::DeviceInfo info;
   cudaStream_t stream = nullptr;
@@ -378,7 +466,12 @@ int main(int argc, char** argv) {
     const bool verified = job.loaded ? (job.loaded->key_dim == kda::kHeadDim &&
                                         job.loaded->value_dim == kda::kHeadDim)
                                      : job.shape->gpu_supported();
-    works.push_back(gpu && !verified ? 0.0 : loads.back().work);  // no reference runs for it
+    // Each set of references (contract, raw) costs about the same.
+    const double sets = !gpu ? 1.0
+                             : (contract_paths_run(paths) ? 1.0 : 0.0) +
+                                   (raw_path_runs(paths, job.size().raw_inputs, variants) ? 1.0
+                                                                                          : 0.0);
+    works.push_back(gpu && !verified ? 0.0 : loads.back().work * sets);
   }
   kda::harness::ReferenceEta eta(gpu ? kda::harness::kGoldenSecondsPerWork
                                      : kda::harness::kReferenceSecondsPerWork);
@@ -402,7 +495,9 @@ int main(int argc, char** argv) {
       const size_t before = rows.size();
       if (gpu) {
         if (i == 0 && inputs.key_dim == kda::kHeadDim && inputs.value_dim == kda::kHeadDim) {
-          rows.push_back(check_fused_refuses_f32(inputs));
+          const bool raw = std::find(paths.begin(), paths.end(), Path::raw) != paths.end() &&
+                           inputs.has_raw_inputs();
+          for (CheckRow& row : api_rows(inputs, raw)) rows.push_back(std::move(row));
         }
         check_gpu(job, inputs, paths, variants, info, stream, rule, &rows, dump_dir, soak_seconds);
       } else {

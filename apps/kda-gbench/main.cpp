@@ -5,7 +5,7 @@
 // Every path is verified against the CPU float64 reference (as kda-bench does) before its first
 // timed iteration; a path that fails is reported as a benchmark error and the exit code is 1.
 //
-//   kda-gbench [--shapes FILE] [--only ID,..] [--paths fused,explicit,l2norm] [--variant NAME]
+//   kda-gbench [--shapes FILE] [--only ID,..] [--paths fused,explicit,l2norm,raw] [--variant NAME]
 //              [--device N] [--seed N] [--cold] [--no-verify] [--force] [--version]
 //              [--benchmark_* flags]
 //
@@ -84,12 +84,13 @@ std::vector<std::string> split(const std::string& text) {
 
 void usage() {
   std::cout
-      << "kda-gbench [--shapes FILE] [--only ID,...] [--paths fused,explicit,l2norm]\n"
+      << "kda-gbench [--shapes FILE] [--only ID,...] [--paths fused,explicit,l2norm,raw]\n"
          "           [--variant NAME] [--device N] [--seed N] [--cold] [--no-verify]\n"
          "           [--force] [--version] [--benchmark_* flags]\n"
          "  One Google Benchmark per (shape, path), named kda/<shape>/<path>; CUDA-event time\n"
          "  per iteration (UseManualTime). Each path is verified against the CPU float64\n"
-         "  reference before it is timed (--no-verify skips that).\n"
+         "  reference before it is timed (--no-verify skips that); raw (the forward on raw k,\n"
+         "  gate and beta logits) needs a v2 variant and is not run by default.\n"
          "  --cold memsets max(2 x L2, 256 MiB) before every iteration (untimed).\n"
          "  --benchmark_list_tests lists the benchmarks without a GPU.\n"
          "  --benchmark_out=FILE must be a regular file or a new path; --force replaces an\n"
@@ -185,21 +186,29 @@ bool take_flags(int* argc, char** argv, Flags* f) {
   *argc = out;
   argv[out] = nullptr;
   if (f->paths.empty()) {
-    say("--paths: no path given (fused, explicit, l2norm)");
+    say("--paths: no path given (fused, explicit, l2norm, raw)");
     return false;
   }
   for (const auto& p : f->paths) {
     if (!kda::harness::parse_path(p)) {
-      say("--paths: unknown path '" + p + "' (fused, explicit, l2norm)");
+      say("--paths: unknown path '" + p + "' (fused, explicit, l2norm, raw)");
       return false;
     }
   }
+  kda::ForwardVariant variant = kda::kDefaultForwardVariant;
   if (!f->variant.empty()) {
-    kda::ForwardVariant variant;
     if (!kda::app::parse_variant(f->variant, &variant)) {
       std::string names;
       for (const auto& n : kda::app::variant_names()) names += (names.empty() ? "" : ", ") + n;
       say("--variant: unknown variant '" + f->variant + "' (" + names + ")");
+      return false;
+    }
+  }
+  if (std::find(f->paths.begin(), f->paths.end(), "raw") != f->paths.end()) {
+    if (const auto why = kda::app::unsupported_by_variant(Path::raw, variant)) {
+      say("--paths raw: variant " + std::string(kda::to_string(variant)) +
+          " cannot run the raw path (" + *why +
+          "); pick a v2 variant with --variant, or drop raw from --paths");
       return false;
     }
   }
@@ -233,6 +242,7 @@ class Context {
     if (!problem_ || shape_id_ != shape.id) {
       problem_.reset();
       golden_.reset();
+      raw_golden_.reset();
       shape_id_.clear();
       // Refused before the inputs are generated or anything is allocated (docs/errors.md).
       kda::app::require_device_memory(
@@ -252,11 +262,17 @@ class Context {
     const std::string key = shape.id + "/" + kda::harness::to_string(path);
     if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
     kda::app::DeviceProblem& p = problem(shape);
-    if (!golden_) {
-      std::cerr << "kda-gbench: " << shape.id << ": computing the CPU reference\n" << std::flush;
-      golden_ = std::make_unique<kda::app::Golden>(kda::harness::compute_golden(*inputs_));
+    // The raw path has references of its own (fed the raw inputs), computed when it comes up.
+    std::unique_ptr<kda::app::Golden>& golden = path == Path::raw ? raw_golden_ : golden_;
+    if (!golden) {
+      std::cerr << "kda-gbench: " << shape.id << ": computing the CPU reference"
+                << (path == Path::raw ? " of the raw path" : "") << "\n"
+                << std::flush;
+      golden = std::make_unique<kda::app::Golden>(path == Path::raw
+                                                      ? kda::harness::compute_raw_golden(*inputs_)
+                                                      : kda::harness::compute_golden(*inputs_));
     }
-    const kda::app::PathCheck check = kda::app::check_path(p, path, *golden_, stream_, false);
+    const kda::app::PathCheck check = kda::app::check_path(p, path, *golden, stream_, false);
     const std::string verdict = check.verdict();
     std::cerr << "kda-gbench: " << key << ": verification " << verdict << "\n" << std::flush;
     return verdicts_[key] = check.passed() ? "" : verdict;
@@ -292,7 +308,7 @@ class Context {
   std::string shape_id_;
   std::unique_ptr<kda::harness::HostInputs> inputs_;
   std::unique_ptr<kda::app::DeviceProblem> problem_;
-  std::unique_ptr<kda::app::Golden> golden_;
+  std::unique_ptr<kda::app::Golden> golden_, raw_golden_;
   std::map<std::string, std::string> verdicts_;
 };
 
@@ -475,11 +491,14 @@ int main(int argc, char** argv) {
   // Every shape must fit in the host's memory (one at a time): refused before looking for a GPU.
   try {
     for (const kda::harness::ShapeSpec* shape : to_run) {
+      const bool raw =
+          std::find(flags.paths.begin(), flags.paths.end(), "raw") != flags.paths.end();
       kda::harness::require_host_memory(
           shape->id, kda::harness::host_footprint(kda::harness::ProblemSize::of(*shape),
                                                   flags.verify
                                                       ? kda::harness::HostWork::gpu_check
-                                                      : kda::harness::HostWork::inputs_only));
+                                                      : kda::harness::HostWork::inputs_only,
+                                                  flags.verify && raw));
     }
   } catch (const kda::harness::HostMemoryError& e) {
     say(e.what());

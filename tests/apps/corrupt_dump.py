@@ -121,6 +121,37 @@ def main():
     d = case("no_meta")
     (d / "meta.json").unlink()
 
+    # --- issue 16: the raw inputs ------------------------------------------------------------
+    raw_gate = np.load(src / "gate_raw.npy")
+    d = case("raw_gate_not_gate")  # one raw gate value one bf16 step off: gate.npy no longer fits
+    bad = raw_gate.copy()
+    bad.view(np.uint32)[0, 3, 1, 5] += 0x10000
+    np.save(d / "gate_raw.npy", bad)
+
+    d = case("raw_partial")  # meta.json lists only some of the raw inputs
+    edit_meta(d, inputs=[n for n in meta["inputs"] if n != "dt_bias.npy"])
+
+    d = case("raw_no_bound")  # the raw files without the raw gate's lower bound
+    edit_meta(d, lower_bound=None)
+
+    d = case("raw_bound_out")  # a bound outside the bounded-gate contract
+    edit_meta(d, lower_bound=-6.0)
+
+    d = case("a_log_nan")
+    a_log = np.load(src / "a_log.npy")
+    a_log[1] = np.nan
+    np.save(d / "a_log.npy", a_log)
+
+    d = case("k_raw_shape")  # raw k with one head fewer
+    np.save(d / "k_raw.npy", np.load(src / "k_raw.npy")[:, :, :-1, :])
+
+    d = case("no_raw")  # a dump written before the raw inputs existed: loads, raw rows skipped
+    for n in ("k_raw", "gate_raw", "beta_logits", "a_log", "dt_bias"):
+        (d / f"{n}.npy").unlink()
+    edit_meta(d, lower_bound=None,
+              inputs=[n for n in meta["inputs"] if n in ("q.npy", "k.npy", "v.npy", "gate.npy",
+                                                          "beta.npy", "cu_seqlens.npy", "h0.npy")])
+
     d = case("fifo_q")  # q.npy is a FIFO: reading it must not block
     (d / "q.npy").unlink()
     os.mkfifo(d / "q.npy")

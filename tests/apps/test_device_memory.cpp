@@ -26,13 +26,15 @@ TEST(DeviceFootprint, ContractShapeH64Fixed) {
   const auto shape = only_shape(kH64Fixed);
   const DeviceFootprint f = device_footprint(kda::harness::ProblemSize::of(shape));
   const size_t th = 8192 * 64;
-  // q, k, v bf16 (3 x 256 B), gate fp32 (512 B), beta fp32 (4 B) per token-head; 2 offsets.
-  EXPECT_EQ(f.inputs, th * 1284 + 2 * 4);
+  // q, k, v bf16 (3 x 256 B), gate fp32 (512 B), beta fp32 (4 B) per token-head; 2 offsets; the
+  // raw inputs: raw k and raw gate bf16 (2 x 256 B), beta logits bf16 (2 B) per token-head,
+  // A_log and dt_bias fp32.
+  EXPECT_EQ(f.inputs, th * 1284 + 2 * 4 + th * 514 + 64 * 4 + 64 * 128 * 4);
   // out and q_hat bf16.
   EXPECT_EQ(f.outputs, th * 512);
   // 64 heads x (128 chunks + 1 slot per sequence) records.
   EXPECT_EQ(f.workspace, size_t{64} * 129 * kRecordV0);
-  EXPECT_EQ(f.total(), size_t{2163245064});
+  EXPECT_EQ(f.total(), size_t{2432762120});
 }
 
 TEST(DeviceFootprint, StatesDenseAndUnsupportedDims) {
@@ -41,13 +43,15 @@ TEST(DeviceFootprint, StatesDenseAndUnsupportedDims) {
       "id: s\n    heads: 3\n    seq_lens: [70, 0, 50]\n    initial_state: true\n"
       "    final_state: true\n");
   const DeviceFootprint f = device_footprint(kda::harness::ProblemSize::of(state));
-  EXPECT_EQ(f.inputs, size_t{120} * 3 * 1284 + 4 * 4 + 589824);
+  const size_t raw = size_t{120} * 3 * 514 + 3 * 4 + 3 * 128 * 4;
+  EXPECT_EQ(f.inputs, size_t{120} * 3 * 1284 + 4 * 4 + 589824 + raw);
   EXPECT_EQ(f.outputs, size_t{120} * 3 * 512 + 589824);
   EXPECT_EQ(f.workspace, size_t{3} * (120 / 64 + 3) * kRecordV0);  // full chunks + 1 per sequence
 
   // Dense: B rows, no offsets.
   const auto dense = only_shape("id: d\n    heads: 2\n    batch: 2\n    seq_len: 96\n");
-  EXPECT_EQ(device_footprint(kda::harness::ProblemSize::of(dense)).inputs, size_t{2} * 96 * 2 * 1284);
+  EXPECT_EQ(device_footprint(kda::harness::ProblemSize::of(dense)).inputs,
+            size_t{2} * 96 * 2 * (1284 + 514) + 2 * 4 + 2 * 128 * 4);
 
   // The same problem generated on the host gives the same footprint (kda-check --load path).
   const kda::harness::HostInputs inputs = kda::harness::make_inputs(state, 1);
@@ -55,6 +59,14 @@ TEST(DeviceFootprint, StatesDenseAndUnsupportedDims) {
   EXPECT_EQ(g.inputs, f.inputs);
   EXPECT_EQ(g.outputs, f.outputs);
   EXPECT_EQ(g.workspace, f.workspace);
+  // Inputs without raw tensors (a dump written before them) upload none.
+  kda::harness::HostInputs old = inputs;
+  old.raw_k.clear();
+  old.raw_gate.clear();
+  old.beta_logits.clear();
+  old.a_log.clear();
+  old.dt_bias.clear();
+  EXPECT_EQ(device_footprint(kda::harness::ProblemSize::of(old)).inputs, f.inputs - raw);
 
   // K != 128: never run on the GPU, so no workspace is asked of the library.
   const auto k64 = only_shape("id: k\n    heads: 1\n    seq_lens: [8]\n    key_dim: 64\n");
@@ -66,8 +78,8 @@ TEST(DeviceFootprint, RefusalNamesShapeBytesAndDevice) {
   const DeviceFootprint f = device_footprint(kda::harness::ProblemSize::of(shape));
   EXPECT_EQ(device_memory_shortfall("h64-fixed", f, f.total(), 0, "NVIDIA H200"), "");
   EXPECT_EQ(device_memory_shortfall("h64-fixed", f, size_t{1} << 30, 1, "NVIDIA H200"),
-            "shape 'h64-fixed' needs 2.01 GiB of device memory (2163245064 bytes: inputs "
-            "673185800, outputs 268435456, workspace 1221623808), 1.00 GiB free on device 1 "
+            "shape 'h64-fixed' needs 2.27 GiB of device memory (2432762120 bytes: inputs "
+            "942702856, outputs 268435456, workspace 1221623808), 1.00 GiB free on device 1 "
             "(NVIDIA H200); use a smaller shape (--only) or free the device");
 }
 

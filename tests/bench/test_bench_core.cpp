@@ -483,12 +483,43 @@ TEST(BytesModel, StatesAndOtherHeadSizes) {
   EXPECT_EQ(kb::l2norm_bytes(small), 2 * 64 * 2);
 }
 
+TEST(BytesModel, RawPathIs1282PerTokenHeadPlusGateParametersAndStates) {
+  kb::ProblemSize s;
+  s.tokens = 8192;
+  s.heads = 96;
+  s.num_states = 1;
+  // raw q, raw k, v bf16 (3 x 256 B), raw gate bf16 (256 B), beta logits bf16 (2 B), out bf16
+  // (256 B); A_log [96] and dt_bias [96, 128] fp32 once.
+  EXPECT_EQ(kb::raw_forward_bytes_per_token_head(s), 1282);
+  const int64_t gate_parameters = 96 * 4 + 96 * 128 * 4;  // 49,536
+  EXPECT_EQ(kb::raw_forward_bytes(s), 786432LL * 1282 + gate_parameters);  // 1,008,255,360
+  EXPECT_EQ(kb::path_bytes(s, kb::Path::raw), 1008255360LL);
+  // Its floor is its own bytes (0.237 ms at 4.25 TB/s), not the contract forward's.
+  EXPECT_EQ(kb::floor_bytes(s, kb::Path::raw), 1008255360LL);
+  EXPECT_NEAR(1008255360.0 / kb::kDefaultFloorBandwidth, 0.2372e-3, 0.0001e-3);
+  EXPECT_LT(kb::floor_bytes(s, kb::Path::raw), kb::floor_bytes(s, kb::Path::fused));
+  // States count as for the forward.
+  s.initial_state = s.final_state = true;
+  EXPECT_EQ(kb::raw_forward_bytes(s), 1008255360LL + 2 * 96 * 128 * 128 * 4);
+  kb::ProblemSize small;
+  small.tokens = 1;
+  small.heads = 1;
+  small.key_dim = 64;
+  small.value_dim = 32;
+  EXPECT_EQ(kb::raw_forward_bytes_per_token_head(small), 3 * 64 * 2 + 2 + 2 * 32 * 2);
+}
+
 TEST(BytesModel, PathNames) {
   EXPECT_EQ(kda::harness::parse_path("explicit"), kb::Path::explicit_);
   EXPECT_EQ(kda::harness::parse_path("fused"), kb::Path::fused);
   EXPECT_EQ(kda::harness::parse_path("l2norm"), kb::Path::l2norm);
+  EXPECT_EQ(kda::harness::parse_path("raw"), kb::Path::raw);
   EXPECT_FALSE(kda::harness::parse_path("Fused").has_value());
   EXPECT_STREQ(kda::harness::to_string(kb::Path::explicit_), "explicit");
+  EXPECT_STREQ(kda::harness::to_string(kb::Path::raw), "raw");
+  for (kb::Path p : kda::harness::kAllPaths) {
+    EXPECT_EQ(kda::harness::parse_path(kda::harness::to_string(p)), p);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -884,6 +915,42 @@ TEST(Results, RunSummaryRatiosSavingsAndGeomeans) {
   ASSERT_EQ(lone.shapes.size(), 1u);
   EXPECT_TRUE(std::isnan(lone.shapes[0].ratio));
   EXPECT_EQ(lone.geomeans[0].shapes, 0);
+  // No raw rows: no raw figures.
+  EXPECT_TRUE(std::isnan(s.shapes[0].raw_s));
+  EXPECT_EQ(g.raw_shapes, 0);
+  EXPECT_TRUE(std::isnan(g.raw_ratio));
+}
+
+TEST(Results, RawAgainstFusedPerShapeAndGeomean) {
+  const std::vector<kb::RunRow> rows = {
+      make_row("a", "fused", 1.0e-3), make_row("a", "raw", 1.2e-3),
+      make_row("b", "fused", 2.0e-3, 64), make_row("b", "raw", 2.1e-3, 64),
+      make_row("c", "raw", 3.0e-3)};  // no fused row: no ratio
+  const kb::RunSummary s = kb::summarize_run(rows);
+  ASSERT_EQ(s.shapes.size(), 3u);
+  EXPECT_NEAR(s.shapes[0].raw_s, 1.2e-3, 1e-15);
+  EXPECT_NEAR(s.shapes[0].raw_ratio, 1.2, 1e-12);
+  EXPECT_NEAR(s.shapes[1].raw_ratio, 1.05, 1e-12);
+  EXPECT_TRUE(std::isnan(s.shapes[2].raw_ratio));
+  const kb::ModeGeomeans& g = s.geomeans.at(0);
+  EXPECT_EQ(g.raw_shapes, 2);
+  EXPECT_NEAR(g.raw_ratio, std::sqrt(1.2 * 1.05), 1e-12);
+  EXPECT_NEAR(g.raw_s, std::cbrt(1.2e-3 * 2.1e-3 * 3.0e-3), 1e-15);
+  // The markdown has its own table for it; the JSON summary the two values.
+  const kb::RunContext ctx = make_context();
+  const std::string md = kb::results_markdown(ctx, rows, s);
+  EXPECT_NE(md.find("## Raw vs fused"), std::string::npos) << md;
+  EXPECT_NE(md.find("| raw (us) | fused (us) | raw/fused |"), std::string::npos) << md;
+  EXPECT_NE(md.find("1.200"), std::string::npos) << md;
+  const nlohmann::json doc =
+      nlohmann::json::parse(kb::results_json(ctx, {}, {}, rows, s, nullptr));
+  EXPECT_NEAR(doc["summary"]["per_shape"][0]["raw_over_fused"].get<double>(), 1.2, 1e-12);
+  EXPECT_TRUE(doc["summary"]["per_shape"][2]["raw_over_fused"].is_null());
+  EXPECT_NEAR(doc["summary"]["geomeans"][0]["raw_s"].get<double>(), g.raw_s, 1e-18);
+  // A run without raw rows has no such table.
+  const std::vector<kb::RunRow> plain = {make_row("a", "fused", 1.0e-3)};
+  EXPECT_EQ(kb::results_markdown(ctx, plain, kb::summarize_run(plain)).find("## Raw vs fused"),
+            std::string::npos);
 }
 
 TEST(Results, MarkdownReportAndWarnings) {

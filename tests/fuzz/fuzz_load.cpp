@@ -2,10 +2,13 @@
 // made from arbitrary bytes. The input is split into files: the bytes before the first line
 // "@file NAME" are meta.json, each such line starts the file NAME (q.npy, cu_seqlens.npy, ...).
 // A refusal must be a DumpError or an NpyError; an accepted problem must be one the tools can
-// run: consistent sizes and offsets, q/k/v bf16 values, a gate inside the bounded contract.
+// run: consistent sizes and offsets, q/k/v bf16 values, a gate inside the bounded contract, and
+// raw inputs (when there) of the right sizes, finite gate parameters, a bound inside the
+// contract and a raw gate that reproduces the gate.
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -13,6 +16,7 @@
 
 #include "kda/harness/dump.h"
 #include "kda/harness/shapes.h"
+#include "kda/ref/reference.h"
 
 namespace {
 
@@ -64,6 +68,18 @@ void check_accepted(const kda::harness::DumpedProblem& p) {
   }
   in.to_reference().check();                      // throws (and fails the run) if inconsistent
   kda::harness::check_gate_contract(in, "gate");  // likewise
+  if (!in.has_raw_inputs()) {
+    check(in.raw_k.empty() && in.raw_gate.empty() && in.beta_logits.empty() && in.dt_bias.empty());
+    return;
+  }
+  check(in.raw_k.size() == in.q.size() && in.raw_gate.size() == in.q.size());
+  check(in.beta_logits.size() == rows);
+  check(in.a_log.size() == static_cast<size_t>(in.heads));
+  check(in.dt_bias.size() == static_cast<size_t>(in.heads * in.key_dim));
+  for (float a : in.a_log) check(std::isfinite(a) && a <= 88.0f);
+  for (float d : in.dt_bias) check(std::isfinite(d));
+  check(in.lower_bound >= kda::ref::kMinGateLowerBound && in.lower_bound <= 0.0f);
+  kda::harness::check_raw_gate(in, "gate_raw", "gate");  // throws (and fails the run) if off
 }
 
 }  // namespace

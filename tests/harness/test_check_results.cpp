@@ -192,6 +192,22 @@ TEST(CheckMarkdown, CountsComeFromTheVerdicts) {
       << md;
   EXPECT_NE(md.find("| 3.21e-02 |"), std::string::npos);  // the carry as text
   EXPECT_EQ(md.find("carry_weak"), std::string::npos);   // a CSV/JSON column only
+  // The raw path's golden is named only when the report has raw rows (not its API rows alone).
+  EXPECT_EQ(md.find("raw path's golden"), std::string::npos);
+  std::vector<CheckRow> rows = sample_rows();
+  CheckRow api;
+  api.shape = "(api)";
+  api.path = "raw";
+  api.tensor = "lower_bound -6 refused";
+  api.verdict = Verdict::passed;
+  rows.push_back(api);
+  EXPECT_EQ(check_markdown(ctx, rows, 1.0).find("raw path's golden"), std::string::npos);
+  CheckRow raw = judgement_row("smoke-packed", "raw", "out", passing());
+  rows.push_back(raw);
+  EXPECT_NE(check_markdown(ctx, rows, 1.0)
+                .find("golden = CPU fp64 reference; the raw path's golden is that reference fed "
+                      "the raw inputs (k = l2norm(k_raw), beta = sigmoid(beta_logits))\n"),
+            std::string::npos);
 }
 
 TEST(Cells, JsonPrinterTypesAndRaggedRows) {

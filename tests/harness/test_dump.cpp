@@ -17,6 +17,7 @@
 #include "kda/harness/inputs.h"
 #include "kda/harness/npy.h"
 #include "kda/harness/shapes.h"
+#include "kda/ref/reference.h"
 #include "scratch.h"
 
 namespace kda::harness {
@@ -106,8 +107,54 @@ TEST(Dump, EveryGeneratedShapeRoundTripsAndMeetsTheGateContract) {
       EXPECT_EQ(out.cu_seqlens, in.cu_seqlens);
       EXPECT_EQ(out.initial_state, in.initial_state);
       EXPECT_EQ(out.want_final_state, in.want_final_state);
+      // The raw inputs too, bit for bit (bf16 widened to float32 and back; the fp32 bound).
+      ASSERT_TRUE(out.has_raw_inputs()) << shape.id;
+      EXPECT_EQ(out.raw_k, in.raw_k);
+      EXPECT_EQ(out.raw_gate, in.raw_gate);
+      EXPECT_EQ(out.beta_logits, in.beta_logits);
+      EXPECT_EQ(out.a_log, in.a_log);
+      EXPECT_EQ(out.dt_bias, in.dt_bias);
+      EXPECT_EQ(out.lower_bound, in.lower_bound);
     }
   }
+}
+
+TEST(Dump, RawInputsOfOtherRecipesRoundTrip) {
+  // A bound that is no fp32 number (-5.9) and A_log / dt_bias far from the contract's.
+  for (const char* gate : {"{preset: long, lower_bound: -5.9}", "mixed",
+                           "{preset: contract, lower_bound: -5.914855940778}"}) {
+    const HostInputs in = make_inputs(
+        shape_of(std::string("shapes:\n  - {id: p, heads: 2, seq_lens: [70, 5], key_dim: 4, "
+                             "value_dim: 3, gate: ") + gate + "}\n"),
+        1);
+    const auto files = dumped_files(in, "raw_recipes");
+    EXPECT_EQ(nlohmann::json::parse(files.at("meta.json"))["lower_bound"].get<double>(),
+              static_cast<double>(in.lower_bound));
+    MemoryFiles source("d", files);
+    const HostInputs out = parse_problem(source).inputs;
+    EXPECT_EQ(out.raw_gate, in.raw_gate) << gate;
+    EXPECT_EQ(out.a_log, in.a_log) << gate;
+    EXPECT_EQ(out.dt_bias, in.dt_bias) << gate;
+    EXPECT_EQ(out.lower_bound, in.lower_bound) << gate;
+    EXPECT_GE(static_cast<double>(out.lower_bound), kda::ref::kMinGateLowerBound) << gate;
+  }
+}
+
+TEST(Dump, ADumpWithoutRawInputsLoadsWithoutThem) {
+  // What a dump written before issue 16 holds: no raw files, no lower_bound.
+  auto files = dumped_files(make_inputs(shape_of(kPacked), 1), "no_raw");
+  for (const char* raw : {"k_raw.npy", "gate_raw.npy", "beta_logits.npy", "a_log.npy",
+                          "dt_bias.npy"}) {
+    files.erase(raw);
+  }
+  nlohmann::json meta = nlohmann::json::parse(files.at("meta.json"));
+  meta.erase("lower_bound");
+  meta["inputs"] = {"q.npy", "k.npy", "v.npy", "gate.npy", "beta.npy", "cu_seqlens.npy", "h0.npy"};
+  files["meta.json"] = meta.dump();
+  MemoryFiles source("d", files);
+  const HostInputs loaded = parse_problem(source).inputs;
+  EXPECT_FALSE(loaded.has_raw_inputs());
+  EXPECT_TRUE(loaded.raw_k.empty() && loaded.raw_gate.empty() && loaded.beta_logits.empty());
 }
 
 TEST(Dump, MetaRecordsTheInputFiles) {
@@ -115,7 +162,10 @@ TEST(Dump, MetaRecordsTheInputFiles) {
   const auto files = dumped_files(in, "meta_files");
   const nlohmann::json meta = nlohmann::json::parse(files.at("meta.json"));
   EXPECT_EQ(meta["inputs"], nlohmann::json({"q.npy", "k.npy", "v.npy", "gate.npy", "beta.npy",
-                                            "cu_seqlens.npy", "h0.npy"}));
+                                            "cu_seqlens.npy", "h0.npy", "k_raw.npy",
+                                            "gate_raw.npy", "beta_logits.npy", "a_log.npy",
+                                            "dt_bias.npy"}));
+  EXPECT_EQ(meta["lower_bound"], -5.0);
   EXPECT_EQ(meta["sequences"], 3);
   EXPECT_EQ(refusal(files), "");
 }
@@ -255,7 +305,8 @@ TEST(Dump, MetaMustAgreeWithTheArraysAndNameTheRightFile) {
   EXPECT_EQ(with_meta("inputs", {"q.npy", "q.npy"}), "d/meta.json: 'inputs' lists \"q.npy\" twice");
   EXPECT_EQ(with_meta("inputs", {"q.npy", "../x.npy"}),
             "d/meta.json: 'inputs' lists \"../x.npy\"; an input is one of q.npy, k.npy, v.npy, "
-            "gate.npy, beta.npy, cu_seqlens.npy, h0.npy");
+            "gate.npy, beta.npy, cu_seqlens.npy, h0.npy, k_raw.npy, gate_raw.npy, "
+            "beta_logits.npy, a_log.npy, dt_bias.npy");
   EXPECT_EQ(with_meta("gate", "natural log"),
             "d/meta.json: 'gate' is \"natural log\"; this reader takes 'cumulative log2, "
             "chunk-local (64)' only");
@@ -269,6 +320,155 @@ TEST(Dump, MetaMustAgreeWithTheArraysAndNameTheRightFile) {
   EXPECT_CONTAINS(refusal(f), "d/meta.json: not valid JSON: ");
   f["meta.json"] = "[1, 2]";
   EXPECT_EQ(refusal(f), "d/meta.json: expected a JSON object, got [1,2]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 16: the raw inputs
+
+TEST(Dump, RawFilesAreRefusedWhenMalformed) {
+  const HostInputs in = make_inputs(shape_of(kPacked), 1);
+  const auto files = dumped_files(in, "raw_refusals");
+  auto with = [&](const std::string& name, const std::string& bytes) {
+    auto f = files;
+    f[name] = bytes;
+    return refusal(f);
+  };
+  auto widened = [](const std::vector<uint16_t>& bits) {
+    std::vector<float> out(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
+    return out;
+  };
+  // Shapes against meta.json, dtypes, bf16 values.
+  EXPECT_EQ(with("k_raw.npy", npy_bytes(std::vector<float>(80 * 4, 0.0f), {1, 80, 1, 4})),
+            "d/k_raw.npy: shape [1,80,1,4], expected [1,80,2,4] (batch 1, tokens 80, heads 2, "
+            "key_dim 4 in d/meta.json)");
+  EXPECT_EQ(with("beta_logits.npy", npy_bytes(std::vector<int32_t>(160, 0), {1, 80, 2})),
+            "d/beta_logits.npy: wrong dtype int32 (expected float32)");
+  std::vector<float> raw_gate = widened(in.raw_gate);
+  raw_gate[3] = 1.0f + 0x1p-20f;
+  EXPECT_EQ(with("gate_raw.npy", npy_bytes(raw_gate, {1, 80, 2, 4})),
+            "d/gate_raw.npy: element 3 (1.00000095) is not a bf16 value; k_raw, gate_raw and "
+            "beta_logits must hold bf16 numbers widened to float32");
+  EXPECT_EQ(with("a_log.npy", npy_bytes(std::vector<float>(3, 0.5f), {3})),
+            "d/a_log.npy: shape [3], expected [2] (heads 2 in d/meta.json)");
+  EXPECT_EQ(with("dt_bias.npy", npy_bytes(std::vector<float>(8, 0.5f), {8})),
+            "d/dt_bias.npy: shape [8], expected [2,4] (heads 2, key_dim 4 in d/meta.json)");
+  // Non-finite gate parameters, and an A_log whose exp overflows fp32.
+  EXPECT_EQ(with("a_log.npy", npy_bytes(std::vector<float>{0.5f, std::nanf("")}, {2})),
+            "d/a_log.npy: element 1 is nan; expected finite values <= 88 (exp(A_log) must be "
+            "finite in fp32)");
+  EXPECT_EQ(with("a_log.npy", npy_bytes(std::vector<float>{100.0f, 0.5f}, {2})),
+            "d/a_log.npy: element 0 is 100; expected finite values <= 88 (exp(A_log) must be "
+            "finite in fp32)");
+  std::vector<float> dt_bias = in.dt_bias;
+  dt_bias[5] = INFINITY;
+  EXPECT_EQ(with("dt_bias.npy", npy_bytes(dt_bias, {2, 4})),
+            "d/dt_bias.npy: element 5 is inf; expected finite values");
+}
+
+TEST(Dump, TheRawGateMustReproduceTheGate) {
+  const HostInputs in = make_inputs(shape_of(kPacked), 1);
+  const auto files = dumped_files(in, "raw_gate");
+  auto widened = [](const std::vector<uint16_t>& bits) {
+    std::vector<float> out(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
+    return out;
+  };
+  // One raw gate value one bf16 step off, at token 3, head 1, channel 2.
+  std::vector<uint16_t> bits = in.raw_gate;
+  bits[(3 * 2 + 1) * 4 + 2] += 1;
+  auto f = files;
+  f["gate_raw.npy"] = npy_bytes(widened(bits), {1, 80, 2, 4});
+  EXPECT_CONTAINS(refusal(f), "d/gate_raw.npy: element [0,3,1,2]: the raw gate (with A_log, "
+                              "dt_bias and lower_bound -5) gives the cumulative log2 gate ");
+  EXPECT_CONTAINS(refusal(f), ", but d/gate.npy holds ");
+  EXPECT_CONTAINS(refusal(f), "the raw inputs are not the ones the gate was made from; dump the "
+                              "problem again (or edit both files)");
+  // Another A_log moves every gate of its head; another bound every gate.
+  f = files;
+  f["a_log.npy"] = npy_bytes(std::vector<float>{in.a_log[0], in.a_log[1] + 0.25f}, {2});
+  EXPECT_CONTAINS(refusal(f), "d/gate_raw.npy: element [0,0,1,0]: ");
+  f = files;
+  f["meta.json"] = edited_meta(files.at("meta.json"), "lower_bound", -4.0);
+  EXPECT_CONTAINS(refusal(f), "d/gate_raw.npy: element [0,0,0,0]: the raw gate (with A_log, "
+                              "dt_bias and lower_bound -4)");
+  // Raw values of the inactive suffix (tokens 75..79) are not read: changing them is fine.
+  bits = in.raw_gate;
+  bits[(77 * 2) * 4] += 1;
+  f = files;
+  f["gate_raw.npy"] = npy_bytes(widened(bits), {1, 80, 2, 4});
+  EXPECT_EQ(refusal(f), "");
+}
+
+TEST(Dump, RawInputsComeTogetherWithTheirBound) {
+  const auto files = dumped_files(make_inputs(shape_of(kPacked), 1), "raw_set");
+  auto with_meta = [&](const std::string& key, const nlohmann::json& value) {
+    auto f = files;
+    f["meta.json"] = edited_meta(files.at("meta.json"), key, value);
+    return refusal(f);
+  };
+  const nlohmann::json contract_inputs = {"q.npy", "k.npy", "v.npy", "gate.npy", "beta.npy",
+                                          "cu_seqlens.npy", "h0.npy"};
+  nlohmann::json some = contract_inputs;
+  some.push_back("k_raw.npy");
+  some.push_back("a_log.npy");
+  EXPECT_EQ(with_meta("inputs", some),
+            "d/meta.json: 'inputs' lists k_raw.npy but not gate_raw.npy; the raw inputs come "
+            "together (k_raw.npy, gate_raw.npy, beta_logits.npy, a_log.npy, dt_bias.npy): dump "
+            "the problem again");
+  EXPECT_EQ(with_meta("lower_bound", nlohmann::json::value_t::discarded),
+            "d/meta.json: no 'lower_bound' (the raw gate's bound, written with the raw inputs "
+            "k_raw.npy, gate_raw.npy, beta_logits.npy, a_log.npy, dt_bias.npy); dump the "
+            "problem again with kda-check --dump");
+  for (const nlohmann::json& bad : {nlohmann::json(-6.0), nlohmann::json(0.5),
+                                    nlohmann::json("-5")}) {
+    EXPECT_EQ(with_meta("lower_bound", bad),
+              "d/meta.json: 'lower_bound' must be a number in [-5.9148559407783, 0] (the "
+              "bounded-gate contract, kda-forward.md §3.1), got " +
+                  bad.dump());
+  }
+  // A bound without raw files, raw files meta.json does not list, a listed one missing.
+  auto f = files;
+  for (const char* raw : {"k_raw.npy", "gate_raw.npy", "beta_logits.npy", "a_log.npy",
+                          "dt_bias.npy"}) {
+    f.erase(raw);
+  }
+  f["meta.json"] = edited_meta(files.at("meta.json"), "inputs", contract_inputs);
+  EXPECT_EQ(refusal(f),
+            "d/meta.json: 'lower_bound' is given but 'inputs' lists no raw input (k_raw.npy, "
+            "gate_raw.npy, beta_logits.npy, a_log.npy, dt_bias.npy): it is the raw gate's bound; "
+            "remove it, or dump the problem again");
+  f = files;
+  nlohmann::json meta = nlohmann::json::parse(files.at("meta.json"));
+  meta.erase("lower_bound");
+  meta["inputs"] = contract_inputs;
+  f["meta.json"] = meta.dump();
+  EXPECT_EQ(refusal(f), "d/k_raw.npy: not one of the inputs d/meta.json lists (a stale file of "
+                        "another problem?); remove it, or dump the problem again");
+  f = files;
+  f.erase("dt_bias.npy");
+  EXPECT_EQ(refusal(f), "d/dt_bias.npy: missing, but d/meta.json lists it in 'inputs'");
+}
+
+TEST(Dump, RedumpRemovesStaleRawFiles) {
+  // A problem dumped with raw inputs, then again from inputs without them: no raw file stays.
+  const fs::path dir = scratch_dir("redump_raw");
+  HostInputs in = make_inputs(shape_of(kPacked), 1);
+  dump_inputs(dir.string(), "p", 1, in);
+  EXPECT_TRUE(fs::exists(dir / "p" / "gate_raw.npy"));
+  in.raw_k.clear();
+  in.raw_gate.clear();
+  in.beta_logits.clear();
+  in.a_log.clear();
+  in.dt_bias.clear();
+  dump_inputs(dir.string(), "p", 1, in);
+  for (const char* raw : {"k_raw.npy", "gate_raw.npy", "beta_logits.npy", "a_log.npy",
+                          "dt_bias.npy"}) {
+    EXPECT_FALSE(fs::exists(dir / "p" / raw)) << raw;
+  }
+  const std::vector<DumpedProblem> loaded = load_problems(dir.string());
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_FALSE(loaded[0].inputs.has_raw_inputs());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "kda/harness/dump.h"
 #include "kda/harness/inputs.h"
+#include "kda/harness/random.h"
+#include "kda/ref/reference.h"
 
 namespace kda::harness {
 namespace {
@@ -462,6 +465,153 @@ TEST(InputsGate, GivenValuesReplaceTheDraws) {
   EXPECT_EQ(make_inputs(given, 3).gate, make_inputs(constant, 3).gate);
   given.gate.a_log_values = {0.5f, 1.5f};
   EXPECT_NE(make_inputs(given, 3).gate, make_inputs(constant, 3).gate);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The raw inputs (issue 16): the same draws as the contract tensors, before the harness's own
+// norm, gate producer and sigmoid.
+
+std::vector<float> widened(const std::vector<uint16_t>& bits) {
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
+  return out;
+}
+
+uint64_t raw_fingerprint(const HostInputs& in) {
+  uint64_t h = fnv1a(in.raw_k);
+  h = fnv1a(in.raw_gate, h);
+  h = fnv1a(in.beta_logits, h);
+  h = fnv1a(in.a_log, h);
+  h = fnv1a(in.dt_bias, h);
+  return fnv1a(std::vector<float>{in.lower_bound}, h);
+}
+
+// Frozen like GoldenChecksum (which covers the contract tensors and is unchanged by the raw ones).
+TEST(InputsRaw, GoldenChecksum) {
+  const ShapeSpec shape = shape_from(
+      "{id: golden, heads: 2, seq_lens: [5, 0, 70], total_tokens: 80, initial_state: true, "
+      "head_dim: 16}");
+  const HostInputs in = make_inputs(shape, kDefaultSeed);
+  EXPECT_EQ(raw_fingerprint(in), 0xb3a6b67f608004b7ull) << std::hex << "actual fingerprint 0x"
+                                         << raw_fingerprint(in);
+}
+
+TEST(InputsRaw, SizesAndTheDrawsTheyComeFrom) {
+  const ShapeSpec shape = shape_from("{id: a, heads: 3, seq_lens: [50, 0, 30], total_tokens: 90, "
+                                     "key_dim: 8, value_dim: 4}");
+  const uint64_t seed = 12;
+  const HostInputs in = make_inputs(shape, seed);
+  ASSERT_TRUE(in.has_raw_inputs());
+  ASSERT_EQ(in.raw_k.size(), in.k.size());
+  ASSERT_EQ(in.raw_gate.size(), in.gate.size());
+  ASSERT_EQ(in.beta_logits.size(), in.beta.size());
+  EXPECT_EQ(in.a_log.size(), 3u);
+  EXPECT_EQ(in.dt_bias.size(), 3u * 8);
+  EXPECT_EQ(in.lower_bound, -5.0f);
+  // raw k: k's fp32 draw (stream 2) rounded to bf16, on every row (the suffix too, as k).
+  for (size_t i = 0; i < in.raw_k.size(); ++i) {
+    ASSERT_EQ(in.raw_k[i], float_to_bf16(static_cast<float>(random_normal(seed, 2, i)))) << i;
+  }
+  // raw gate: the producer's draw (stream 4), contract N(0, 1), rounded to bf16.
+  for (size_t i = 0; i < in.raw_gate.size(); ++i) {
+    ASSERT_EQ(in.raw_gate[i], float_to_bf16(static_cast<float>(random_normal(seed, 4, i)))) << i;
+  }
+  // beta logits: beta's fp32 draw (stream 7) rounded to bf16 on active rows, +0 after cu[N].
+  for (size_t row = 0; row < in.beta_logits.size(); ++row) {
+    const bool active = static_cast<int64_t>(row) / in.heads < 80;
+    const uint16_t want =
+        active ? float_to_bf16(static_cast<float>(random_normal(seed, 7, row))) : uint16_t{0};
+    ASSERT_EQ(in.beta_logits[row], want) << row;
+  }
+}
+
+TEST(InputsRaw, RawKNormalizedIsKUpToBf16Rounding) {
+  const HostInputs in = make_inputs(shape_from("{id: a, heads: 4, seq_lens: [300, 212]}"), 11);
+  const int64_t dim = 128, rows = in.tokens * in.heads;
+  const std::vector<float> raw = widened(in.raw_k);
+  std::vector<double> normalized(raw.size());
+  kda::ref::l2norm_rows<double>(raw.data(), normalized.data(), rows, dim);
+  // raw_k rounds each entry of the draw by <= 2^-8 relative (bf16's unit roundoff), and so moves
+  // its norm by <= 2^-8; k rounds the normalized draw by <= 2^-8: three at most between them.
+  int64_t equal = 0;
+  double norms = 0.0;
+  for (int64_t row = 0; row < rows; ++row) {
+    norms += row_norm(in.raw_k, row, dim);
+    for (int64_t d = 0; d < dim; ++d) {
+      const size_t i = static_cast<size_t>(row * dim + d);
+      const double k = bf16_to_float(in.k[i]);
+      ASSERT_LE(std::abs(normalized[i] - k), 3.0 * 0x1p-8 * std::abs(k) * (1.0 + 0x1p-7))
+          << "element " << i;
+      equal += float_to_bf16(static_cast<float>(normalized[i])) == in.k[i];
+    }
+  }
+  // Most elements round to the same bf16 (the two differ only where the draw's own rounding
+  // crosses a rounding boundary of the normalized value).
+  EXPECT_GT(static_cast<double>(equal) / static_cast<double>(raw.size()), 0.5);
+  // raw_k is not normalized: rows of 128 standard normals have norms near sqrt(128) = 11.3.
+  EXPECT_NEAR(norms / static_cast<double>(rows), std::sqrt(128.0), 0.3);
+}
+
+TEST(InputsRaw, RawGateReproducesTheGate) {
+  // The contract's bound (-5) is an fp32 number: the producer gives the gate bit for bit.
+  const ShapeSpec contract =
+      shape_from("{id: a, heads: 2, seq_lens: [65, 0, 63, 129], total_tokens: 300}");
+  HostInputs in = make_inputs(contract, 4);
+  const std::vector<float> gate = kda::ref::gate_cumsum<double>(
+      widened(in.raw_gate), in.a_log, in.dt_bias, in.batch, in.tokens, in.heads, in.key_dim,
+      in.lower_bound, in.cu_seqlens, 64);
+  EXPECT_EQ(gate, in.gate);
+  EXPECT_NO_THROW(check_raw_gate(in, "gate_raw.npy", "gate.npy"));
+  // Another A_log for head 1 gives another gate (the check can fail).
+  in.a_log[1] += 0.125f;
+  EXPECT_THROW(check_raw_gate(in, "gate_raw.npy", "gate.npy"), DumpError);
+
+  // Recipes: long (bound -5.9: the fp32 bound moves G by ~1e-8 relative), mixed, given values.
+  for (const char* gate_recipe : {"{preset: long, lower_bound: -5.9}", "mixed",
+                                  "{a_log: 0.5, dt_bias: [-4, 1]}"}) {
+    const HostInputs r = make_inputs(
+        shape_from(std::string("{id: a, heads: 2, seq_lens: [70, 3], gate: ") + gate_recipe + "}"),
+        4);
+    EXPECT_NO_THROW(check_raw_gate(r, "gate_raw.npy", "gate.npy")) << gate_recipe;
+  }
+  const HostInputs lm = make_inputs(
+      shape_from("{id: a, heads: 2, seq_lens: [70], gate: {preset: long, lower_bound: -5.9}}"), 4);
+  EXPECT_EQ(lm.lower_bound, -5.9f);
+  ShapeSpec given = shape_from("{id: a, heads: 2, seq_lens: [70]}");
+  given.gate.a_log_values = {0.25f, 1.75f};
+  EXPECT_EQ(make_inputs(given, 3).a_log, (std::vector<float>{0.25f, 1.75f}));
+}
+
+TEST(InputsRaw, SigmoidOfTheLogitsIsBetaUpToBf16Rounding) {
+  const HostInputs in =
+      make_inputs(shape_from("{id: a, heads: 3, seq_lens: [200, 100], total_tokens: 320}"), 8);
+  for (size_t row = 0; row < in.beta.size(); ++row) {
+    if (static_cast<int64_t>(row) / in.heads >= 300) {  // after cu[N]: both 0
+      ASSERT_EQ(in.beta[row], 0.0f);
+      ASSERT_EQ(in.beta_logits[row], 0);
+      continue;
+    }
+    const double logit = bf16_to_float(in.beta_logits[row]);
+    const double beta = 1.0 / (1.0 + std::exp(-logit));
+    // sigmoid' <= 1/4 and the logit is the draw within 2^-8 relative (bf16's unit roundoff);
+    // beta is rounded to fp32.
+    ASSERT_LE(std::abs(beta - in.beta[row]), 0.25 * 0x1p-8 * std::abs(logit) * (1.0 + 0x1p-7) +
+                                                 0x1p-24)
+        << row;
+  }
+}
+
+TEST(InputsRaw, KernelLowerBoundStaysInsideTheContract) {
+  EXPECT_EQ(kernel_lower_bound(-5.0), -5.0f);
+  EXPECT_EQ(kernel_lower_bound(0.0), 0.0f);
+  EXPECT_EQ(kernel_lower_bound(-5.9), -5.9f);  // nearest, inside
+  // The contract's minimum rounds to nearest below it: the next float toward 0 instead.
+  const float at_min = kernel_lower_bound(kda::ref::kMinGateLowerBound);
+  EXPECT_GE(static_cast<double>(at_min), kda::ref::kMinGateLowerBound);
+  EXPECT_LT(static_cast<double>(at_min), kda::ref::kMinGateLowerBound + 1e-6);
+  EXPECT_LT(static_cast<double>(static_cast<float>(kda::ref::kMinGateLowerBound)),
+            kda::ref::kMinGateLowerBound);
+  EXPECT_EQ(kernel_lower_bound(-5.914855940778), at_min);  // the shape files' minimum
 }
 
 }  // namespace

@@ -15,10 +15,32 @@ int64_t forward_bytes_per_token_head(const ProblemSize& size) {
          + v * kBf16;     // out
 }
 
-int64_t forward_bytes(const ProblemSize& size) {
+namespace {
+
+int64_t state_bytes(const ProblemSize& size) {
   const int64_t state = size.num_states * size.heads * size.key_dim * size.value_dim * kF32;
-  return size.token_heads() * forward_bytes_per_token_head(size) +
-         (size.initial_state ? state : 0) + (size.final_state ? state : 0);
+  return (size.initial_state ? state : 0) + (size.final_state ? state : 0);
+}
+
+}  // namespace
+
+int64_t forward_bytes(const ProblemSize& size) {
+  return size.token_heads() * forward_bytes_per_token_head(size) + state_bytes(size);
+}
+
+int64_t raw_forward_bytes_per_token_head(const ProblemSize& size) {
+  const int64_t k = size.key_dim, v = size.value_dim;
+  return 2 * k * kBf16    // raw q, raw k
+         + v * kBf16      // v
+         + k * kBf16      // raw gate
+         + kBf16          // beta logits
+         + v * kBf16;     // out
+}
+
+int64_t raw_forward_bytes(const ProblemSize& size) {
+  const int64_t gate_parameters = size.heads * (1 + size.key_dim) * kF32;  // A_log, dt_bias
+  return size.token_heads() * raw_forward_bytes_per_token_head(size) + gate_parameters +
+         state_bytes(size);
 }
 
 int64_t l2norm_bytes(const ProblemSize& size) {
@@ -30,12 +52,19 @@ int64_t path_bytes(const ProblemSize& size, Path path) {
     case Path::fused: return forward_bytes(size);
     case Path::explicit_: return forward_bytes(size) + l2norm_bytes(size);
     case Path::l2norm: return l2norm_bytes(size);
+    case Path::raw: return raw_forward_bytes(size);
   }
   return 0;
 }
 
 int64_t floor_bytes(const ProblemSize& size, Path path) {
-  return path == Path::l2norm ? l2norm_bytes(size) : forward_bytes(size);
+  switch (path) {
+    case Path::fused:
+    case Path::explicit_: return forward_bytes(size);
+    case Path::l2norm: return l2norm_bytes(size);
+    case Path::raw: return raw_forward_bytes(size);
+  }
+  return 0;
 }
 
 }  // namespace kda::bench

@@ -50,6 +50,8 @@ std::string results_json(const RunContext& ctx, const nlohmann::json& device,
     entry["fused_over_explicit"] = json_number(t.ratio);
     entry["saving_s"] = json_number(t.saving_s);
     entry["saving_share_of_l2norm"] = json_number(t.saving_share);
+    entry["raw_s"] = json_number(t.raw_s);
+    entry["raw_over_fused"] = json_number(t.raw_ratio);
     return entry;
   };
   nlohmann::json shapes = nlohmann::json::array();

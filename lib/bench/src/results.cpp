@@ -192,22 +192,26 @@ RunSummary summarize_run(const std::vector<RunRow>& rows) {
     if (r.path == Path::fused) s.fused_s = r.gpu.median;
     if (r.path == Path::explicit_) s.explicit_s = r.gpu.median;
     if (r.path == Path::l2norm) s.l2norm_s = r.gpu.median;
+    if (r.path == Path::raw) s.raw_s = r.gpu.median;
   }
   for (auto& s : summary.shapes) {
     s.ratio = s.fused_s / s.explicit_s;
     s.saving_s = s.explicit_s - s.fused_s;
     s.saving_share = s.saving_s / s.l2norm_s;
+    s.raw_ratio = s.raw_s / s.fused_s;
   }
   for (const auto& mode : mode_order) {
     ModeGeomeans g;
     g.mode = mode;
-    std::vector<double> fused, expl, l2, ratio;
+    std::vector<double> fused, expl, l2, ratio, raw, raw_ratio;
     for (const auto& s : summary.shapes) {
       if (s.mode != mode) continue;
       if (!std::isnan(s.fused_s)) fused.push_back(s.fused_s);
       if (!std::isnan(s.explicit_s)) expl.push_back(s.explicit_s);
       if (!std::isnan(s.l2norm_s)) l2.push_back(s.l2norm_s);
       if (!std::isnan(s.ratio)) ratio.push_back(s.ratio);
+      if (!std::isnan(s.raw_s)) raw.push_back(s.raw_s);
+      if (!std::isnan(s.raw_ratio)) raw_ratio.push_back(s.raw_ratio);
     }
     g.shapes = static_cast<int64_t>(ratio.size());
     g.fused_s = geomean(fused);
@@ -216,6 +220,9 @@ RunSummary summarize_run(const std::vector<RunRow>& rows) {
     g.ratio = geomean(ratio);
     g.saving_s = g.explicit_s - g.fused_s;
     g.saving_share = g.saving_s / g.l2norm_s;
+    g.raw_shapes = static_cast<int64_t>(raw_ratio.size());
+    g.raw_s = geomean(raw);
+    g.raw_ratio = geomean(raw_ratio);
     summary.geomeans.push_back(g);
   }
   return summary;
@@ -316,6 +323,26 @@ std::string results_markdown(const RunContext& ctx, const std::vector<RunRow>& r
     out += "\n## Fused vs explicit\n\n" + kda::harness::to_markdown(t);
     out += "\nMedians; saving = explicit - fused; geomean rows: geomeans over the shapes, the "
            "saving taken at the geomeans.\n";
+  }
+  const bool has_raw = std::any_of(summary.shapes.begin(), summary.shapes.end(),
+                                   [](const ShapeComparison& s) { return !std::isnan(s.raw_s); });
+  if (has_raw) {
+    kda::harness::Table t;
+    t.columns = {"shape", "mode", "raw (us)", "fused (us)", "raw/fused"};
+    auto add = [&](const std::string& name, const std::string& mode, double raw, double fused,
+                   double ratio) {
+      t.rows.push_back({name, mode, human_number(raw, Unit::seconds),
+                        human_number(fused, Unit::seconds), human_number(ratio, Unit::ratio)});
+    };
+    for (const auto& s : summary.shapes) add(s.shape_id, s.mode, s.raw_s, s.fused_s, s.raw_ratio);
+    for (const auto& g : summary.geomeans) {
+      add(fmt::format("geomean ({} shapes)", g.raw_shapes), g.mode, g.raw_s, g.fused_s,
+          g.raw_ratio);
+    }
+    out += "\n## Raw vs fused\n\n" + kda::harness::to_markdown(t);
+    out += "\nMedians; raw = the forward on raw k, gate and beta logits (the norms, the gate "
+           "producer and the sigmoid in the kernel), fused = the forward on the contract inputs; "
+           "geomean rows: raw/fused is the geomean of the shapes' ratios.\n";
   }
   const auto warnings = run_warnings(rows);
   if (!warnings.empty()) {

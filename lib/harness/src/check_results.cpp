@@ -1,6 +1,7 @@
 // kda-check's result model and its printers (check_results.h).
 #include "kda/harness/check_results.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -164,7 +165,15 @@ std::string check_markdown(const CheckContext& ctx, const std::vector<CheckRow>&
      << "\n";
   md << "- rule: pass iff all finite, max|actual-golden| <= 2 (max|low-golden| + 2^-7 "
         "max|golden|) and RMS(actual-golden)/RMS(golden) < "
-     << fmt::format("{:g}", ctx.rms_limit) << "; golden = CPU fp64 reference\n";
+     << fmt::format("{:g}", ctx.rms_limit) << "; golden = CPU fp64 reference";
+  const bool raw = std::any_of(rows.begin(), rows.end(), [](const CheckRow& r) {
+    return r.path == "raw" && r.shape != "(api)";
+  });
+  if (raw) {
+    md << "; the raw path's golden is that reference fed the raw inputs (k = l2norm(k_raw), "
+          "beta = sigmoid(beta_logits))";
+  }
+  md << "\n";
   md << "- carry: RMS(golden - golden with the state reset at every chunk start) / RMS(golden): "
         "how much the state carried between chunks moves the output; (weak): the reset output "
         "itself would pass, so the row does not test the recurrence\n\n";

@@ -19,6 +19,7 @@
 #include "kda/harness/files.h"
 #include "kda/harness/report.h"
 #include "kda/harness/shapes.h"
+#include "kda/ref/reference.h"
 
 namespace fs = std::filesystem;
 
@@ -38,12 +39,23 @@ constexpr double kMaxLog2Decay = 128.0 / 15.0;         // kda-forward.md §3.2
 // The input files of a problem, in the order they are read.
 constexpr std::string_view kRequiredInputs[] = {"q.npy", "k.npy", "v.npy", "gate.npy", "beta.npy"};
 constexpr std::string_view kOptionalInputs[] = {"cu_seqlens.npy", "h0.npy"};
+// The raw inputs of Path::raw (HostInputs::raw_*), all five or none (a dump written before them
+// has none), with meta.json's "lower_bound".
+constexpr std::string_view kRawInputs[] = {"k_raw.npy", "gate_raw.npy", "beta_logits.npy",
+                                           "a_log.npy", "dt_bias.npy"};
+constexpr const char* kRawInputList =
+    "k_raw.npy, gate_raw.npy, beta_logits.npy, a_log.npy, dt_bias.npy";
+// exp(A_log) must stay finite in fp32 (the kernels compute it there): A_log < 88.72.
+constexpr double kMaxALog = 88.0;
+
+template <size_t N>
+bool is_one_of(const std::string_view (&names)[N], std::string_view name) {
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
 
 bool is_input_file(std::string_view name) {
-  return std::find(std::begin(kRequiredInputs), std::end(kRequiredInputs), name) !=
-             std::end(kRequiredInputs) ||
-         std::find(std::begin(kOptionalInputs), std::end(kOptionalInputs), name) !=
-             std::end(kOptionalInputs);
+  return is_one_of(kRequiredInputs, name) || is_one_of(kOptionalInputs, name) ||
+         is_one_of(kRawInputs, name);
 }
 
 // out_*, ht_*, q_hat_* with letters, digits and '_' after the prefix: every output name kda-check
@@ -111,7 +123,9 @@ std::vector<float> widen_bf16(const std::vector<uint16_t>& bits) {
   return out;
 }
 
-std::vector<uint16_t> narrow_bf16(const std::vector<float>& values, const std::string& file) {
+// `rule`: what the file must hold, for the message.
+std::vector<uint16_t> narrow_bf16(const std::vector<float>& values, const std::string& file,
+                                  const char* rule) {
   std::vector<uint16_t> bits(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     bits[i] = float_to_bf16(values[i]);
@@ -119,9 +133,8 @@ std::vector<uint16_t> narrow_bf16(const std::vector<float>& values, const std::s
     const bool same = std::memcmp(&back, &values[i], sizeof(float)) == 0 ||
                       (back != back && values[i] != values[i]);
     if (!same) {
-      throw DumpError(fmt::format("{}: element {} ({:.9g}) is not a bf16 value; q, k and v must "
-                                  "hold bf16 numbers widened to float32",
-                                  file, i, values[i]));
+      throw DumpError(fmt::format("{}: element {} ({:.9g}) is not a bf16 value; {}", file, i,
+                                  values[i], rule));
     }
   }
   return bits;
@@ -140,6 +153,8 @@ struct Meta {
   bool want_final_state = false;
   std::set<std::string, std::less<>> inputs;
   std::string gate_recipe = "loaded";  // the generator's recipe, when the dump recorded it
+  bool raw_inputs = false;             // 'inputs' lists the raw files (then lower_bound is set)
+  double lower_bound = 0.0;
 };
 
 class MetaReader {
@@ -176,6 +191,41 @@ class MetaReader {
                        got(value)));
     }
     return value.get<int64_t>();
+  }
+
+  // The raw inputs come together: all five files with the gate's lower bound, or none of them
+  // (a dump written before they existed).
+  void read_raw_inputs(Meta& meta) const {
+    std::vector<std::string_view> listed, unlisted;
+    for (std::string_view file : kRawInputs) {
+      (meta.inputs.count(file) ? listed : unlisted).push_back(file);
+    }
+    const auto bound = doc_.find("lower_bound");
+    if (listed.empty()) {
+      if (bound != doc_.end()) {
+        fail("'lower_bound' is given but 'inputs' lists no raw input (" +
+             std::string(kRawInputList) + "): it is the raw gate's bound; remove it, or dump the "
+             "problem again");
+      }
+      return;
+    }
+    if (!unlisted.empty()) {
+      fail(fmt::format("'inputs' lists {} but not {}; the raw inputs come together ({}): dump "
+                       "the problem again",
+                       listed.front(), unlisted.front(), kRawInputList));
+    }
+    if (bound == doc_.end()) {
+      fail("no 'lower_bound' (the raw gate's bound, written with the raw inputs " +
+           std::string(kRawInputList) + "); dump the problem again with kda-check --dump");
+    }
+    // Written so that NaN fails too; JSON has no inf.
+    if (!bound->is_number() ||
+        !(bound->get<double>() >= kda::ref::kMinGateLowerBound && bound->get<double>() <= 0.0)) {
+      fail("'lower_bound' must be a number in [-5.9148559407783, 0] (the bounded-gate contract, "
+           "kda-forward.md §3.1), got " + got(*bound));
+    }
+    meta.raw_inputs = true;
+    meta.lower_bound = bound->get<double>();
   }
 
   Meta read() const {
@@ -216,8 +266,8 @@ class MetaReader {
     for (const nlohmann::json& name : inputs) {
       if (!name.is_string() || !is_input_file(name.get<std::string>())) {
         fail(fmt::format("'inputs' lists {}; an input is one of q.npy, k.npy, v.npy, gate.npy, "
-                         "beta.npy, cu_seqlens.npy, h0.npy",
-                         got(name)));
+                         "beta.npy, cu_seqlens.npy, h0.npy, {}",
+                         got(name), kRawInputList));
       }
       if (!meta.inputs.insert(name.get<std::string>()).second) {
         fail(fmt::format("'inputs' lists {} twice", got(name)));
@@ -228,6 +278,7 @@ class MetaReader {
         fail(fmt::format("'inputs' does not list {}; every problem has q k v gate beta", required));
       }
     }
+    read_raw_inputs(meta);
     const std::array<std::pair<const char*, const char*>, 2> conventions = {
         {{"gate", kGateConvention}, {"scale", kScaleConvention}}};
     for (const auto& [key, expected] : conventions) {
@@ -298,7 +349,9 @@ void check_file_set(ProblemFiles& files, const Meta& meta) {
                                   files.name(file)));
     }
   }
-  for (std::string_view file : kOptionalInputs) {
+  std::vector<std::string_view> optional(std::begin(kOptionalInputs), std::end(kOptionalInputs));
+  optional.insert(optional.end(), std::begin(kRawInputs), std::end(kRawInputs));
+  for (std::string_view file : optional) {
     const bool listed = meta.inputs.count(file) > 0;
     if (listed && !files.has(file)) {
       throw DumpError(fmt::format("{}: missing, but {} lists it in 'inputs'", files.name(file),
@@ -364,7 +417,16 @@ void dump_inputs(const std::string& dir, const std::string& id, uint64_t seed,
               {in.num_states(), in.heads, in.key_dim, in.value_dim});
     inputs.push_back("h0.npy");
   }
-  const nlohmann::json meta = {{"id", id},
+  if (in.has_raw_inputs()) {
+    write_npy((out / "k_raw.npy").string(), widen_bf16(in.raw_k), qk_shape);
+    write_npy((out / "gate_raw.npy").string(), widen_bf16(in.raw_gate), qk_shape);
+    write_npy((out / "beta_logits.npy").string(), widen_bf16(in.beta_logits),
+              {in.batch, in.tokens, in.heads});
+    write_npy((out / "a_log.npy").string(), in.a_log, {in.heads});
+    write_npy((out / "dt_bias.npy").string(), in.dt_bias, {in.heads, in.key_dim});
+    for (std::string_view file : kRawInputs) inputs.push_back(std::string(file));
+  }
+  nlohmann::json meta = {{"id", id},
                                {"seed", seed},
                                {"batch", in.batch},
                                {"tokens", in.tokens},
@@ -377,6 +439,8 @@ void dump_inputs(const std::string& dir, const std::string& id, uint64_t seed,
                                {"gate", kGateConvention},
                                {"gate_recipe", in.gate_recipe},
                                {"scale", kScaleConvention}};
+  // The fp32 bound the raw path passes (a double holds it exactly).
+  if (in.has_raw_inputs()) meta["lower_bound"] = static_cast<double>(in.lower_bound);
   write_text_file_atomic((out / kMeta).string(), meta.dump(2) + "\n", true);
 }
 
@@ -480,6 +544,38 @@ void check_gate_contract(const HostInputs& in, const std::string& file) {
   }
 }
 
+void check_raw_gate(const HostInputs& in, const std::string& raw_file,
+                    const std::string& gate_file) {
+  std::vector<float> raw(in.raw_gate.size());
+  std::transform(in.raw_gate.begin(), in.raw_gate.end(), raw.begin(), bf16_to_float);
+  const std::vector<float> produced = kda::ref::gate_cumsum<double>(
+      raw, in.a_log, in.dt_bias, in.batch, in.tokens, in.heads, in.key_dim, in.lower_bound,
+      in.cu_seqlens, kGateChunk);
+  const int64_t T = in.tokens, H = in.heads, K = in.key_dim;
+  const int64_t active_end = in.cu_seqlens.empty() ? T : in.cu_seqlens.back();
+  for (int64_t b = 0; b < in.batch; ++b) {
+    for (int64_t t = 0; t < active_end; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t c = 0; c < K; ++c) {
+          const size_t i = static_cast<size_t>(((b * T + t) * H + h) * K + c);
+          const double want = produced[i], have = in.gate[i];
+          // The bound in fp32 (the dump's) instead of the recipe's fp64 one moves G by <= 2^-24
+          // relative, and G is rounded to fp32: allow 2^-21 relative (and the smallest normal
+          // floats, where a relative slack means nothing).
+          const double slack =
+              0x1p-21 * std::max(std::abs(want), std::abs(have)) + 0x1p-124;
+          if (std::abs(want - have) <= slack) continue;
+          throw DumpError(fmt::format(
+              "{}: element [{},{},{},{}]: the raw gate (with A_log, dt_bias and lower_bound {:.9g}) "
+              "gives the cumulative log2 gate {:.9g}, but {} holds {:.9g}: the raw inputs are not "
+              "the ones the gate was made from; dump the problem again (or edit both files)",
+              raw_file, b, t, h, c, in.lower_bound, want, gate_file, have));
+        }
+      }
+    }
+  }
+}
+
 DumpedProblem parse_problem(ProblemFiles& files) {
   const Meta meta = read_meta(files);
   check_file_set(files, meta);
@@ -502,8 +598,10 @@ DumpedProblem parse_problem(ProblemFiles& files) {
       fmt::format("batch {}, tokens {}, heads {}", meta.batch, meta.tokens, meta.heads);
   const std::string qk_what = fmt::format("{}, key_dim {}", bth, meta.key_dim);
   auto bf16_input = [&](const char* file, const std::vector<int64_t>& shape,
-                        const std::string& what) {
-    return narrow_bf16(arrays.read(file, NpyType::f32, shape, what).as_f32(), files.name(file));
+                        const std::string& what,
+                        const char* rule = "q, k and v must hold bf16 numbers widened to float32") {
+    return narrow_bf16(arrays.read(file, NpyType::f32, shape, what).as_f32(), files.name(file),
+                       rule);
   };
   in.q = bf16_input("q.npy", qk, qk_what);
   in.k = bf16_input("k.npy", qk, qk_what);
@@ -536,12 +634,40 @@ DumpedProblem parse_problem(ProblemFiles& files) {
                                              meta.value_dim))
                            .as_f32();
   }
+  if (meta.raw_inputs) {
+    constexpr const char* kRawRule =
+        "k_raw, gate_raw and beta_logits must hold bf16 numbers widened to float32";
+    in.raw_k = bf16_input("k_raw.npy", qk, qk_what, kRawRule);
+    in.raw_gate = bf16_input("gate_raw.npy", qk, qk_what, kRawRule);
+    in.beta_logits = bf16_input("beta_logits.npy", {meta.batch, meta.tokens, meta.heads}, bth,
+                                kRawRule);
+    // A_log and dt_bias as the shape files' .npy are checked: finite, exp(A_log) finite in fp32.
+    auto parameters = [&](const char* file, const std::vector<int64_t>& shape,
+                          const std::string& what, bool a_log) {
+      std::vector<float> values = arrays.read(file, NpyType::f32, shape, what).as_f32();
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (!std::isfinite(values[i]) || (a_log && values[i] > kMaxALog)) {
+          throw DumpError(fmt::format("{}: element {} is {}; expected finite values{}",
+                                      files.name(file), i, values[i],
+                                      a_log ? " <= 88 (exp(A_log) must be finite in fp32)" : ""));
+        }
+      }
+      return values;
+    };
+    in.a_log = parameters("a_log.npy", {meta.heads}, fmt::format("heads {}", meta.heads), true);
+    in.dt_bias = parameters("dt_bias.npy", {meta.heads, meta.key_dim},
+                            fmt::format("heads {}, key_dim {}", meta.heads, meta.key_dim), false);
+    in.lower_bound = kernel_lower_bound(meta.lower_bound);
+  }
   try {
     in.to_reference().check();
   } catch (const std::exception& e) {
     throw DumpError(fmt::format("{}: inconsistent problem: {}", files.name(""), e.what()));
   }
   check_gate_contract(in, files.name("gate.npy"));
+  if (in.has_raw_inputs()) {
+    check_raw_gate(in, files.name("gate_raw.npy"), files.name("gate.npy"));
+  }
   return loaded;
 }
 

@@ -13,7 +13,7 @@
 
 namespace kda::harness {
 
-HostFootprint host_footprint(const ProblemSize& d, HostWork work) {
+HostFootprint host_footprint(const ProblemSize& d, HostWork work, bool raw_golden) {
   // Sizes in double: a shape near the parser's 2^40-element bound must not wrap size_t.
   const double th = static_cast<double>(d.token_heads());
   const double k = static_cast<double>(d.key_dim), v = static_cast<double>(d.value_dim);
@@ -38,8 +38,18 @@ HostFootprint host_footprint(const ProblemSize& d, HostWork work) {
       const double computing = copy + th * (4 * v + 4 * k + 8 * v) + 4 * ht;
       // check_path: the kept outputs of fused, explicit and l2norm (fp32), a repeat run and its
       // bf16 download, and two fp64 widenings at once (judge_against_explicit).
-      const double judging = th * (4 * v + 4 * v + 4 * k + 4 * v + 2 * v + 16 * v) + 20 * ht;
-      working = golden + std::max(computing, judging);
+      double judging = th * (4 * v + 4 * v + 4 * k + 4 * v + 2 * v + 16 * v) + 20 * ht;
+      if (!raw_golden) {
+        working = golden + std::max(computing, judging);
+        break;
+      }
+      // compute_raw_golden keeps out, out_low and the final states (fp64) beside the golden;
+      // while it runs, its fp32 copy (k and beta re-derived in place), the state-carry run's
+      // fp64 output and the fp32 results before widening. The raw path's output is kept too.
+      const double raw_kept = th * (8 * v + 8 * v) + 16 * ht;
+      const double raw_computing = copy + th * (8 * v + 4 * v) + 4 * ht;
+      judging += th * 4 * v + 4 * ht;
+      working = golden + raw_kept + std::max({computing, raw_computing, judging});
       break;
     }
     case HostWork::reference:

@@ -31,6 +31,14 @@ uint16_t float_to_bf16(float x) {
 
 float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
+float kernel_lower_bound(double lower_bound) {
+  const float nearest = static_cast<float>(lower_bound);
+  if (static_cast<double>(nearest) < kda::ref::kMinGateLowerBound) {
+    return std::nextafter(nearest, 0.0f);
+  }
+  return nearest;
+}
+
 // ---------------------------------------------------------------------------------------------
 // HostInputs
 
@@ -177,10 +185,13 @@ void fill_q(const Layout& layout, const QRowSuite& suite, uint64_t seed, std::ve
 }
 
 // k = l2norm(randn): drawn in fp32, normalized in fp64 by the reference's own l2norm, then bf16.
-void fill_k(const Layout& layout, uint64_t seed, std::vector<uint16_t>& k) {
+// raw_k = the same draw rounded to bf16 (what an engine passes before its own norm).
+void fill_k(const Layout& layout, uint64_t seed, std::vector<uint16_t>& k,
+            std::vector<uint16_t>& raw_k) {
   const int64_t dim = layout.key_dim;
   const int64_t rows = layout.rows();
   k.resize(static_cast<size_t>(rows * dim));
+  raw_k.resize(k.size());
   constexpr int64_t kBlockRows = 256;
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
   parallel_for(blocks, [&](int64_t block) {
@@ -194,6 +205,7 @@ void fill_k(const Layout& layout, uint64_t seed, std::vector<uint16_t>& k) {
     kda::ref::l2norm_rows<double>(drawn.data(), normalized.data(), count, dim);
     for (int64_t j = 0; j < count * dim; ++j) {
       k[first * dim + j] = float_to_bf16(static_cast<float>(normalized[j]));
+      raw_k[first * dim + j] = float_to_bf16(drawn[j]);
     }
   });
 }
@@ -201,17 +213,20 @@ void fill_k(const Layout& layout, uint64_t seed, std::vector<uint16_t>& k) {
 // Cumulative log2 gate from the §3.1 producer with the shape's recipe (the contract default:
 // raw randn (bf16), A_log ~ U(0,1), dt_bias ~ U(0,1), lower bound -5). The draws are
 // lo + (hi - lo) u and mean + std x, which are exactly u and x for the contract's (0, 1) ranges and
-// N(0, 1), so the contract inputs keep their bits.
-std::vector<float> make_gate(const Layout& layout, const std::vector<int32_t>& cu, uint64_t seed,
-                             const GateRecipe& recipe) {
+// N(0, 1), so the contract inputs keep their bits. Fills in.gate and the producer's inputs the
+// raw path passes: in.raw_gate (the bf16 raw gate), in.a_log, in.dt_bias, in.lower_bound.
+void make_gate(const Layout& layout, const std::vector<int32_t>& cu, uint64_t seed,
+               const GateRecipe& recipe, HostInputs& in) {
   const int64_t dim = layout.key_dim;
   std::vector<float> raw(static_cast<size_t>(layout.rows() * dim));
+  in.raw_gate.resize(raw.size());
   parallel_for(layout.rows(), [&](int64_t row) {
     for_each_normal(seed, kStreamRawGate, static_cast<uint64_t>(row * dim),
                     static_cast<uint64_t>((row + 1) * dim), [&](uint64_t i, double x) {
                       const double drawn = static_cast<float>(x);
                       const float value = static_cast<float>(recipe.raw_mean + recipe.raw_std * drawn);
-                      raw[i] = bf16_to_float(float_to_bf16(value));
+                      in.raw_gate[i] = float_to_bf16(value);
+                      raw[i] = bf16_to_float(in.raw_gate[i]);
                     });
   });
   auto uniform = [&](const GateRecipe::Range& range, uint64_t stream, int64_t i) {
@@ -235,7 +250,12 @@ std::vector<float> make_gate(const Layout& layout, const std::vector<int32_t>& c
     if (layout.active(row)) return;
     std::fill_n(gate.begin() + row * dim, dim, 0.0f);
   });
-  return gate;
+  in.gate = std::move(gate);
+  in.a_log = std::move(a_log);
+  in.dt_bias = std::move(dt_bias);
+  // The gate above used the bound in fp64; the kernels take it in fp32. The two differ only
+  // for bounds that are not fp32 numbers (-5.9 of the long-memory shapes: by 1.6e-8 relative).
+  in.lower_bound = kernel_lower_bound(recipe.lower_bound);
 }
 
 }  // namespace
@@ -264,7 +284,7 @@ HostInputs make_inputs(const ShapeSpec& shape, uint64_t seed) {
   layout.active_end = in.cu_seqlens.empty() ? in.tokens : in.cu_seqlens.back();
 
   fill_q(layout, shape.q_rows, seed, in.q);
-  fill_k(layout, seed, in.k);
+  fill_k(layout, seed, in.k, in.raw_k);
   const int64_t value_dim = in.value_dim;
   in.v.resize(static_cast<size_t>(layout.rows() * value_dim));
   parallel_for(layout.rows(), [&](int64_t row) {
@@ -272,13 +292,18 @@ HostInputs make_inputs(const ShapeSpec& shape, uint64_t seed) {
   });
   GateRecipe recipe = shape.gate;
   load_gate_files(shape.id, in.heads, in.key_dim, recipe);  // no-op when already read
-  in.gate = make_gate(layout, in.cu_seqlens, seed, recipe);
+  make_gate(layout, in.cu_seqlens, seed, recipe, in);
   in.gate_recipe = recipe.label();
 
+  // beta = sigmoid of the fp32 draw; the raw path's logits are that draw rounded to bf16. Rows
+  // at or after cu[N] hold 0 in both (a logit of 0 is no beta of 0, but no kernel reads them).
   in.beta.resize(static_cast<size_t>(layout.rows()));
+  in.beta_logits.resize(in.beta.size());
   for_each_normal(seed, kStreamBeta, 0, in.beta.size(), [&](uint64_t row, double x) {
-    const double drawn = static_cast<float>(x);
-    in.beta[row] = layout.active(static_cast<int64_t>(row)) ? static_cast<float>(portable_sigmoid(drawn)) : 0.0f;
+    const float drawn = static_cast<float>(x);
+    const bool active = layout.active(static_cast<int64_t>(row));
+    in.beta[row] = active ? static_cast<float>(portable_sigmoid(drawn)) : 0.0f;
+    in.beta_logits[row] = active ? float_to_bf16(drawn) : uint16_t{0};
   });
 
   if (shape.initial_state) {

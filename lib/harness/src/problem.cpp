@@ -11,6 +11,7 @@ const char* to_string(Path path) {
     case Path::fused: return "fused";
     case Path::explicit_: return "explicit";
     case Path::l2norm: return "l2norm";
+    case Path::raw: return "raw";
   }
   return "?";
 }
@@ -33,6 +34,7 @@ ProblemSize ProblemSize::of(const ShapeSpec& shape) {
   d.packed = !shape.dense();
   d.initial_state = shape.initial_state;
   d.final_state = shape.final_state;
+  d.raw_inputs = true;  // make_inputs always draws them
   return d;
 }
 
@@ -47,6 +49,7 @@ ProblemSize ProblemSize::of(const HostInputs& in) {
   d.packed = !in.cu_seqlens.empty();
   d.initial_state = !in.initial_state.empty();
   d.final_state = in.want_final_state;
+  d.raw_inputs = in.has_raw_inputs();
   return d;
 }
 
@@ -55,7 +58,16 @@ size_t ProblemSize::input_bytes() const {
   const auto k = static_cast<size_t>(key_dim), v = static_cast<size_t>(value_dim);
   return th * (k * 2 /*q*/ + k * 2 /*k*/ + v * 2 /*v*/ + k * 4 /*gate*/ + 4 /*beta*/) +
          (packed ? static_cast<size_t>(num_states + 1) * sizeof(int32_t) : 0) +
-         (initial_state ? static_cast<size_t>(state_elements()) * sizeof(float) : 0);
+         (initial_state ? static_cast<size_t>(state_elements()) * sizeof(float) : 0) +
+         raw_input_bytes();
+}
+
+size_t ProblemSize::raw_input_bytes() const {
+  if (!raw_inputs) return 0;
+  const auto th = static_cast<size_t>(token_heads());
+  const auto h = static_cast<size_t>(heads), k = static_cast<size_t>(key_dim);
+  return th * (k * 2 /*raw k*/ + k * 2 /*raw gate*/ + 2 /*beta logits*/) +
+         h * 4 /*A_log*/ + h * k * 4 /*dt_bias*/;
 }
 
 }  // namespace kda::harness

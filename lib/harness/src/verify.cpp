@@ -2,8 +2,11 @@
 // rows.
 #include "kda/harness/verify.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -74,6 +77,70 @@ Golden compute_golden(const HostInputs& inputs, const BudgetRule& rule, bool sta
   return golden;
 }
 
+namespace {
+
+// k = l2norm_rows<S>(raw_k) and beta = sigmoid in S of beta_logits, each rounded once to fp32
+// (kda::ref::Problem's dtype), into `problem` (whose other tensors are the contract ones).
+template <class S>
+void set_raw_k_and_beta(const HostInputs& in, kda::ref::Problem& problem) {
+  const int64_t rows = in.batch * in.tokens * in.heads, dim = in.key_dim;
+  constexpr int64_t kBlockRows = 256;  // a block's widened rows and S results stay small
+  const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t first = block * kBlockRows;
+    const int64_t count = std::min(kBlockRows, rows - first);
+    std::vector<float> raw(static_cast<size_t>(count * dim));
+    std::vector<S> normalized(raw.size());
+    for (size_t j = 0; j < raw.size(); ++j) {
+      raw[j] = bf16_to_float(in.raw_k[static_cast<size_t>(first * dim) + j]);
+    }
+    kda::ref::l2norm_rows<S>(raw.data(), normalized.data(), count, dim);
+    for (size_t j = 0; j < raw.size(); ++j) {
+      problem.k[static_cast<size_t>(first * dim) + j] = static_cast<float>(normalized[j]);
+    }
+  }
+  for (size_t row = 0; row < problem.beta.size(); ++row) {
+    const S logit = static_cast<S>(bf16_to_float(in.beta_logits[row]));
+    problem.beta[row] = static_cast<float>(S(1) / (S(1) + std::exp(-logit)));
+  }
+}
+
+}  // namespace
+
+Golden compute_raw_golden(const HostInputs& inputs, const BudgetRule& rule, bool state_carry) {
+  if (!inputs.has_raw_inputs()) {
+    throw std::invalid_argument(std::string("compute_raw_golden: ") + kNoRawInputs);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  kda::ref::Problem problem = inputs.to_reference();
+  kda::ref::Options options;
+  options.normalize_q = true;
+  options.final_state = inputs.want_final_state;
+
+  Golden golden;
+  golden.raw_inputs = true;
+  set_raw_k_and_beta<double>(inputs, problem);
+  auto high = kda::ref::recurrent_forward<double>(problem, options);
+  golden.out = std::move(high.out);
+  golden.final_state = std::move(high.final_state);
+  std::vector<double> local_out;
+  if (state_carry) {
+    kda::ref::Options local_options = options;
+    local_options.final_state = false;
+    local_options.reset_state_at_chunk_starts = true;
+    local_out = kda::ref::recurrent_forward<double>(problem, local_options).out;
+  }
+  // low: an honest fp32 implementation normalizes k and takes the sigmoid in fp32 too.
+  set_raw_k_and_beta<float>(inputs, problem);
+  auto low = kda::ref::recurrent_forward<float>(problem, options);
+  golden.out_low = to_double(low.out);
+  golden.final_state_low = to_double(low.final_state);
+  if (state_carry) golden.carry = judge_state_carry(golden.out, golden.out_low, local_out, rule);
+  golden.seconds = seconds_since(start);
+  return golden;
+}
+
 int64_t count_nonzero_inactive(const HostInputs& inputs, const std::vector<float>& out) {
   if (inputs.cu_seqlens.empty()) return 0;
   const int64_t row_elems = inputs.heads * inputs.value_dim;
@@ -104,6 +171,13 @@ std::string PathCheck::verdict() const {
 PathCheck judge_path(Path path, const HostInputs& inputs, const Golden& golden,
                      std::vector<float> out, std::vector<float> final_state,
                      const BudgetRule& rule) {
+  if ((path == Path::raw) != golden.raw_inputs) {
+    // A programming error: the raw path's output against the contract golden (or the reverse)
+    // would be judged on other inputs than the ones it ran on.
+    throw std::logic_error(std::string("judge_path: path ") + to_string(path) + " judged with " +
+                           (golden.raw_inputs ? "compute_raw_golden" : "compute_golden") +
+                           "'s references");
+  }
   PathCheck check;
   check.path = path;
   check.out = std::move(out);
@@ -200,6 +274,19 @@ CheckRow unsupported_dims_row(const std::string& id, const HostInputs& inputs) {
   row.verdict = Verdict::not_verified;
   row.reason = fmt::format("K = {}, V = {}; the GPU kernels support K = V = 128", inputs.key_dim,
                            inputs.value_dim);
+  return row;
+}
+
+CheckRow path_not_run_row(const std::string& id, const HostInputs& inputs, Path path,
+                          const std::string& variant, const std::string& reason) {
+  CheckRow row;
+  row.shape = id;
+  row.path = to_string(path);
+  row.tensor = path == Path::l2norm ? "q_hat" : "out";
+  row.gate = inputs.gate_recipe;
+  if (!variant.empty()) row.variant = variant;
+  row.verdict = Verdict::not_verified;
+  row.reason = reason;
   return row;
 }
 

@@ -13,7 +13,7 @@
 
 namespace kda::bench {
 
-inline constexpr const char* kJsonSchemaVersion = "1.1.0";
+inline constexpr const char* kJsonSchemaVersion = "1.2.0";  // 1.2: raw_s, raw_over_fused
 
 // `device` and `settings` are passed through as built by the caller. compare may be null.
 std::string results_json(const RunContext& ctx, const nlohmann::json& device,

@@ -115,19 +115,24 @@ std::string results_csv(const RunContext& ctx, const std::vector<RunRow>& rows);
 // Every column, typed (the JSON rows: kda/harness/cells.h json_rows).
 kda::harness::CellTable results_cells(const RunContext& ctx, const std::vector<RunRow>& rows);
 
-// Fused vs explicit per (shape, mode), from whole-path rows.
+// Fused vs explicit per (shape, mode), from whole-path rows; and the raw path against the fused
+// one (the same forward, with the gate producer, k's norm and the sigmoid moved into it).
 struct ShapeComparison {
   std::string shape_id, mode;
   double fused_s = kNaN, explicit_s = kNaN, l2norm_s = kNaN;  // medians
   double ratio = kNaN;         // fused / explicit
   double saving_s = kNaN;      // explicit - fused
   double saving_share = kNaN;  // saving / l2norm
+  double raw_s = kNaN;         // median of the raw path
+  double raw_ratio = kNaN;     // raw / fused
 };
 struct ModeGeomeans {
   std::string mode;
   int64_t shapes = 0;  // shapes with both fused and explicit
   double fused_s = kNaN, explicit_s = kNaN, l2norm_s = kNaN, ratio = kNaN;
   double saving_s = kNaN, saving_share = kNaN;  // at the geomeans: explicit - fused, / l2norm
+  int64_t raw_shapes = 0;  // shapes with both raw and fused
+  double raw_s = kNaN, raw_ratio = kNaN;  // geomeans of the raw medians and of raw / fused
 };
 struct RunSummary {
   std::vector<ShapeComparison> shapes;
@@ -135,7 +140,8 @@ struct RunSummary {
 };
 RunSummary summarize_run(const std::vector<RunRow>& rows);
 
-// The human report: context, results table, fused vs explicit table, warnings.
+// The human report: context, results table, fused vs explicit table, the raw vs fused table (when
+// the run has raw rows), warnings.
 std::string results_markdown(const RunContext& ctx, const std::vector<RunRow>& rows,
                              const RunSummary& summary);
 // Lines worth a warning: failed verdicts, non-converged rows, throttling, and rows that stopped

@@ -1,8 +1,10 @@
 // .npy interchange for kda-check: --dump DIR writes each problem's inputs and outputs under
 // DIR/<id>/, --load DIR runs on such inputs instead of generating them. The format
 // (docs/checking.md): q k v gate beta [cu_seqlens] [h0] .npy (bf16 values widened exactly to
-// float32; int32 offsets), meta.json (id, seed, dims, sequences, want_final_state and the list
-// of input files), and the outputs a run computed (out_*, ht_*, q_hat_* .npy).
+// float32; int32 offsets), the raw inputs k_raw gate_raw beta_logits (bf16 widened) a_log dt_bias
+// (fp32) .npy, meta.json (id, seed, dims, sequences, want_final_state, the raw gate's
+// lower_bound and the list of input files), and the outputs a run computed (out_*, ht_*,
+// q_hat_* .npy). A dump written before the raw inputs existed loads without them.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +30,8 @@ class DumpError : public std::runtime_error {
 // files a dump writes (never anything else), so no problem keeps another's stale files.
 void check_dump_dir(const std::string& dir, bool overwrite);
 
-// Writes q k v gate beta [cu_seqlens] [h0] and meta.json under dir/<id>/, after removing the
-// files a dump writes from that directory. `id` must satisfy the shape-id rule (one plain path
+// Writes q k v gate beta [cu_seqlens] [h0], the raw inputs (when the inputs have them) and
+// meta.json under dir/<id>/, after removing the files a dump writes from that directory. `id` must satisfy the shape-id rule (one plain path
 // component).
 void dump_inputs(const std::string& dir, const std::string& id, uint64_t seed,
                  const HostInputs& inputs);
@@ -87,8 +89,10 @@ class MemoryFiles final : public ProblemFiles {
 
 // One problem. Throws DumpError (or NpyError) naming the file: meta.json missing, malformed, or
 // contradicting the arrays (dims, sequences, the files it lists: an input file missing or one it
-// does not list); an array of the wrong dtype or shape; q/k/v values that are not bf16 numbers;
-// bad offsets; a gate outside the bounded-gate contract (check_gate_contract).
+// does not list; raw inputs listed only in part or without lower_bound); an array of the wrong
+// dtype or shape; q/k/v or raw k/gate/logits values that are not bf16 numbers; non-finite A_log
+// or dt_bias (or A_log > 88); bad offsets; a gate outside the bounded-gate contract
+// (check_gate_contract); a raw gate that does not reproduce the gate (check_raw_gate).
 DumpedProblem parse_problem(ProblemFiles& files);
 
 // Every sub-directory of dir holding meta.json or q.npy is one problem (or dir itself if it holds
@@ -101,5 +105,12 @@ std::vector<DumpedProblem> load_problems(const std::string& dir);
 // of the fp32 cumulative sum: two units in the last place). Tokens after cu_seqlens[N] are not
 // read by the kernels and not checked. Throws DumpError naming `file`, the element and the value.
 void check_gate_contract(const HostInputs& inputs, const std::string& file);
+
+// The raw gate must be what the gate was made from: kda::ref::gate_cumsum<double> of raw_gate
+// with a_log, dt_bias and lower_bound equals gate on every token before cu_seqlens[N], up to
+// 2^-21 relative (the raw path's golden takes the gate as it is: compute_raw_golden). Throws
+// DumpError naming both files, the element and the values.
+void check_raw_gate(const HostInputs& inputs, const std::string& raw_file,
+                    const std::string& gate_file);
 
 }  // namespace kda::harness

@@ -25,15 +25,18 @@ enum class HostWork {
 // allocates (HostInputs; the references' fp32 copy of the inputs and their fp64/fp32 outputs in
 // kda/harness/verify.h compute_golden and check_references; the downloads and
 // widened copies of check_path), per token-head and per state element: change it with that code
-// (tests/harness/test_host_memory.cpp pins the numbers). The CPU references take ~9.7 KB per
-// token-head at K = V = 128 (h96-fixed: 7.7 GB).
+// (tests/harness/test_host_memory.cpp pins the numbers). A GPU check takes ~10.2 KB per
+// token-head at K = V = 128 (h96-fixed: 8.1 GB), 12.8 KB with the raw path's references
+// (10.1 GB).
 struct HostFootprint {
-  size_t inputs = 0;   // bf16 q k v, fp32 gate beta, cu_seqlens, initial state
+  size_t inputs = 0;   // bf16 q k v, fp32 gate beta, cu_seqlens, initial state, raw inputs
   size_t working = 0;  // the references' copy and outputs, downloads and widened copies
   bool inputs_loaded = false;  // the inputs are in memory already (--load): not counted again
   size_t total() const { return (inputs_loaded ? 0 : inputs) + working; }
 };
-HostFootprint host_footprint(const ProblemSize& dims, HostWork work);
+// raw_golden: gpu_check also runs Path::raw, whose references (compute_raw_golden) are computed
+// after compute_golden's and kept beside them.
+HostFootprint host_footprint(const ProblemSize& dims, HostWork work, bool raw_golden = false);
 
 // Memory the process can still take: MemAvailable of /proc/meminfo (MemFree + Buffers + Cached
 // on kernels without it), lowered to what a cgroup v2 memory.max leaves. Empty where none of it

@@ -17,6 +17,8 @@
 namespace kda::harness {
 
 // golden = fp64 per-token recurrence on fp64-normalized q; low = the same reference in fp32.
+// Made from the contract inputs (compute_golden: the fused, explicit and l2norm paths) or from
+// the raw ones (compute_raw_golden: Path::raw).
 struct Golden {
   std::vector<double> out, final_state;
   std::vector<double> out_low, final_state_low;
@@ -26,10 +28,21 @@ struct Golden {
   // inputs cannot tell a correct recurrence from one that drops the state (docs/checking.md).
   StateCarry carry;
   double seconds = 0.0;  // wall time spent on the references
+  bool raw_inputs = false;  // made by compute_raw_golden (judge_path checks it fits the path)
 };
 // With state_carry, also the carry figure (one more fp64 run; judged by `rule`).
 Golden compute_golden(const HostInputs& inputs, const BudgetRule& rule = {},
                       bool state_carry = false);
+
+// The references of Path::raw: the same recurrences fed what the raw inputs mean, k = l2norm of
+// raw_k and beta = sigmoid of beta_logits, computed in the reference's own precision (fp64 for
+// the golden, fp32 for low, as q's norm), with q, v, the gate and the state of the contract
+// paths (raw q is q; gate is the fp64 producer's output on raw_gate, a_log, dt_bias). k and beta
+// are rounded once to fp32, the dtype kda::ref::Problem holds (2^-24 relative). A second pair
+// of CPU references: compute it only when the raw path runs. No q_hat. Throws
+// std::invalid_argument for inputs without raw tensors (HostInputs::has_raw_inputs).
+Golden compute_raw_golden(const HostInputs& inputs, const BudgetRule& rule = {},
+                          bool state_carry = false);
 
 // Output elements in rows at or after cu[N] (packed inputs only) that are not exactly zero (NaN
 // counts, -0.0 does not).
@@ -54,7 +67,8 @@ struct PathCheck {
 };
 
 // Judges a run's downloaded outputs (`out`, and `final_state` when the inputs want one) with
-// `rule`; the repeat fields are the caller's.
+// `rule`; the repeat fields are the caller's. `golden` must be compute_raw_golden's for
+// Path::raw and compute_golden's for the others (else std::logic_error).
 PathCheck judge_path(Path path, const HostInputs& inputs, const Golden& golden,
                      std::vector<float> out, std::vector<float> final_state,
                      const BudgetRule& rule = {});
@@ -81,6 +95,14 @@ std::vector<CheckRow> check_references(const std::string& id, const HostInputs& 
 
 // A shape the GPU kernels do not take (K or V != 128): one "not verified" row.
 CheckRow unsupported_dims_row(const std::string& id, const HostInputs& inputs);
+
+// A path that was not run on these inputs, and why: the "out" row of `path`, "not verified:
+// <reason>" (neither passed nor failed). `variant` empty when no variant could run it.
+CheckRow path_not_run_row(const std::string& id, const HostInputs& inputs, Path path,
+                          const std::string& variant, const std::string& reason);
+// The reason of a raw row on inputs without raw tensors (a dump written before they existed).
+inline constexpr const char* kNoRawInputs =
+    "the dump has no raw inputs: dump again with this version";
 
 // The rows of one checked GPU path: its output (q_hat for l2norm) and, when checked, its final
 // state. `variant` names the forward's kernel variant (not shown on l2norm rows).
