@@ -298,17 +298,19 @@ TEST(Inputs, InactiveSuffixHasZeroGateAndBetaButRandomQkv) {
 // ---------------------------------------------------------------------------------------------
 // q row-scale suite
 
-void check_row_suite(const HostInputs& in, int64_t batch_row, int64_t active) {
+// x: the tensor holding the suite (q, or raw k with k_rows).
+void check_row_suite(const HostInputs& in, int64_t batch_row, int64_t active,
+                     const std::vector<uint16_t>& x) {
   const int64_t dim = 128;
   auto row_of = [&](int64_t t, int64_t h) { return (batch_row * in.tokens + t) * in.heads + h; };
   auto max_abs = [&](int64_t row) {
     double m = 0.0;
-    for (int64_t d = 0; d < dim; ++d) m = std::max(m, std::abs(double{bf16_to_float(in.q[row * dim + d])}));
+    for (int64_t d = 0; d < dim; ++d) m = std::max(m, std::abs(double{bf16_to_float(x[row * dim + d])}));
     return m;
   };
   for (int64_t h = 0; h < in.heads; ++h) {
     // Zero row at T/2: exactly zero.
-    for (int64_t d = 0; d < dim; ++d) ASSERT_EQ(in.q[row_of(active / 2, h) * dim + d], 0);
+    for (int64_t d = 0; d < dim; ++d) ASSERT_EQ(x[row_of(active / 2, h) * dim + d], 0);
     // Huge rows at T/3 (1e20) and 2T/3 (3e38): finite, within [0.5, 1] x value at the max.
     const double huge1 = max_abs(row_of(active / 3, h));
     const double huge2 = max_abs(row_of(2 * active / 3, h));
@@ -317,12 +319,12 @@ void check_row_suite(const HostInputs& in, int64_t batch_row, int64_t active) {
     EXPECT_GT(huge2, 1.5e38);
     EXPECT_LE(huge2, 3.4e38);
     for (int64_t d = 0; d < dim; ++d) {
-      ASSERT_TRUE(std::isfinite(bf16_to_float(in.q[row_of(2 * active / 3, h) * dim + d])));
+      ASSERT_TRUE(std::isfinite(bf16_to_float(x[row_of(2 * active / 3, h) * dim + d])));
     }
     // Log-spaced scales: first row ~1e-3 x |randn|, last row ~1e3 x |randn|.
-    EXPECT_LT(row_norm(in.q, row_of(0, h), dim), 0.03);
-    EXPECT_GT(row_norm(in.q, row_of(active - 1, h), dim), 5e3);
-    const double ratio = row_norm(in.q, row_of(active - 1, h), dim) / row_norm(in.q, row_of(0, h), dim);
+    EXPECT_LT(row_norm(x, row_of(0, h), dim), 0.03);
+    EXPECT_GT(row_norm(x, row_of(active - 1, h), dim), 5e3);
+    const double ratio = row_norm(x, row_of(active - 1, h), dim) / row_norm(x, row_of(0, h), dim);
     EXPECT_GT(ratio, 3e5);
     EXPECT_LT(ratio, 3e6);
   }
@@ -332,7 +334,7 @@ TEST(Inputs, RowScaleSuitePacked) {
   const ShapeSpec shape =
       shape_from("{id: r, heads: 2, seq_lens: [100, 0, 157], total_tokens: 270, q_rows: row-scale}");
   const HostInputs in = make_inputs(shape, 2);
-  check_row_suite(in, 0, 257);
+  check_row_suite(in, 0, 257, in.q);
   // Suffix rows stay plain randn (not scaled, not zeroed).
   EXPECT_GT(row_norm(in.q, 260 * 2, 128), 5.0);
   EXPECT_LT(row_norm(in.q, 260 * 2, 128), 20.0);
@@ -345,11 +347,36 @@ TEST(Inputs, RowScaleSuitePacked) {
   EXPECT_NE(in.q, plain.q);
 }
 
+// k_rows: the same suite on k's draw. raw k carries it; the contract's k is the exact norm of the
+// scaled draw (unit rows, the zero row zero); q and everything else are untouched.
+TEST(Inputs, KRowScaleSuite) {
+  const char* base = "{id: r, heads: 2, seq_lens: [100, 0, 157], total_tokens: 270";
+  const HostInputs in = make_inputs(shape_from(std::string(base) + ", k_rows: row-scale}"), 2);
+  const HostInputs plain = make_inputs(shape_from(std::string(base) + "}"), 2);
+  check_row_suite(in, 0, 257, in.raw_k);
+  EXPECT_EQ(in.q, plain.q);
+  EXPECT_EQ(in.v, plain.v);
+  EXPECT_EQ(in.gate, plain.gate);
+  EXPECT_NE(in.k, plain.k);
+  for (int64_t t = 0; t < 257; ++t) {
+    for (int64_t h = 0; h < 2; ++h) {
+      const double norm = row_norm(in.k, t * 2 + h, 128);
+      if (t == 257 / 2) {
+        EXPECT_EQ(norm, 0.0) << "the zero row";
+      } else {
+        EXPECT_NEAR(norm, 1.0, 0.01) << "token " << t << " head " << h;
+      }
+    }
+  }
+  // Suffix rows (t >= 257) keep their plain draws.
+  for (int64_t i = 260 * 2 * 128; i < 261 * 2 * 128; ++i) ASSERT_EQ(in.raw_k[i], plain.raw_k[i]);
+}
+
 TEST(Inputs, RowScaleSuiteDenseAppliesToEveryBatchRow) {
   const HostInputs in =
       make_inputs(shape_from("{id: r, heads: 2, batch: 2, seq_len: 128, q_rows: row-scale}"), 2);
-  check_row_suite(in, 0, 128);
-  check_row_suite(in, 1, 128);
+  check_row_suite(in, 0, 128, in.q);
+  check_row_suite(in, 1, 128, in.q);
 }
 
 TEST(Inputs, RowScaleSuiteClampsHugeValuesToFiniteBf16) {

@@ -102,6 +102,7 @@ TEST(ShapeFiles, EdgeCoversTheListedCasesAndStaysSmall) {
   std::set<std::vector<int64_t>> lists;
   bool ends_early = false, dense_tail = false, state_with_empty = false, all_empty = false;
   bool rowscale_packed = false, rowscale_dense = false;
+  bool krows_with_states = false;
   for (const ShapeSpec& s : file.shapes) {
     SCOPED_TRACE(s.id);
     EXPECT_TRUE(s.gpu_supported());
@@ -115,7 +116,9 @@ TEST(ShapeFiles, EdgeCoversTheListedCasesAndStaysSmall) {
     all_empty = all_empty || (!s.dense() && sum(s.seq_lens) == 0 && s.tokens() >= 1);
     rowscale_packed = rowscale_packed || (s.q_rows.enabled && !s.dense());
     rowscale_dense = rowscale_dense || (s.q_rows.enabled && s.dense());
+    krows_with_states = krows_with_states || (s.k_rows.enabled && s.initial_state && s.final_state);
   }
+  EXPECT_TRUE(krows_with_states) << "edge.yaml needs a k row-scale shape with states";
   for (const std::vector<int64_t>& wanted :
        std::vector<std::vector<int64_t>>{{65, 0, 63}, {0, 1, 64, 0, 65}, {1}, {1, 1, 1},
                                          {17, 33, 100}, {0, 0}, {321, 0, 63, 128, 488}}) {
@@ -176,6 +179,7 @@ shapes:
     final_state: True
     seed: 18446744073709551615
     q_rows: {min_scale: 0.5, max_scale: 2, huge_values: [1e10], zero_rows: 2}
+    k_rows: {max_scale: 4, zero_rows: 0}
   - id: kv
     heads: 2
     seq_lens: [0, 0]
@@ -202,7 +206,12 @@ shapes:
   EXPECT_EQ(a.q_rows.max_scale, 2.0);
   EXPECT_EQ(a.q_rows.huge_values, std::vector<double>{1e10});
   EXPECT_EQ(a.q_rows.zero_rows, 2);
+  EXPECT_TRUE(a.k_rows.enabled);
+  EXPECT_EQ(a.k_rows.min_scale, 1e-3);
+  EXPECT_EQ(a.k_rows.max_scale, 4.0);
+  EXPECT_EQ(a.k_rows.zero_rows, 0);
   const ShapeSpec& b = file.shapes[1];
+  EXPECT_FALSE(b.k_rows.enabled);
   EXPECT_EQ(b.tokens(), 1);
   EXPECT_EQ(b.active_tokens(), 0);
   EXPECT_EQ(b.key_dim, 32);
@@ -322,6 +331,10 @@ TEST(ShapeRefusals, BadIdAndQRows) {
                  "shape '#1': field 'id': expected an id of letters, digits");
   EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: rowscale}\n",
                  "field 'q_rows': expected 'row-scale' or a map");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], k_rows: 3}\n",
+                 "field 'k_rows': expected 'row-scale' or a map");
+  EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], k_rows: {zero_rows: -1}}\n",
+                 "field 'k_rows.zero_rows': expected an integer in [0, 1000000]");
   EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: {min_scale: 0}}\n",
                  "field 'q_rows.min_scale': expected a finite number > 0, got '0'");
   EXPECT_REFUSED("shapes:\n  - {id: a, heads: 1, seq_lens: [1], q_rows: {min_scale: 5, max_scale: 2}}\n",

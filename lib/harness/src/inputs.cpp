@@ -85,6 +85,8 @@ enum Stream : uint64_t {
   kStreamInitialState = 8,
   kStreamHugeSign = 9,
   kStreamHugeMagnitude = 10,
+  kStreamKHugeSign = 11,       // k_rows: the huge rows of k, as 9 / 10 are q's
+  kStreamKHugeMagnitude = 12,
 };
 
 constexpr int kGateChunk = 64;         // the kernels' chunk size
@@ -148,46 +150,57 @@ RowSuitePlan plan_row_suite(const QRowSuite& suite, int64_t active) {
   return plan;
 }
 
+// The row-scale suite on one active row of token t (kda-forward.md §9.3): `drawn` holds the
+// row's fp32 draws, element i of the tensor at row_base + i; they are scaled in fp64 and rounded
+// to fp32, huge rows replaced (sign and magnitude from their own streams), zero rows zeroed.
+void apply_row_suite(const RowSuitePlan& plan, int64_t t, int64_t row_base, uint64_t seed,
+                     uint64_t sign_stream, uint64_t magnitude_stream, float* drawn, int64_t dim) {
+  const double factor = plan.scale(t);
+  for (int64_t d = 0; d < dim; ++d) drawn[d] = static_cast<float>(drawn[d] * factor);
+  // The marker tokens are sorted: look t up instead of scanning every marker per row (a shape
+  // file may ask for up to a million zero rows).
+  const auto [huge_begin, huge_end] =
+      std::equal_range(plan.huge_tokens.begin(), plan.huge_tokens.end(), t);
+  for (auto it = huge_begin; it != huge_end; ++it) {
+    const size_t j = static_cast<size_t>(it - plan.huge_tokens.begin());
+    for (int64_t d = 0; d < dim; ++d) {
+      const int64_t i = row_base + d;
+      const double sign = (random_bits(seed, sign_stream, i) >> 63) != 0 ? -1.0 : 1.0;
+      const double magnitude = 0.5 + 0.5 * random_uniform(seed, magnitude_stream, i);
+      drawn[d] = static_cast<float>(sign * plan.huge_values[j] * magnitude);
+    }
+  }
+  if (std::binary_search(plan.zero_tokens.begin(), plan.zero_tokens.end(), t)) {
+    for (int64_t d = 0; d < dim; ++d) drawn[d] = 0.0f;  // +0.0
+  }
+}
+
 void fill_q(const Layout& layout, const QRowSuite& suite, uint64_t seed, std::vector<uint16_t>& q) {
   const int64_t dim = layout.key_dim;
   q.resize(static_cast<size_t>(layout.rows() * dim));
   const RowSuitePlan plan = suite.enabled ? plan_row_suite(suite, layout.active_end) : RowSuitePlan{};
   parallel_for(layout.rows(), [&](int64_t row) {
-    const int64_t t = layout.token_of_row(row);
     if (!suite.enabled || !layout.active(row)) {
       fill_normal_bf16(seed, kStreamQ, row * dim, (row + 1) * dim, q);
       return;
     }
     // Drawn in fp32, scaled in fp64, rounded to fp32 and then to bf16.
-    const double factor = plan.scale(t);
+    std::vector<float> drawn(static_cast<size_t>(dim));
     for_each_normal(seed, kStreamQ, static_cast<uint64_t>(row * dim),
-                    static_cast<uint64_t>((row + 1) * dim), [&](uint64_t i, double x) {
-                      const double drawn = static_cast<float>(x);
-                      q[i] = float_to_bf16(static_cast<float>(drawn * factor));
-                    });
-    // The marker tokens are sorted: look t up instead of scanning every marker per row (a shape
-    // file may ask for up to a million zero rows).
-    const auto [huge_begin, huge_end] =
-        std::equal_range(plan.huge_tokens.begin(), plan.huge_tokens.end(), t);
-    for (auto it = huge_begin; it != huge_end; ++it) {
-      const size_t j = static_cast<size_t>(it - plan.huge_tokens.begin());
-      for (int64_t d = 0; d < dim; ++d) {
-        const int64_t i = row * dim + d;
-        const double sign = (random_bits(seed, kStreamHugeSign, i) >> 63) != 0 ? -1.0 : 1.0;
-        const double magnitude = 0.5 + 0.5 * random_uniform(seed, kStreamHugeMagnitude, i);
-        q[i] = float_to_bf16(static_cast<float>(sign * plan.huge_values[j] * magnitude));
-      }
-    }
-    if (std::binary_search(plan.zero_tokens.begin(), plan.zero_tokens.end(), t)) {
-      for (int64_t d = 0; d < dim; ++d) q[row * dim + d] = 0;  // +0.0 in bf16
-    }
+                    static_cast<uint64_t>((row + 1) * dim),
+                    [&](uint64_t i, double x) { drawn[i - row * dim] = static_cast<float>(x); });
+    apply_row_suite(plan, layout.token_of_row(row), row * dim, seed, kStreamHugeSign,
+                    kStreamHugeMagnitude, drawn.data(), dim);
+    for (int64_t d = 0; d < dim; ++d) q[row * dim + d] = float_to_bf16(drawn[d]);
   });
 }
 
-// k = l2norm(randn): drawn in fp32, normalized in fp64 by the reference's own l2norm, then bf16.
+// k = l2norm(randn): drawn in fp32 (with k_rows: the row-scale suite applied to the draw, as for
+// q), normalized in fp64 by the reference's own l2norm, then bf16.
 // raw_k = the same draw rounded to bf16 (what an engine passes before its own norm).
-void fill_k(const Layout& layout, uint64_t seed, std::vector<uint16_t>& k,
+void fill_k(const Layout& layout, const QRowSuite& suite, uint64_t seed, std::vector<uint16_t>& k,
             std::vector<uint16_t>& raw_k) {
+  const RowSuitePlan plan = suite.enabled ? plan_row_suite(suite, layout.active_end) : RowSuitePlan{};
   const int64_t dim = layout.key_dim;
   const int64_t rows = layout.rows();
   k.resize(static_cast<size_t>(rows * dim));
@@ -202,6 +215,14 @@ void fill_k(const Layout& layout, uint64_t seed, std::vector<uint16_t>& k,
     const uint64_t base = static_cast<uint64_t>(first * dim);
     for_each_normal(seed, kStreamK, base, base + drawn.size(),
                     [&](uint64_t i, double x) { drawn[i - base] = static_cast<float>(x); });
+    if (suite.enabled) {  // k_rows: the suite on the draw, before both roundings
+      for (int64_t r = 0; r < count; ++r) {
+        const int64_t row = first + r;
+        if (!layout.active(row)) continue;
+        apply_row_suite(plan, layout.token_of_row(row), row * dim, seed, kStreamKHugeSign,
+                        kStreamKHugeMagnitude, drawn.data() + r * dim, dim);
+      }
+    }
     kda::ref::l2norm_rows<double>(drawn.data(), normalized.data(), count, dim);
     for (int64_t j = 0; j < count * dim; ++j) {
       k[first * dim + j] = float_to_bf16(static_cast<float>(normalized[j]));
@@ -284,7 +305,7 @@ HostInputs make_inputs(const ShapeSpec& shape, uint64_t seed) {
   layout.active_end = in.cu_seqlens.empty() ? in.tokens : in.cu_seqlens.back();
 
   fill_q(layout, shape.q_rows, seed, in.q);
-  fill_k(layout, seed, in.k, in.raw_k);
+  fill_k(layout, shape.k_rows, seed, in.k, in.raw_k);
   const int64_t value_dim = in.value_dim;
   in.v.resize(static_cast<size_t>(layout.rows() * value_dim));
   parallel_for(layout.rows(), [&](int64_t row) {

@@ -317,48 +317,49 @@ std::string parse_string(const Where& where, std::string_view name, const YAML::
   return node.Scalar();
 }
 
-QRowSuite parse_q_rows(const Where& where, const Field& field) {
+// `q_rows:` or `k_rows:` (key names the field in messages).
+QRowSuite parse_row_suite(const Where& where, const Field& field, const std::string& key) {
   const YAML::Node& node = field.value;
   const int line = value_line(field);
   QRowSuite suite;
   suite.enabled = true;
   if (is_plain_scalar(node) && node.Scalar() == "row-scale") return suite;
   if (!node.IsMap()) {
-    fail(where, line, "q_rows",
+    fail(where, line, key,
          "'row-scale' or a map of min_scale, max_scale, huge_values, zero_rows", describe(node));
   }
   const FieldMap fields =
-      read_fields(where, node, line, {"min_scale", "max_scale", "huge_values", "zero_rows"}, "q_rows.");
+      read_fields(where, node, line, {"min_scale", "max_scale", "huge_values", "zero_rows"}, key + ".");
   if (auto it = fields.find("min_scale"); it != fields.end()) {
-    suite.min_scale = parse_positive_number(where, "q_rows.min_scale", it->second.value, it->second.line);
+    suite.min_scale = parse_positive_number(where, key + ".min_scale", it->second.value, it->second.line);
   }
   if (auto it = fields.find("max_scale"); it != fields.end()) {
-    suite.max_scale = parse_positive_number(where, "q_rows.max_scale", it->second.value, it->second.line);
+    suite.max_scale = parse_positive_number(where, key + ".max_scale", it->second.value, it->second.line);
     if (suite.max_scale < suite.min_scale) {
-      fail(where, value_line(it->second), "q_rows.max_scale",
+      fail(where, value_line(it->second), key + ".max_scale",
            fmt::format("a number >= min_scale ({})", suite.min_scale), describe(it->second.value));
     }
   } else if (suite.max_scale < suite.min_scale) {
     // min_scale alone, above the default max_scale (found by tests/fuzz/fuzz_shapes).
     const Field& min = fields.at("min_scale");
-    fail(where, value_line(min), "q_rows.min_scale",
+    fail(where, value_line(min), key + ".min_scale",
          fmt::format("a number <= max_scale ({}, the default; set max_scale too)", suite.max_scale),
          describe(min.value));
   }
   if (auto it = fields.find("huge_values"); it != fields.end()) {
     const YAML::Node& list = it->second.value;
     if (!list.IsSequence()) {
-      fail(where, value_line(it->second), "q_rows.huge_values", "a list of numbers > 0",
+      fail(where, value_line(it->second), key + ".huge_values", "a list of numbers > 0",
            describe(list));
     }
     suite.huge_values.clear();
     for (const YAML::Node& item : list) {
       suite.huge_values.push_back(
-          parse_positive_number(where, "q_rows.huge_values", item, value_line(it->second)));
+          parse_positive_number(where, key + ".huge_values", item, value_line(it->second)));
     }
   }
   if (auto it = fields.find("zero_rows"); it != fields.end()) {
-    suite.zero_rows = static_cast<int>(parse_int(where, "q_rows.zero_rows", it->second.value,
+    suite.zero_rows = static_cast<int>(parse_int(where, key + ".zero_rows", it->second.value,
                                                  it->second.line, 0, 1'000'000,
                                                  "an integer in [0, 1000000]"));
   }
@@ -520,7 +521,7 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
   const FieldMap fields = read_fields(
       where, node, entry_line,
       {"id", "heads", "seq_lens", "batch", "seq_len", "total_tokens", "head_dim", "key_dim",
-       "value_dim", "initial_state", "final_state", "seed", "q_rows", "gate"},
+       "value_dim", "initial_state", "final_state", "seed", "q_rows", "k_rows", "gate"},
       "");
   ShapeSpec shape;
   shape.line = entry_line;
@@ -588,7 +589,10 @@ ShapeSpec parse_shape(const std::string& path, const YAML::Node& node, size_t in
     shape.seed = parse_uint64(where, "seed", it->second.value, it->second.line);
   }
   if (auto it = fields.find("q_rows"); it != fields.end()) {
-    shape.q_rows = parse_q_rows(where, it->second);
+    shape.q_rows = parse_row_suite(where, it->second, "q_rows");
+  }
+  if (auto it = fields.find("k_rows"); it != fields.end()) {
+    shape.k_rows = parse_row_suite(where, it->second, "k_rows");
   }
   if (auto it = fields.find("gate"); it != fields.end()) {
     shape.gate = parse_gate(where, it->second);

@@ -11,7 +11,8 @@
 namespace kda::harness {
 
 // The q row-scale suite of kda-forward.md §9.3 (rows scaled log-spaced over [1e-3, 1e3], plus
-// all-zero rows and huge rows).
+// all-zero rows and huge rows); `k_rows` applies the same suite to k's draw (the raw k of the raw
+// path, normalized exactly for the contract's k).
 struct QRowSuite {
   bool enabled = false;
   double min_scale = 1e-3;
@@ -69,6 +70,7 @@ struct ShapeSpec {
   bool final_state = false;
   std::optional<uint64_t> seed;   // overrides the run's seed for this shape
   QRowSuite q_rows;
+  QRowSuite k_rows;               // `k_rows:`, the same schema on k's draw
   GateRecipe gate;                // `gate:`; the contract generator by default
   int line = 0;                   // line in the file where the entry starts (for messages)
 
