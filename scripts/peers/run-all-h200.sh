@@ -18,7 +18,7 @@
 #      long-memory dump; queue 2: ours and cuDNN-FE on both dumps, then each FlashKDA build as it
 #      is ready. Both queues must end by CHECKS_DONE (default 400 s) and the builds by BUILD_WAIT
 #      (380 s): what still runs then is killed and says so;
-#   C  timing, nothing else running: kda-bench (fused) and peers_bench for ours, cuDNN-FE and
+#   C  timing, nothing else running: kda-bench (fused, raw) and peers_bench for ours, cuDNN-FE and
 #      the three FlashKDA builds on contract.yaml and contract-mixed.yaml; kda-bench compare of
 #      each; FLA's timing last (FLA_FILES, default "contract contract-mixed": its kernels do the
 #      same work whatever the gate, so the second file is the first to drop at the deadline);
@@ -165,7 +165,7 @@ files=(shapes/contract.yaml shapes/contract-mixed.yaml)
 if (( have_bin )); then
   for f in "${files[@]}"; do
     stem=$(basename "$f" .yaml)
-    step 60 "ours-bench-$stem" "$BIN/kda-bench" --shapes "$f" --no-verify --paths fused \
+    step 90 "ours-bench-$stem" "$BIN/kda-bench" --shapes "$f" --no-verify --paths fused,raw \
       --csv "$r/ours-bench-$stem.csv" --md "$r/ours-bench-$stem.md" --force
   done
 fi
