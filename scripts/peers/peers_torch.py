@@ -306,9 +306,11 @@ def generate_inputs(rt: Runtime, shape: pc.Shape, seed: int) -> TorchInputs:
     starts = pc.chunk_starts(T, cu_list)
     q32 = randn(1, B, T, H, K)
     if shape.q_rows:
-        q32 = _row_scale_suite(torch, q32, shape, seed, dev)
+        q32 = _row_scale_suite(torch, q32, shape, shape.q_rows, seed, dev, streams=(9, 10))
     q = q32.to(torch.bfloat16)
     k32 = randn(2, B, T, H, K)
+    if shape.k_rows:
+        k32 = _row_scale_suite(torch, k32, shape, shape.k_rows, seed, dev, streams=(11, 12))
     k = l2norm_f64(torch, k32).to(torch.bfloat16)
     v = randn(3, B, T, H, V).to(torch.bfloat16)
     raw = (recipe.raw_mean + recipe.raw_std * randn(4, B, T, H, K)).to(torch.bfloat16)
@@ -345,9 +347,9 @@ def generate_inputs(rt: Runtime, shape: pc.Shape, seed: int) -> TorchInputs:
     return inp
 
 
-def _row_scale_suite(torch, q32, shape: pc.Shape, seed: int, dev):
-    """shapes/README.md "q row-scale suite", applied to the fp32 draws before the bf16 rounding."""
-    cfg = shape.q_rows
+def _row_scale_suite(torch, q32, shape: pc.Shape, cfg: dict, seed: int, dev, streams=(9, 10)):
+    """shapes/README.md "q row-scale suite" (`q_rows`, or `k_rows` on k's draw), applied to the fp32
+    draws before the bf16 rounding; `streams` seed the huge rows' signs and magnitudes."""
     B, T, H, K = q32.shape
     A = sum(shape.seq_lens) if shape.packed else T  # active tokens (dense: each batch row alike)
     if A == 0:
@@ -359,8 +361,8 @@ def _row_scale_suite(torch, q32, shape: pc.Shape, seed: int, dev):
     out[:, :A] = (q32[:, :A].double() * s[None, :, None, None]).to(torch.float32)
     bf16_max = 3.3895313892515355e38
     huge = cfg["huge_values"]
-    sign_u = torch.rand(B, A, H, K, generator=_generator(torch, dev, seed, 9), device=dev, dtype=torch.float64)
-    mag_u = torch.rand(B, A, H, K, generator=_generator(torch, dev, seed, 10), device=dev, dtype=torch.float64)
+    sign_u = torch.rand(B, A, H, K, generator=_generator(torch, dev, seed, streams[0]), device=dev, dtype=torch.float64)
+    mag_u = torch.rand(B, A, H, K, generator=_generator(torch, dev, seed, streams[1]), device=dev, dtype=torch.float64)
     for j, value in enumerate(huge, start=1):
         tok = (A * j) // (len(huge) + 1)
         vmax = min(value, bf16_max)

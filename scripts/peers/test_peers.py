@@ -448,6 +448,8 @@ def test_dump_loader_errors():
         for name in ("out_fused_v2_mma", "out_explicit_v2_mma", "out_fused", "ht_fused"):
             np.save(os.path.join(bad, name + ".npy"), np.zeros(1, np.float32))
         np.save(os.path.join(bad, "beta.npy"), np.zeros((1, 201, 2), np.float32))
+        for name in ("k_raw", "gate_raw", "beta_logits", "a_log", "dt_bias"):  # no longer its beta's
+            os.remove(os.path.join(bad, name + ".npy"))
         p = pc.load_dump_problem(bad, check_bf16=False)
         assert pc.our_outputs(p) == [("explicit", "v2_mma", "out_explicit_v2_mma"), ("fused", "-", "out_fused"),
                                      ("fused", "v2_mma", "out_fused_v2_mma")]
@@ -768,15 +770,19 @@ def _write_synthetic_dump(directory, lengths=(70, 0, 33), total=110, heads=2, di
     q = bf(rng.standard_normal((B, T, H, K)))
     for t in huge_q_tokens:
         q[0, t] = bf(np.sign(rng.standard_normal((H, K))) * 1e20)
-    k_raw = bf(rng.standard_normal((B, T, H, K)))
-    k = bf(pc.l2norm_rows(k_raw, np.float64))
+    # As kda-check draws them: k and beta from fp32 draws, their raw twins the bf16 roundings of
+    # those draws (so beta is not exactly sigmoid(beta_logits), nor k exactly l2norm(k_raw)).
+    k_draw = rng.standard_normal((B, T, H, K)).astype(np.float32)
+    k_raw = bf(k_draw)
+    k = bf(pc.l2norm_rows(k_draw, np.float64))
     v = bf(rng.standard_normal((B, T, H, K)))
     gate_raw = bf(rec.raw_mean + rec.raw_std * rng.standard_normal((B, T, H, K)))
     a_log = rng.uniform(*rec.a_log, H).astype(np.float32)
     dt_bias = rng.uniform(*rec.dt_bias, (H, K)).astype(np.float32)
     gate = pc.gate_cumsum_reference(gate_raw, a_log, dt_bias, starts, rec.lower_bound)
-    logits = bf(rng.standard_normal((B, T, H)))
-    beta = _sigmoid(logits).astype(np.float32)
+    logit_draw = rng.standard_normal((B, T, H)).astype(np.float32)
+    logits = bf(logit_draw)
+    beta = _sigmoid(logit_draw.astype(np.float64)).astype(np.float32)
     gate[:, cu[-1]:] = 0.0
     beta[:, cu[-1]:] = 0.0
     state = (0.01 * rng.standard_normal((len(lengths), H, K, K))).astype(np.float32) if h0 else None
