@@ -22,6 +22,7 @@
 #      the three FlashKDA builds on contract.yaml and contract-mixed.yaml; kda-bench compare of
 #      each; FLA's timing last (FLA_FILES, default "contract contract-mixed": its kernels do the
 #      same work whatever the gate, so the second file is the first to drop at the deadline);
+#      TIMING=0 skips phase C (an accuracy-only call, e.g. with the build caches carried);
 #   D  the report; $OUT gets peers-report.md, peers-summary.txt, peers.tar.gz (every CSV, log,
 #      the steps' wall times) and the caches for the next call: <fk|ffk|vfk>-build.tar.gz when a
 #      FlashKDA was built here, triton-cache.tar.gz (copy them into .peers-cache/ and carry it).
@@ -158,6 +159,9 @@ for s in "$B"/*.status; do
   echo "build $t: $(cat "$s")$(tail -n 1 "$B/$t.log" 2>/dev/null | sed -n 's/^== [a-z]*: [^(]*\(([0-9]* s)\)$/ \1/p')$([[ -s $B/$t.cache ]] && echo "; cache: $(tr '\n' ' ' < "$B/$t.cache")")" >> "$steps"
 done
 cp "$B"/*.log "$r/" 2>/dev/null
+if [[ ${TIMING:-1} == 0 ]]; then
+  echo "phase C (timing) skipped: TIMING=0" >> "$steps"
+else
 echo "phase C (timing) starts at t=${SECONDS}s" >> "$steps"
 
 # --- C. timing, nothing else running ----------------------------------------------------------------
@@ -199,6 +203,7 @@ if [[ ${FLA:-1} != 0 ]]; then
   done
 fi
 
+fi  # TIMING
 # --- D. report, caches, pack --------------------------------------------------------------------------
 DEADLINE=$(( DEADLINE + 30 )) step 30 report python3 scripts/peers/peers_report.py "$r" --build-dir "$B" --md "$r/report.md" --force
 cp "$r/report.md" "$OUT/peers-report.md" 2>/dev/null
