@@ -111,7 +111,10 @@ fk|ffk|vfk)
   key=$( { echo "$target $recipe"; sha256sum "$stock" ${forks:+"$forks"} | cut -d' ' -f1
            python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)' 2>/dev/null || echo no-torch
            "$NVCC" --version 2>/dev/null | tail -n 1; } | sha256sum | cut -c1-16)
-  cache_in=${PEERS_BUILD_CACHE:-$root/.peers-cache}/$target-build.tar.gz
+  # Relative cache paths are the checkout's (the build below runs in another directory).
+  cache_dir=${PEERS_BUILD_CACHE:-.peers-cache}
+  [[ $cache_dir == /* ]] || cache_dir=$root/$cache_dir
+  cache_in=$cache_dir/$target-build.tar.gz
   : > "$build/$target.cache"
   src=$build/$target/src
   rm -rf "$build/$target"

@@ -1162,6 +1162,9 @@ def test_build_script_caches_a_flashkda_build_and_reuses_it():
         assert open(os.path.join(d, "b1", "fk.cache")).read().startswith("built; cached as")
         assert os.path.exists(os.path.join(cache, "fk-build.tar.gz")) and open(os.path.join(d, "built")).read() == "x"
         env["PEERS_CACHE_OUT"] = ""
+        # A relative cache path is the checkout's, as run-all-h200.sh passes it (.peers-cache):
+        # the build must still find it after changing into its source directory.
+        env["PEERS_BUILD_CACHE"] = os.path.relpath(cache, ROOT)
         run = build("b2")
         assert run.returncode == 0 and open(os.path.join(d, "b2", "fk.status")).read().strip() == "ok"
         assert open(os.path.join(d, "b2", "fk.cache")).read().startswith("hit ")
