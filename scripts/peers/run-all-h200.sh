@@ -72,7 +72,9 @@ for c in "$CACHE/triton-cache.tar.gz" .triton-cache.tar.gz; do
 done
 {
   date -u +"utc: %Y-%m-%dT%H:%M:%SZ"
-  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo '?')  BIN=$BIN"
+  # The binaries' own commit (build_info): the checkout's git metadata on the device may be stale.
+  echo "binaries: $(strings "$BIN/kda-check" 2>/dev/null | grep -m1 -E '^[0-9a-f]{40}(-dirty)?$' || echo '?')  BIN=$BIN"
+  echo "checkout: $(git rev-parse HEAD 2>/dev/null || echo '?') (git metadata of the copy; may be stale)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv 2>&1
   nvcc --version 2>&1 | tail -n 1
   python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())' 2>&1
