@@ -3,7 +3,7 @@
 // and beta = sigmoid(logit). One definition for the gate_cumsum kernel and for PREP's raw-input
 // load (chunk_forward with GateInput::raw / BetaInput::logits), so both produce the same bits:
 // every operation is an explicit intrinsic (no FMA contraction or reassociation left to the
-// compiler) and the cumsum walks a chunk's tokens in order, one thread per channel.
+// compiler) and the cumsum adds a chunk's tokens in one fixed order (kGateHalf below).
 //
 // The sigmoid is 1 / (1 + 2^(-x log2 e)) on the MUFU unit (ex2.approx, rcp.approx: relative
 // error below 2^-21 together), ~5 instructions instead of expf's range reduction and an IEEE
@@ -40,12 +40,12 @@ __device__ __forceinline__ float gate_gamma(float raw, float rate, float bias, f
   return __fmul_rn(lower_bound, sigmoid_fast(__fmul_rn(rate, __fadd_rn(raw, bias))));
 }
 
-// One step of the chunk cumsum: adds gamma to the natural-log running sum and returns the
-// cumulative log2 gate of this token.
-__device__ __forceinline__ float gate_step(float& running, float gamma) {
-  running = __fadd_rn(running, gamma);
-  return __fmul_rn(running, kLog2e);
-}
+// The chunk cumsum's order, shared by both kernels: the chunk's first kGateHalf tokens are summed
+// in order from 0, the rest in order from 0 again plus the first half's total; G = log2(e) times
+// that natural-log sum. (Two halves let PREP's raw-gate load run on all 256 threads, two per
+// channel, with one barrier.)
+inline constexpr int kGateHalf = 32;
+__device__ __forceinline__ float gate_log2(float natural) { return __fmul_rn(natural, kLog2e); }
 
 __device__ __forceinline__ float load_as_float(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ float load_as_float(const float* p) { return *p; }

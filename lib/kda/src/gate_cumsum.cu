@@ -1,5 +1,5 @@
 // gate_cumsum (kda-forward.md §3.1): one CTA per (64-token chunk of a sequence, head), one thread
-// per channel walking the chunk's tokens in order (fixed summation order). The arithmetic is
+// per channel walking the chunk's tokens (fixed summation order, gate_activation.cuh). The arithmetic is
 // gate_activation.cuh's, shared with PREP's raw-gate load, so chunk_forward(GateInput::raw)
 // sees exactly this kernel's output.
 #include "common.cuh"
@@ -19,12 +19,19 @@ __global__ void __launch_bounds__(kHeadDim)
   const int d = threadIdx.x;
   const float rate = expf(a_log[h]);
   const float bias = dt_bias[static_cast<int64_t>(h) * kHeadDim + d];
-  float running = 0.0f;  // natural-log prefix sum, restarts at every chunk
+  // Natural-log prefix sums in gate_activation.cuh's order: tokens 0 .. kGateHalf - 1 from 0,
+  // the rest from 0 plus the first half's total.
+  float running = 0.0f;
+  float first_total = 0.0f;
   for (int i = 0; i < chunk.rows; ++i) {
+    if (i == detail::kGateHalf) {
+      first_total = running;
+      running = 0.0f;
+    }
     const int64_t index = ((chunk.first_token + i) * heads + h) * kHeadDim + d;
-    const float gamma = detail::gate_gamma(detail::load_as_float(raw + index), rate, bias,
-                                           lower_bound);
-    out[index] = detail::gate_step(running, gamma);
+    running = __fadd_rn(running, detail::gate_gamma(detail::load_as_float(raw + index), rate,
+                                                    bias, lower_bound));
+    out[index] = detail::gate_log2(i < detail::kGateHalf ? running : __fadd_rn(first_total, running));
   }
 }
 

@@ -44,12 +44,8 @@ using v1::c_col;
 using v1::c_row;
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
 constexpr int kC = kChunk;
 constexpr int kD = kHeadDim;
-// The raw gate's cumsum: warps 0..3, one thread per channel.
-constexpr int kRawGateWarps = kD / 32;
-constexpr int kRawGateThreads = kD;
 constexpr float kScale = 0.08838834764831845f;  // 1 / sqrt(128), as in forward.cu
 
 // ------------------------------------------------------------------------------------------------
@@ -197,12 +193,14 @@ __device__ __forceinline__ void u_column_scales(char* rec, int n0, int lane,
 // shared memory as the contract load does: k (normalized), v, G (rows >= n: G_{n-1}), beta
 // (rows >= n: 0), with cp.async groups still in flight for the caller's waits. All 256 threads
 // call it (it holds a CTA barrier when the gate is raw).
+// The first half's totals of the raw gate's cumsum (128 floats), in the X region, free until
+// phase 2.
+constexpr int kSGateTotal = kSX;
 __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawPrepArgs& raw,
                                                 const ChunkRef& chunk, int h, unsigned char* smem) {
   const int n = chunk.rows;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
-  const int warp = tid >> 5;
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
   const bool raw_gate = raw.raw_gate;
   const bool fuse_k_l2norm = raw.fuse_k_l2norm;
@@ -230,27 +228,6 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
       const int64_t g_token = chunk.first_token + min(i, n - 1);
       cp_async16(smem_u32(smem + sg(i, c)), gate + (g_token * args.heads + h) * kD + c);
     }
-  } else if (warp < kRawGateWarps) {
-    // The raw gate of rows < n, staged for the cumsum below by the warps that run it: bf16 in
-    // the X region (free until phase 2), fp32 in place in G's rows (each value is read, then
-    // overwritten by G, by the same thread).
-    const int64_t first = (chunk.first_token * args.heads + h) * kD;
-    const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
-    if (raw.gate_bf16) {
-      const auto* gate = static_cast<const __nv_bfloat16*>(raw.gate) + first;
-      for (int e = tid; e < n * (kD / 8); e += kRawGateThreads) {
-        const int i = e >> 4;
-        const int c = (e & 15) * 8;
-        cp_async16(smem_u32(smem + sgraw(i, c)), gate + i * token_step + c);
-      }
-    } else {
-      const auto* gate = static_cast<const float*>(raw.gate) + first;
-      for (int e = tid; e < n * (kD / 4); e += kRawGateThreads) {
-        const int i = e >> 5;
-        const int c = (e & 31) * 4;
-        cp_async16(smem_u32(smem + sg(i, c)), gate + i * token_step + c);
-      }
-    }
   }
   cp_async_commit();
   if (tid < kC) {
@@ -258,76 +235,79 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
     if (tid < n) {
       const int64_t at = (chunk.first_token + tid) * args.heads + h;
       b = beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
-                         : load_as_float(static_cast<const float*>(raw.beta) + at);
+                    : load_as_float(static_cast<const float*>(raw.beta) + at);
       if (beta_logits) b = sigmoid_fast(b);
     }
     stf(smem, kSBeta + 4 * tid, b);
   }
 
-  // ---- 1b (raw inputs). k normalized in the kernel: each quad of threads loads one row into
-  // registers and stores exactly what the l2norm kernel would (the same row function and
-  // layout: kda::l2norm's bits). Rows >= n are zero rows and stay zero. With the raw gate, warps
-  // 0..3 run the gate's cumsum and warps 4..7 normalize two rows per quad meanwhile; their k
-  // loads are issued before the CTA barrier that publishes the staged raw gate, so they are in
-  // flight while warps 0..3 wait for the tile. (A CTA barrier rather than a named one among
-  // warps 0..3: with bar.sync 1, 128 compute-sanitizer's racecheck reports false hazards in
-  // phase 5, as it did for phase 4a, see there, and racecheck must stay usable.)
-  const int k_first_warp = raw_gate ? kRawGateWarps : 0;
-  const bool normalizes_k = fuse_k_l2norm && warp >= k_first_warp;  // warp-uniform
-  const int k_rows_per_quad = raw_gate ? 2 : 1;
-  const int k_quads = (kWarps - k_first_warp) * 8;
-  const int k_row0 = (tid - k_first_warp * 32) >> 2;
-  const int k_col0 = (lane & 3) * kRowRun;
-  float k_raw[2][kRowRun];
-  if (normalizes_k) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int i = k_row0 + r * k_quads;
-      if (r < k_rows_per_quad && i < n) {
-        load_run(args.k + (chunk.first_token + i) * args.k_stride + head_offset + k_col0,
-                 k_raw[r]);
-      } else {
-#pragma unroll
-        for (int c = 0; c < kRowRun; ++c) k_raw[r][c] = 0.0f;
-      }
-    }
-  }
+  // ---- 1b (raw inputs), on all 8 warps, registers only until the stores: no thread waits for
+  // another's data except at the one CTA barrier between the gate's two halves.
+  //   The raw gate: thread (d, half) = (tid % 128, tid / 128) owns channel d of rows 32 half ..
+  // 32 half + 31. It loads its 32 raw values straight from global memory (a warp reads 64 or 128
+  // contiguous bytes per row), takes the activation of each (independent: the MUFU latencies
+  // overlap) and the half's running sum in registers: the cumsum order of gate_activation.cuh,
+  // which gate_cumsum uses too (bit for bit). Rows >= n add nothing, so they repeat G_{n-1}.
+  //   k normalized in the kernel: one quad of threads per row (64 quads: every row at once), the
+  // l2norm kernel's row function and layout (its bits); rows >= n are zero rows and stay zero.
+  // Both sets of loads are issued before any of their arithmetic.
+  const int d = tid & (kD - 1);
+  const int half = tid >> 7;
+  float part[kGateHalf];  // the half's running sums, natural log
   if (raw_gate) {  // uniform
-    if (warp < kRawGateWarps) cp_async_wait_all();
-    __syncthreads();  // the staged raw gate tile is complete
-  }
-  if (normalizes_k) {
+    const int64_t first = ((chunk.first_token + kGateHalf * half) * args.heads + h) * kD + d;
+    const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
+    const int rows = min(max(n - kGateHalf * half, 0), kGateHalf);  // this half's valid rows
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      if (r < k_rows_per_quad) {  // uniform
-        __nv_bfloat16 y[kRowRun];
-        l2norm_row_bf16<4, kRowRun>(k_raw[r], y);
-        store_run(reinterpret_cast<__nv_bfloat16*>(smem + sk(k_row0 + r * k_quads, k_col0)), y);
+    for (int r = 0; r < kGateHalf; ++r) {
+      part[r] = 0.0f;
+      if (r < rows) {
+        part[r] = raw.gate_bf16
+                      ? load_as_float(static_cast<const __nv_bfloat16*>(raw.gate) + first + r * token_step)
+                      : load_as_float(static_cast<const float*>(raw.gate) + first + r * token_step);
       }
     }
-  }
-  // The raw gate: one thread per channel walks the chunk's tokens in order, exactly as the
-  // gate_cumsum kernel does (gate_activation.cuh); rows >= n repeat G_{n-1}.
-  if (raw_gate && warp < kRawGateWarps) {  // warp-uniform
-    const int d = tid;
     const float rate = expf(raw.a_log[h]);
     const float bias = raw.dt_bias[h * kD + d];
-    const float lower_bound = raw.lower_bound;
-    const bool gate_bf16 = raw.gate_bf16;
     float running = 0.0f;
-    float g = 0.0f;
-#pragma unroll 8
-    for (int i = 0; i < kC; ++i) {
-      if (i < n) {
-        const float x = gate_bf16 ? __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(
-                                        smem + sgraw(i, d)))
-                                  : ldf(smem, sg(i, d));
-        g = gate_step(running, gate_gamma(x, rate, bias, lower_bound));
-      }
-      stf(smem, sg(i, d), g);
+#pragma unroll
+    for (int r = 0; r < kGateHalf; ++r) {
+      if (r < rows) running = __fadd_rn(running, gate_gamma(part[r], rate, bias, raw.lower_bound));
+      part[r] = running;
     }
   }
-
+  float k_row[kRowRun];
+  const int k_i = tid >> 2;
+  const int k_c0 = (lane & 3) * kRowRun;
+  if (fuse_k_l2norm) {  // uniform
+    if (k_i < n) {
+      load_run(args.k + (chunk.first_token + k_i) * args.k_stride + head_offset + k_c0, k_row);
+    } else {
+#pragma unroll
+      for (int c = 0; c < kRowRun; ++c) k_row[c] = 0.0f;
+    }
+    __nv_bfloat16 y[kRowRun];
+    l2norm_row_bf16<4, kRowRun>(k_row, y);
+    store_run(reinterpret_cast<__nv_bfloat16*>(smem + sk(k_i, k_c0)), y);
+  }
+  if (raw_gate) {  // uniform
+    // The first half's G, and its total for the second half (the X region is free until
+    // phase 2); then the second half adds it.
+    float* first_total = reinterpret_cast<float*>(smem + kSGateTotal);
+    if (half == 0) {
+#pragma unroll
+      for (int r = 0; r < kGateHalf; ++r) stf(smem, sg(r, d), gate_log2(part[r]));
+      first_total[d] = part[kGateHalf - 1];
+    }
+    __syncthreads();
+    if (half == 1) {
+      const float total = first_total[d];
+#pragma unroll
+      for (int r = 0; r < kGateHalf; ++r) {
+        stf(smem, sg(kGateHalf + r, d), gate_log2(__fadd_rn(total, part[r])));
+      }
+    }
+  }
 }
 
 // One chunk of PREP, inlined into the two kernels below. kRawInputs: raw inputs are read

@@ -101,12 +101,6 @@ KDA_HD constexpr int ssq_diagonal_reg(int lane) { return (lane >> 2) & 1; }
 inline constexpr int kSsqChains = 4;
 // Before the inverse the X region holds the grams' column operands (bf16, q/k/v row pitch):
 // row j = k_j 2^(G_{m_c} - G_j) of column block c = j / 16, rounded once (zero for j >= n).
-// Raw-gate input (GateInput::raw, bf16): rows < n staged in the X region ([64][128] bf16, 256-byte
-// rows) during phase 1, read back column by column by the cumsum (64 contiguous bytes per warp
-// and row) before phase 2 reuses the region. An fp32 raw gate is staged in G's rows instead.
-inline constexpr int kSGRaw = kSX;
-static_assert(kChunk * kHeadDim * 2 <= kSY - kSX, "the bf16 raw gate fits in the X region");
-KDA_HD constexpr int sgraw(int row, int col) { return kSGRaw + 2 * (row * kHeadDim + col); }
 KDA_HD constexpr int scol(int row, int col) { return kSX + 2 * (row * kLdH + col); }
 KDA_HD constexpr int skt(int row, int col) { return kSKT + 2 * (row * kLdH + col); }
 KDA_HD constexpr int st16(int row, int col) { return kST16 + 2 * v1::swz64(row, col); }
