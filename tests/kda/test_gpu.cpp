@@ -475,6 +475,35 @@ kda::ref::Problem reference_problem(const Inputs& in) {
   return p;
 }
 
+// The sizes, sequences and workspace of a forward call: what every test problem sets alike.
+void set_problem(kda::ForwardParams& p, int64_t batch, int64_t tokens, int heads,
+                 const std::vector<int32_t>& cu, const DeviceBuffer& cu_device,
+                 kda::ForwardVariant variant, const DeviceBuffer& workspace) {
+  p.batch = batch;
+  p.tokens = tokens;
+  p.heads = heads;
+  if (!cu.empty()) {
+    p.cu_seqlens = cu_device.as<const int32_t>();
+    p.cu_seqlens_host = cu.data();
+    p.num_seqs = static_cast<int>(cu.size()) - 1;
+  }
+  p.variant = variant;
+  p.workspace = workspace.get();
+  p.workspace_bytes = workspace.bytes();
+}
+
+// chunk_forward, or its stages in order (which must be the same thing), then a synchronize.
+void run_forward(const kda::ForwardParams& p, bool stages) {
+  if (stages) {
+    for (int stage = 0; stage < kda::forward_stage_count(); ++stage) {
+      kda::chunk_forward_stage(p, stage, nullptr);
+    }
+  } else {
+    kda::chunk_forward(p, nullptr);
+  }
+  synchronize();
+}
+
 struct Outputs {
   std::vector<uint16_t> out;  // [B, T, H, 128] compact bf16 bits
   std::vector<float> final_state;
@@ -549,18 +578,8 @@ class DeviceProblem {
     p.initial_state = in_.c.initial_state ? h0_.as<const float>() : nullptr;
     p.out = out_.get();
     p.final_state = in_.c.final_state ? final_.as<float>() : nullptr;
-    p.batch = in_.c.batch;
-    p.tokens = in_.c.tokens;
-    p.heads = in_.c.heads;
-    if (!in_.c.cu.empty()) {
-      p.cu_seqlens = cu_.as<const int32_t>();
-      p.cu_seqlens_host = in_.c.cu.data();
-      p.num_seqs = static_cast<int>(in_.c.cu.size()) - 1;
-    }
     p.fuse_q_l2norm = fused;
-    p.variant = variant_;
-    p.workspace = workspace_.get();
-    p.workspace_bytes = workspace_.bytes();
+    set_problem(p, in_.c.batch, in_.c.tokens, in_.c.heads, in_.c.cu, cu_, variant_, workspace_);
     return p;
   }
 
@@ -586,14 +605,7 @@ class DeviceProblem {
         kda::l2norm(n, nullptr);
       }
     }
-    if (path == Path::fused_stages) {
-      for (int stage = 0; stage < kda::forward_stage_count(); ++stage) {
-        kda::chunk_forward_stage(p, stage, nullptr);
-      }
-    } else {
-      kda::chunk_forward(p, nullptr);
-    }
-    synchronize();
+    run_forward(p, path == Path::fused_stages);
     Outputs o;
     const std::vector<uint16_t> strided = out_.download<uint16_t>();
     const int64_t row = int64_t{in_.c.heads} * kD;
@@ -1178,17 +1190,7 @@ class RawDeviceProblem {
     p.initial_state = in_.c.initial_state ? h0_.as<const float>() : nullptr;
     p.out = out_.get();
     p.final_state = in_.c.final_state ? final_.as<float>() : nullptr;
-    p.batch = in_.c.batch;
-    p.tokens = in_.c.tokens;
-    p.heads = in_.c.heads;
-    if (!in_.c.cu.empty()) {
-      p.cu_seqlens = cu_.as<const int32_t>();
-      p.cu_seqlens_host = in_.c.cu.data();
-      p.num_seqs = static_cast<int>(in_.c.cu.size()) - 1;
-    }
-    p.variant = variant_;
-    p.workspace = workspace_.get();
-    p.workspace_bytes = workspace_.bytes();
+    set_problem(p, in_.c.batch, in_.c.tokens, in_.c.heads, in_.c.cu, cu_, variant_, workspace_);
     return p;
   }
 
@@ -1221,14 +1223,7 @@ class RawDeviceProblem {
       kda::gate_cumsum(g, nullptr);
     }
     const kda::ForwardParams p = params(run);
-    if (run.stages) {
-      for (int stage = 0; stage < kda::forward_stage_count(); ++stage) {
-        kda::chunk_forward_stage(p, stage, nullptr);
-      }
-    } else {
-      kda::chunk_forward(p, nullptr);
-    }
-    synchronize();
+    run_forward(p, run.stages);
     return {out_.download<uint16_t>(), final_.download<float>()};
   }
 
