@@ -13,6 +13,10 @@
 
 namespace kda::detail {
 
+// q's scale 1 / sqrt(128), as a float: one definition for every kernel that folds it in.
+inline constexpr float kScale = 0.08838834764831845f;
+
+
 // ----------------------------------------------------------------------------------------------
 // Host: CUDA errors become kda::Error(cuda) with the runtime's text.
 

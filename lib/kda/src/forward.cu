@@ -28,6 +28,7 @@
 #include "l2norm_row.cuh"
 #include "mma_layout.h"
 #include "prep_v2.cuh"
+#include "ptx.cuh"
 #include "scan_v1.cuh"
 
 namespace kda {
@@ -42,7 +43,7 @@ constexpr int kThreads = 256;
 constexpr int kC = kChunk;    // 64 tokens per chunk
 constexpr int kD = kHeadDim;  // 128 channels
 constexpr int kBV = detail::kScanSliceColumns;
-constexpr float kScale = 0.08838834764831845f;  // 1 / sqrt(128)
+using detail::kScale;
 
 // Padded shared-memory row strides (floats). 132 = 128 + 4: float4 reads of 8 different rows in
 // one warp land in 8 different 16-byte bank groups. 68 = 64 + 4 for the 64-wide grams.
@@ -63,12 +64,14 @@ __device__ __forceinline__ float get(const float4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// 16-byte copy of record data into shared memory (ptx.cuh's cp.async), and the wait for all of
+// this thread's copies (cp.async.wait_all = commit the open group, then wait for every group).
 __device__ __forceinline__ void cp_async16(float* smem_dst, const RecordT* gmem_src) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src) : "memory");
+  detail::ptx::cp_async16(detail::ptx::smem_u32(smem_dst), gmem_src);
 }
 __device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  detail::ptx::cp_async_commit();
+  detail::ptx::cp_async_wait_all();
 }
 
 // ------------------------------------------------------------------------------------------------

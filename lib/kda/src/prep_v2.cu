@@ -46,7 +46,6 @@ using v1::c_row;
 constexpr int kThreads = 256;
 constexpr int kC = kChunk;
 constexpr int kD = kHeadDim;
-constexpr float kScale = 0.08838834764831845f;  // 1 / sqrt(128), as in forward.cu
 
 // ------------------------------------------------------------------------------------------------
 // Shared-memory accessors (byte offsets from prep_v2.h).
