@@ -215,7 +215,8 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
       }
       cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
     } else {
-      *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+      // (With fuse_k_l2norm the k norm below writes k's rows >= n, zero rows, itself.)
+      if (!fuse_k_l2norm) *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
       *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
     }
   }
