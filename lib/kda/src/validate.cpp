@@ -238,6 +238,18 @@ void check_heads(const std::string& op, int heads) {
 }
 
 // Workspace bytes for N sequences: one record per (head, chunk slot). Checks the sizes it uses.
+// The gate producer's lower bound (gate_cumsum, and chunk_forward's raw gate): written so that
+// NaN fails too.
+void check_lower_bound(const std::string& op, float lower_bound) {
+  if (!(lower_bound >= -kMaxLowerBound && lower_bound <= 0.0f)) {
+    fail(ErrorCode::invalid_argument,
+         op + ": lower_bound = " + float_text(lower_bound) + " must lie in [-" +
+             float_text(kMaxLowerBound) +
+             ", 0] (finite): per-token log2 decays must stay within the bounded-gate contract "
+             "(kda-forward.md §3.1)");
+  }
+}
+
 size_t forward_bytes(const ForwardParams& p, int64_t num_states) {
   const std::string op = "chunk_forward";
   const int64_t total_tokens = checked_mul(op, "batch * tokens", p.batch, p.tokens);
@@ -297,13 +309,7 @@ void check_raw_inputs(const ForwardParams& p) {
     require_pointer(op, "a_log", p.a_log, "a device pointer to fp32 [H] (GateInput::raw)");
     require_pointer(op, "dt_bias", p.dt_bias,
                     "a device pointer to fp32 [H, 128] (GateInput::raw)");
-    if (!(p.lower_bound >= -kMaxLowerBound && p.lower_bound <= 0.0f)) {
-      fail(ErrorCode::invalid_argument,
-           op + ": lower_bound = " + float_text(p.lower_bound) + " must lie in [-" +
-               float_text(kMaxLowerBound) +
-               ", 0] (finite): per-token log2 decays must stay within the bounded-gate contract "
-               "(kda-forward.md §3.1)");
-    }
+    check_lower_bound(op, p.lower_bound);
   } else {
     if (p.gate_dtype != DType::f32) {
       fail(ErrorCode::invalid_argument,
@@ -379,13 +385,7 @@ void validate(const GateCumsumParams& p) {
   const std::string op = "gate_cumsum";
   check_head_dim(op, "dim", p.dim);
   check_heads(op, p.heads);
-  if (!(p.lower_bound >= -kMaxLowerBound && p.lower_bound <= 0.0f)) {
-    fail(ErrorCode::invalid_argument,
-         op + ": lower_bound = " + float_text(p.lower_bound) + " must lie in [-" +
-             float_text(kMaxLowerBound) +
-             ", 0] (finite): per-token log2 decays must stay within the bounded-gate contract "
-             "(kda-forward.md §3.1)");
-  }
+  check_lower_bound(op, p.lower_bound);
   const int64_t n =
       check_sequences(op, p.batch, p.tokens, p.cu_seqlens, p.cu_seqlens_host, p.num_seqs);
   const int64_t total_tokens = p.batch * p.tokens;
