@@ -15,6 +15,8 @@ packages=(
   libbenchmark-dev      # kda-gbench
   python3-numpy python3-matplotlib      # plot script and .npy cross-checks
   python3-yaml                          # scripts/peers (shape files) and their tests
+  python3-torch python3-pip python3-setuptools python3-wheel  # python/ (kda_torch): the pip
+                                          # install and CPU tests in CTest (CPU torch 1.13)
   clang libclang-rt-14-dev libomp-14-dev  # libFuzzer targets (fuzz preset): clang 14, its
                                           # fuzzer/sanitizer runtimes and its OpenMP
 )
