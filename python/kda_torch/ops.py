@@ -451,7 +451,9 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
 
     g: with use_gate_in_kernel=False the per-token natural-log decay (any float dtype), converted
     here to the kernels' chunk-local cumulative log2 gate by torch ops -- an extra pass and an fp32
-    [B, T, H, 128] temporary; with use_gate_in_kernel=True (which needs safe_gate=True and
+    [B, T, H, 128] temporary; it must lie in [-5.9148, 0] per token (the bounded-gate contract the
+    kernels' precision rests on; not checked: the values are on the device), else the result is
+    unspecified; with use_gate_in_kernel=True (which needs safe_gate=True and
     lower_bound in [-5.9148, 0]) the raw projection, activated in the kernel as
     lower_bound * sigmoid(exp(A_log) * (g + dt_bias)), A_log fp32 [H], dt_bias fp32 [H * K].
     use_qk_l2norm_in_kernel: raw q and k, normalized in the kernel; otherwise both are normalized.
