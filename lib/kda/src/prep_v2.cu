@@ -250,7 +250,8 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
   // which gate_cumsum uses too (bit for bit). Rows >= n add nothing, so they repeat G_{n-1}.
   //   k normalized in the kernel: one quad of threads per row (64 quads: every row at once), the
   // l2norm kernel's row function and layout (its bits); rows >= n are zero rows and stay zero.
-  // Both sets of loads are issued before any of their arithmetic.
+  // (Issuing k's loads before the gate's arithmetic in the source made ptxas version the code:
+  // +500 static instructions; the scheduler may hoist them anyway, so the simpler order stays.)
   const int d = tid & (kD - 1);
   const int half = tid >> 7;
   float part[kGateHalf];  // the half's running sums, natural log
@@ -263,7 +264,8 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
       part[r] = 0.0f;
       if (r < rows) {
         part[r] = raw.gate_bf16
-                      ? load_as_float(static_cast<const __nv_bfloat16*>(raw.gate) + first + r * token_step)
+                      ? load_as_float(static_cast<const __nv_bfloat16*>(raw.gate) + first +
+                                      r * token_step)
                       : load_as_float(static_cast<const float*>(raw.gate) + first + r * token_step);
       }
     }
