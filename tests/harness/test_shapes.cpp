@@ -12,6 +12,7 @@
 
 #include "kda/harness/npy.h"
 #include "kda/harness/shapes.h"
+#include "scratch.h"
 
 namespace kda::harness {
 namespace {
@@ -525,11 +526,9 @@ TEST(ShapeGate, Refusals) {
 // .npy parameters, as a real checkpoint's A_log and dt_bias would be given.
 class ShapeGateFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(KDA_TEST_SCRATCH_DIR) / "gate_files";
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
+  // One directory per test (scratch.h): ctest runs this fixture's tests as parallel processes,
+  // and a shared one let one test's SetUp delete the other's files (a CI flake).
+  void SetUp() override { dir_ = test::scratch_dir("gate_files"); }
   std::string write_yaml(const std::string& gate) {
     const std::string path = (dir_ / "s.yaml").string();
     std::ofstream(path) << "shapes:\n  - id: a\n    heads: 2\n    key_dim: 4\n    value_dim: 4\n"
