@@ -285,16 +285,23 @@ TEST(ValidateForward, RawInputsAccepted) {
   EXPECT_NO_THROW(kda::validate(p));
 }
 
-TEST(ValidateForward, RawInputsRefused) {
-  kda::ForwardParams p = raw_forward();
+// Bounds outside [-kMaxLowerBound, 0], NaN and -inf are refused by `op` (params p, valid else).
+template <class Params>
+void expect_lower_bounds_refused(Params p, const std::string& op) {
   p.lower_bound = -6.0f;
   expect_invalid(p, ErrorCode::invalid_argument,
-                 "chunk_forward: lower_bound = -6 must lie in [-5.91485595703, 0]");
+                 op + ": lower_bound = -6 must lie in [-5.91485595703, 0] (finite)");
   p.lower_bound = 0.5f;
   expect_invalid(p, ErrorCode::invalid_argument, "lower_bound = 0.5 must lie in");
   p.lower_bound = std::numeric_limits<float>::quiet_NaN();
-  expect_invalid(p, ErrorCode::invalid_argument, "must lie in [-5.91485595703, 0] (finite)");
-  p = raw_forward();
+  expect_invalid(p, ErrorCode::invalid_argument, "lower_bound = nan must lie in");
+  p.lower_bound = -std::numeric_limits<float>::infinity();
+  expect_invalid(p, ErrorCode::invalid_argument, "lower_bound = -inf must lie in");
+}
+
+TEST(ValidateForward, RawInputsRefused) {
+  expect_lower_bounds_refused(raw_forward(), "chunk_forward");
+  kda::ForwardParams p = raw_forward();
   p.a_log = nullptr;
   expect_invalid(p, ErrorCode::invalid_argument, "a_log is null");
   p = raw_forward();
@@ -685,17 +692,8 @@ TEST(ValidateGate, AcceptsValidParams) {
 }
 
 TEST(ValidateGate, Errors) {
+  expect_lower_bounds_refused(valid_gate(), "gate_cumsum");
   kda::GateCumsumParams p = valid_gate();
-  p.lower_bound = -6.0f;
-  expect_invalid(p, ErrorCode::invalid_argument,
-                 "gate_cumsum: lower_bound = -6 must lie in [-5.91485595703, 0]");
-  p.lower_bound = 0.5f;
-  expect_invalid(p, ErrorCode::invalid_argument, "lower_bound = 0.5 must lie in");
-  p.lower_bound = std::numeric_limits<float>::quiet_NaN();
-  expect_invalid(p, ErrorCode::invalid_argument, "lower_bound = nan must lie in");
-  p.lower_bound = -std::numeric_limits<float>::infinity();
-  expect_invalid(p, ErrorCode::invalid_argument, "lower_bound = -inf must lie in");
-  p = valid_gate();
   p.dim = 64;
   expect_invalid(p, ErrorCode::unsupported, "gate_cumsum: dim = 64 is not supported");
   p = valid_gate();
