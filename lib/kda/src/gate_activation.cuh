@@ -47,7 +47,9 @@ __device__ __forceinline__ float gate_gamma(float raw, float rate, float bias, f
 inline constexpr int kGateHalf = 32;
 __device__ __forceinline__ float gate_log2(float natural) { return __fmul_rn(natural, kLog2e); }
 
-__device__ __forceinline__ float load_as_float(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float load_as_float(const __nv_bfloat16* p) {
+  return __bfloat162float(*p);
+}
 __device__ __forceinline__ float load_as_float(const float* p) { return *p; }
 
 }  // namespace kda::detail

@@ -1,7 +1,7 @@
 // gate_cumsum (kda-forward.md §3.1): one CTA per (64-token chunk of a sequence, head), one thread
-// per channel walking the chunk's tokens (fixed summation order, gate_activation.cuh). The arithmetic is
-// gate_activation.cuh's, shared with PREP's raw-gate load, so chunk_forward(GateInput::raw)
-// sees exactly this kernel's output.
+// per channel walking the chunk's tokens. The arithmetic and the summation order are
+// gate_activation.cuh's, shared with PREP's raw-gate load, so chunk_forward(GateInput::raw) sees
+// exactly this kernel's output.
 #include "common.cuh"
 #include "gate_activation.cuh"
 
@@ -31,7 +31,8 @@ __global__ void __launch_bounds__(kHeadDim)
     const int64_t index = ((chunk.first_token + i) * heads + h) * kHeadDim + d;
     running = __fadd_rn(running, detail::gate_gamma(detail::load_as_float(raw + index), rate,
                                                     bias, lower_bound));
-    out[index] = detail::gate_log2(i < detail::kGateHalf ? running : __fadd_rn(first_total, running));
+    const float natural = i < detail::kGateHalf ? running : __fadd_rn(first_total, running);
+    out[index] = detail::gate_log2(natural);
   }
 }
 

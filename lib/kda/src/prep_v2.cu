@@ -186,6 +186,40 @@ __device__ __forceinline__ void u_column_scales(char* rec, int n0, int lane,
   }
 }
 
+// Phase 1's copies of k (unless load_k is false) and v (bf16, 16-byte cp.async; the validated
+// strides keep every row 16-byte aligned) and of G (fp32; rows >= n: G_{n-1}), shared by the
+// contract and the raw-input load. Rows >= n of k and v are zeros by selection: the memory there
+// belongs to the next sequence or lies past the end.
+__device__ __forceinline__ void load_k_v(const PrepArgs& args, const ChunkRef& chunk, int h,
+                                         unsigned char* smem, bool load_k) {
+  const int n = chunk.rows;
+  const int64_t head_offset = static_cast<int64_t>(h) * kD;
+  for (int e = threadIdx.x; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
+    const int i = e >> 4;
+    const int c = (e & 15) * 8;
+    const int64_t token = chunk.first_token + i;
+    if (i < n) {
+      if (load_k) {
+        cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
+      }
+      cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
+    } else {
+      if (load_k) *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+__device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& args,
+                                          const ChunkRef& chunk, int h, unsigned char* smem) {
+  const int n = chunk.rows;
+  for (int e = threadIdx.x; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
+    const int i = e >> 5;
+    const int c = (e & 31) * 4;
+    const int64_t g_token = chunk.first_token + min(i, n - 1);
+    cp_async16(smem_u32(smem + sg(i, c)), gate + (g_token * args.heads + h) * kD + c);
+  }
+}
+
 // Phase 1 after q's loads, for raw inputs (kda.h GateInput::raw, BetaInput::logits, bf16 beta,
 // fuse_k_l2norm; each a uniform runtime branch here): k (unless normalized below), v, the raw
 // gate or G, beta; then raw k normalized and the raw gate's activation and cumsum. It leaves
@@ -205,30 +239,9 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
   const bool fuse_k_l2norm = raw.fuse_k_l2norm;
   const bool beta_bf16 = raw.beta_bf16;
   const bool beta_logits = raw.beta_logits;
-  for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
-    const int i = e >> 4;
-    const int c = (e & 15) * 8;
-    const int64_t token = chunk.first_token + i;
-    if (i < n) {
-      if (!fuse_k_l2norm) {  // uniform
-        cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
-      }
-      cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
-    } else {
-      // (With fuse_k_l2norm the k norm below writes k's rows >= n, zero rows, itself.)
-      if (!fuse_k_l2norm) *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
-  if (!raw_gate) {  // uniform
-    const float* gate = static_cast<const float*>(raw.gate);
-    for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
-      const int i = e >> 5;
-      const int c = (e & 31) * 4;
-      const int64_t g_token = chunk.first_token + min(i, n - 1);
-      cp_async16(smem_u32(smem + sg(i, c)), gate + (g_token * args.heads + h) * kD + c);
-    }
-  }
+  // (With fuse_k_l2norm the k norm below writes all of k's rows, those >= n as zero rows.)
+  load_k_v(args, chunk, h, smem, /*load_k=*/!fuse_k_l2norm);
+  if (!raw_gate) load_gate(static_cast<const float*>(raw.gate), args, chunk, h, smem);  // uniform
   cp_async_commit();
   if (tid < kC) {
     float b = 0.0f;
@@ -352,24 +365,8 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
   if constexpr (kRawInputs) {
     load_raw_inputs(args, raw, chunk, h, smem);
   } else {
-    for (int e = tid; e < kC * (kD / 8); e += kThreads) {  // 16 units of 8 bf16 per row
-      const int i = e >> 4;
-      const int c = (e & 15) * 8;
-      const int64_t token = chunk.first_token + i;
-      if (i < n) {
-        cp_async16(smem_u32(smem + sk(i, c)), args.k + token * args.k_stride + head_offset + c);
-        cp_async16(smem_u32(smem + sv(i, c)), args.v + token * args.v_stride + head_offset + c);
-      } else {
-        *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-        *reinterpret_cast<uint4*>(smem + sv(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-      }
-    }
-    for (int e = tid; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
-      const int i = e >> 5;
-      const int c = (e & 31) * 4;
-      const int64_t g_token = chunk.first_token + min(i, n - 1);
-      cp_async16(smem_u32(smem + sg(i, c)), args.gate + (g_token * args.heads + h) * kD + c);
-    }
+    load_k_v(args, chunk, h, smem, /*load_k=*/true);
+    load_gate(args.gate, args, chunk, h, smem);
     cp_async_commit();
     if (tid < kC) {
       stf(smem, kSBeta + 4 * tid,
