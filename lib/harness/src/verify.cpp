@@ -42,29 +42,44 @@ std::vector<int64_t> state_shape(const HostInputs& in) {
 
 std::vector<double> widen(const std::vector<float>& values) { return to_double(values); }
 
-Golden compute_golden(const HostInputs& inputs, const BudgetRule& rule, bool state_carry) {
-  const auto start = std::chrono::steady_clock::now();
-  const kda::ref::Problem problem = inputs.to_reference();
-  kda::ref::Options options;
-  options.normalize_q = true;
-  options.final_state = inputs.want_final_state;
+namespace {
 
-  // The per-token recurrence is the ground truth and about twice as fast as the chunked
-  // reference on the contract shapes (they agree to 1e-12 in fp64: kda-check --backend reference).
-  Golden golden;
+// The references of one problem: the fp64 golden (the per-token recurrence is the ground truth
+// and about twice as fast as the chunked reference on the contract shapes; they agree to 1e-12 in
+// fp64: kda-check --backend reference), the state-carry figure (the same recurrence restarted at
+// every chunk), then `to_low(problem)` turns the problem into the fp32 implementation's view
+// (in place: no second copy of the inputs) for the fp32 twin.
+template <class ToLow>
+void run_recurrences(kda::ref::Problem& problem, const kda::ref::Options& options,
+                     const BudgetRule& rule, bool state_carry, ToLow to_low, Golden& golden) {
   auto high = kda::ref::recurrent_forward<double>(problem, options);
   golden.out = std::move(high.out);
   golden.final_state = std::move(high.final_state);
-  auto low = kda::ref::recurrent_forward<float>(problem, options);
-  golden.out_low = to_double(low.out);
-  golden.final_state_low = to_double(low.final_state);
+  std::vector<double> local_out;
   if (state_carry) {
     kda::ref::Options local_options = options;
     local_options.final_state = false;
     local_options.reset_state_at_chunk_starts = true;
-    const auto local = kda::ref::recurrent_forward<double>(problem, local_options);
-    golden.carry = judge_state_carry(golden.out, golden.out_low, local.out, rule);
+    local_out = kda::ref::recurrent_forward<double>(problem, local_options).out;
   }
+  to_low(problem);
+  auto low = kda::ref::recurrent_forward<float>(problem, options);
+  golden.out_low = to_double(low.out);
+  golden.final_state_low = to_double(low.final_state);
+  if (state_carry) golden.carry = judge_state_carry(golden.out, golden.out_low, local_out, rule);
+}
+
+}  // namespace
+
+Golden compute_golden(const HostInputs& inputs, const BudgetRule& rule, bool state_carry) {
+  const auto start = std::chrono::steady_clock::now();
+  kda::ref::Problem problem = inputs.to_reference();
+  kda::ref::Options options;
+  options.normalize_q = true;
+  options.final_state = inputs.want_final_state;
+
+  Golden golden;  // the fp32 implementation sees the contract inputs as they are
+  run_recurrences(problem, options, rule, state_carry, [](kda::ref::Problem&) {}, golden);
 
   const int64_t rows = inputs.batch * inputs.tokens * inputs.heads;
   golden.q_hat.resize(problem.q.size());
@@ -121,22 +136,9 @@ Golden compute_raw_golden(const HostInputs& inputs, const BudgetRule& rule, bool
   Golden golden;
   golden.raw_inputs = true;
   set_raw_k_and_beta<double>(inputs, problem);
-  auto high = kda::ref::recurrent_forward<double>(problem, options);
-  golden.out = std::move(high.out);
-  golden.final_state = std::move(high.final_state);
-  std::vector<double> local_out;
-  if (state_carry) {
-    kda::ref::Options local_options = options;
-    local_options.final_state = false;
-    local_options.reset_state_at_chunk_starts = true;
-    local_out = kda::ref::recurrent_forward<double>(problem, local_options).out;
-  }
   // low: an honest fp32 implementation normalizes k and takes the sigmoid in fp32 too.
-  set_raw_k_and_beta<float>(inputs, problem);
-  auto low = kda::ref::recurrent_forward<float>(problem, options);
-  golden.out_low = to_double(low.out);
-  golden.final_state_low = to_double(low.final_state);
-  if (state_carry) golden.carry = judge_state_carry(golden.out, golden.out_low, local_out, rule);
+  run_recurrences(problem, options, rule, state_carry,
+                  [&inputs](kda::ref::Problem& p) { set_raw_k_and_beta<float>(inputs, p); }, golden);
   golden.seconds = seconds_since(start);
   return golden;
 }
