@@ -1,5 +1,6 @@
 // The raw-input activations (kda-forward.md §3.1): the bounded gate
-//   gamma = lb * sigmoid(exp(A_log[h]) * (g + dt_bias[h, d])),   G = log2(e) * cumsum(gamma),
+//   gamma = lb * sigmoid(exp(A_log[h]) * (g + dt_bias[h, d])),   G = log2(e) * cumsum(gamma)
+// (computed as lb log2(e) * cumsum(sigmoid): the constant factor moves out of the sum),
 // and beta = sigmoid(logit). One definition for the gate_cumsum kernel and for PREP's raw-input
 // load (chunk_forward with GateInput::raw / BetaInput::logits), so both produce the same bits:
 // every operation is an explicit intrinsic (no FMA contraction or reassociation left to the
@@ -35,17 +36,37 @@ __device__ __forceinline__ float sigmoid_fast(float x) {
   return rcp_approx(__fadd_rn(1.0f, e));
 }
 
-// The per-token natural-log decay of one channel: rate = expf(A_log[h]), bias = dt_bias[h, d].
-__device__ __forceinline__ float gate_gamma(float raw, float rate, float bias, float lower_bound) {
-  return __fmul_rn(lower_bound, sigmoid_fast(__fmul_rn(rate, __fadd_rn(raw, bias))));
+// One channel's constants: bias = dt_bias[h, d], slope = -exp(A_log[h]) log2(e), so that
+// sigmoid(exp(A_log) (g + bias)) = 1 / (1 + 2^(slope (g + bias))): one multiply per element
+// instead of two.
+struct GateChannel {
+  float bias;
+  float slope;
+};
+__device__ __forceinline__ GateChannel gate_channel(float a_log, float dt_bias) {
+  return {dt_bias, __fmul_rn(-expf(a_log), kLog2e)};
+}
+__device__ __forceinline__ float gate_sigmoid(float raw, GateChannel c) {
+  return rcp_approx(__fadd_rn(1.0f, ptx::ex2_approx(__fmul_rn(__fadd_rn(raw, c.bias), c.slope))));
 }
 
-// The chunk cumsum's order, shared by both kernels: the chunk's first kGateHalf tokens are summed
-// in order from 0, the rest in order from 0 again plus the first half's total; G = log2(e) times
-// that natural-log sum. (Two halves let PREP's raw-gate load run on all 256 threads, two per
-// channel, with one barrier.)
+// The chunk cumsum's order, shared by both kernels: the chunk's first kGateHalf tokens' sigmoids
+// are summed in order from 0, the rest in order from 0 again. G = lb log2(e) (sum + the first
+// half's total) is one FMA per element: gate_log2(sum, scale, base) with scale = lb log2(e)
+// (gate_scale) and base = -0 in the first half (x + -0 = x for every x, zeros of either sign
+// included), scale times the first half's total in the second. (Two halves let PREP's raw-gate
+// load run on all 256 threads, two per channel, the halves of a channel in one warp: the total is
+// a shuffle away.) Rows past a sequence's end add nothing, so in PREP they repeat G_{n-1}.
 inline constexpr int kGateHalf = 32;
-__device__ __forceinline__ float gate_log2(float natural) { return __fmul_rn(natural, kLog2e); }
+__device__ __forceinline__ float gate_scale(float lower_bound) {
+  return __fmul_rn(lower_bound, kLog2e);
+}
+__device__ __forceinline__ float gate_second_half_base(float scale, float first_half_total) {
+  return __fmul_rn(scale, first_half_total);
+}
+__device__ __forceinline__ float gate_log2(float sum, float scale, float base) {
+  return __fmaf_rn(scale, sum, base);
+}
 
 __device__ __forceinline__ float load_as_float(const __nv_bfloat16* p) {
   return __bfloat162float(*p);

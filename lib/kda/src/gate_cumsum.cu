@@ -17,22 +17,21 @@ __global__ void __launch_bounds__(kHeadDim)
   if (!detail::find_chunk(seqs, blockIdx.x, chunk)) return;
   const int h = blockIdx.y;
   const int d = threadIdx.x;
-  const float rate = expf(a_log[h]);
-  const float bias = dt_bias[static_cast<int64_t>(h) * kHeadDim + d];
-  // Natural-log prefix sums in gate_activation.cuh's order: tokens 0 .. kGateHalf - 1 from 0,
-  // the rest from 0 plus the first half's total.
+  const detail::GateChannel channel =
+      detail::gate_channel(a_log[h], dt_bias[static_cast<int64_t>(h) * kHeadDim + d]);
+  const float scale = detail::gate_scale(lower_bound);
+  // Sums of sigmoids in gate_activation.cuh's order: tokens 0 .. kGateHalf - 1 from 0, the rest
+  // from 0 again on the first half's base.
   float running = 0.0f;
-  float first_total = 0.0f;
+  float base = -0.0f;
   for (int i = 0; i < chunk.rows; ++i) {
     if (i == detail::kGateHalf) {
-      first_total = running;
+      base = detail::gate_second_half_base(scale, running);
       running = 0.0f;
     }
     const int64_t index = ((chunk.first_token + i) * heads + h) * kHeadDim + d;
-    running = __fadd_rn(running, detail::gate_gamma(detail::load_as_float(raw + index), rate,
-                                                    bias, lower_bound));
-    const float natural = i < detail::kGateHalf ? running : __fadd_rn(first_total, running);
-    out[index] = detail::gate_log2(natural);
+    running = __fadd_rn(running, detail::gate_sigmoid(detail::load_as_float(raw + index), channel));
+    out[index] = detail::gate_log2(running, scale, base);
   }
 }
 

@@ -220,27 +220,130 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
   }
 }
 
-// Phase 1 after q's loads, for raw inputs (kda.h GateInput::raw, BetaInput::logits, bf16 beta,
-// fuse_k_l2norm; each a uniform runtime branch here): k (unless normalized below), v, the raw
-// gate or G, beta; then raw k normalized and the raw gate's activation and cumsum. It leaves
-// shared memory as the contract load does: k (normalized), v, G (rows >= n: G_{n-1}), beta
-// (rows >= n: 0), with cp.async groups still in flight for the caller's waits. All 256 threads
-// call it (it holds a CTA barrier when the gate is raw).
-// The first half's totals of the raw gate's cumsum (128 floats), in the X region, free until
-// phase 2.
-constexpr int kSGateTotal = kSX;
+// Phase 1 for raw inputs (kda.h GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm;
+// each a uniform runtime branch here), in three steps so that the raw gate's arithmetic runs
+// while q, k and v are still in flight and no step needs a CTA barrier:
+//   issue_raw_gate_loads, before q's loads: the raw gate's cp.async group, the first;
+//   load_raw_inputs, after q's: k (unless fuse_k_l2norm: then raw k, into k's place), v, G (a
+//     contract gate) and beta; then the raw gate's activation and cumsum, once its group landed;
+//   normalize_raw_k, after the fused q norm: raw k normalized in place.
+// They leave shared memory as the contract load does: k (normalized), v, G (rows >= n: G_{n-1}),
+// beta (rows >= n: 0), for the caller's cp_async_wait_all and CTA barrier.
+//
+// The raw gate, thread (d, half) = (16 warp + lane % 16, lane / 16): warp w owns channels
+// 16w .. 16w + 15 of every row, lanes 0 - 15 rows 0 - 31 and lanes 16 - 31 rows 32 - 63. The warp
+// stages its own channels' raw values inside its own 64-byte strip of G's rows (bf16: half 0's at
+// the strip's bytes 0 - 31, half 1's at 32 - 63, so the halves read different banks; fp32: the
+// whole strip, each value where its G goes), reads them into registers, and writes G over them:
+// no other warp touches the strip, so the warp's cp.async wait and a __syncwarp order everything.
+// Each thread takes its 32 sigmoids (independent: the MUFU latencies overlap) and the half's
+// running sum in registers: the cumsum order of gate_activation.cuh, which gate_cumsum uses too
+// (bit for bit); the second half starts from the first's total, a shuffle away. Rows >= n add
+// nothing, so they repeat G_{n-1}.
+__device__ __forceinline__ int raw_gate_strip(int row, int warp) { return sg(row, 16 * warp); }
+
+__device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const RawPrepArgs& raw,
+                                                     const ChunkRef& chunk, int h,
+                                                     unsigned char* smem) {
+  if (raw.raw_gate) {  // uniform
+    const int n = chunk.rows;
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int64_t row0 = (chunk.first_token * args.heads + h) * kD + 16 * warp;
+    const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
+    if (raw.gate_bf16) {  // per row 2 units of 8 channels: 4 per lane
+      const auto* gate = static_cast<const __nv_bfloat16*>(raw.gate);
+#pragma unroll
+      for (int it = 0; it < 4; ++it) {
+        const int row = 16 * it + (lane >> 1);
+        const int unit = lane & 1;
+        if (row < n) {
+          cp_async16(smem_u32(smem + raw_gate_strip(row, warp) + 32 * (row >> 5) + 16 * unit),
+                     gate + row0 + row * token_step + 8 * unit);
+        }
+      }
+    } else {  // per row 4 units of 4 channels: 8 per lane
+      const auto* gate = static_cast<const float*>(raw.gate);
+#pragma unroll
+      for (int it = 0; it < 8; ++it) {
+        const int row = 8 * it + (lane >> 2);
+        const int unit = lane & 3;
+        if (row < n) {
+          cp_async16(smem_u32(smem + raw_gate_strip(row, warp) + 16 * unit),
+                     gate + row0 + row * token_step + 4 * unit);
+        }
+      }
+    }
+  }
+  cp_async_commit();  // (an empty group for a contract gate: the later waits count groups)
+}
+
+// The k row this thread normalizes with fuse_k_l2norm: one quad per row (64 quads: every row at
+// once), a 32-element run each, the l2norm kernel's row function and layout (its bits). The
+// thread copies exactly the bytes it normalizes, so its own cp.async wait is all it needs.
+__device__ __forceinline__ int raw_k_row() { return threadIdx.x >> 2; }
+__device__ __forceinline__ int raw_k_col() { return (threadIdx.x & 3) * kRowRun; }
+
+// The raw gate's activation and cumsum over the warp's strips (staged by issue_raw_gate_loads,
+// its group landed and the warp synchronized); kAllRows: n = 64.
+template <bool kAllRows>
+__device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsigned char* smem,
+                                                  int n, GateChannel channel) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int d = 16 * warp + (lane & 15);
+  const int half = lane >> 4;
+  const int rows = kAllRows ? kGateHalf : min(max(n - kGateHalf * half, 0), kGateHalf);
+  float part[kGateHalf];  // the raw values, then the half's running sums of sigmoids
+#pragma unroll
+  for (int r = 0; r < kGateHalf; ++r) {
+    const int row = kGateHalf * half + r;
+    part[r] = 0.0f;
+    if (kAllRows || r < rows) {
+      part[r] = raw.gate_bf16
+                    ? load_as_float(reinterpret_cast<const __nv_bfloat16*>(
+                          smem + raw_gate_strip(row, warp) + 32 * half + 2 * (lane & 15)))
+                    : ldf(smem, sg(row, d));
+    }
+  }
+  __syncwarp();  // every lane has read its raw values before any G overwrites the strip
+  float running = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kGateHalf; ++r) {
+    if (kAllRows || r < rows) running = __fadd_rn(running, gate_sigmoid(part[r], channel));
+    part[r] = running;
+  }
+  const float scale = gate_scale(raw.lower_bound);
+  const float first_total = __shfl_sync(0xffffffffu, part[kGateHalf - 1], lane & 15);
+  const float base = half ? gate_second_half_base(scale, first_total) : -0.0f;
+#pragma unroll
+  for (int r = 0; r < kGateHalf; ++r) {
+    stf(smem, sg(kGateHalf * half + r, d), gate_log2(part[r], scale, base));
+  }
+}
+
 __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawPrepArgs& raw,
                                                 const ChunkRef& chunk, int h, unsigned char* smem) {
   const int n = chunk.rows;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
+  const int warp = tid >> 5;
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
   const bool raw_gate = raw.raw_gate;
-  const bool fuse_k_l2norm = raw.fuse_k_l2norm;
   const bool beta_bf16 = raw.beta_bf16;
   const bool beta_logits = raw.beta_logits;
-  // (With fuse_k_l2norm the k norm below writes all of k's rows, those >= n as zero rows.)
-  load_k_v(args, chunk, h, smem, /*load_k=*/!fuse_k_l2norm);
+  load_k_v(args, chunk, h, smem, /*load_k=*/!raw.fuse_k_l2norm);
+  if (raw.fuse_k_l2norm) {  // uniform; rows >= n: normalize_raw_k writes zero rows
+    const int i = raw_k_row();
+    if (i < n) {
+#pragma unroll
+      for (int u = 0; u < kRowRun / 8; ++u) {
+        const int c = raw_k_col() + 8 * u;
+        cp_async16(smem_u32(smem + sk(i, c)),
+                   args.k + (chunk.first_token + i) * args.k_stride + head_offset + c);
+      }
+    }
+  }
   if (!raw_gate) load_gate(static_cast<const float*>(raw.gate), args, chunk, h, smem);  // uniform
   cp_async_commit();
   if (tid < kC) {
@@ -253,76 +356,37 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
     }
     stf(smem, kSBeta + 4 * tid, b);
   }
+  if (!raw_gate) return;  // uniform
 
-  // ---- 1b (raw inputs), on all 8 warps, registers only until the stores: no thread waits for
-  // another's data except at the one CTA barrier between the gate's two halves.
-  //   The raw gate: thread (d, half) = (tid % 128, tid / 128) owns channel d of rows 32 half ..
-  // 32 half + 31. It loads its 32 raw values straight from global memory (a warp reads 64 or 128
-  // contiguous bytes per row), takes the activation of each (independent: the MUFU latencies
-  // overlap) and the half's running sum in registers: the cumsum order of gate_activation.cuh,
-  // which gate_cumsum uses too (bit for bit). Rows >= n add nothing, so they repeat G_{n-1}.
-  //   k normalized in the kernel: one quad of threads per row (64 quads: every row at once), the
-  // l2norm kernel's row function and layout (its bits); rows >= n are zero rows and stay zero.
-  // (Issuing k's loads before the gate's arithmetic in the source made ptxas version the code:
-  // +500 static instructions; the scheduler may hoist them anyway, so the simpler order stays.)
-  const int d = tid & (kD - 1);
-  const int half = tid >> 7;
-  float part[kGateHalf];  // the half's running sums, natural log
-  if (raw_gate) {  // uniform
-    const int64_t first = ((chunk.first_token + kGateHalf * half) * args.heads + h) * kD + d;
-    const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
-    const int rows = min(max(n - kGateHalf * half, 0), kGateHalf);  // this half's valid rows
-#pragma unroll
-    for (int r = 0; r < kGateHalf; ++r) {
-      part[r] = 0.0f;
-      if (r < rows) {
-        part[r] = raw.gate_bf16
-                      ? load_as_float(static_cast<const __nv_bfloat16*>(raw.gate) + first +
-                                      r * token_step)
-                      : load_as_float(static_cast<const float*>(raw.gate) + first + r * token_step);
-      }
-    }
-    const float rate = expf(raw.a_log[h]);
-    const float bias = raw.dt_bias[h * kD + d];
-    float running = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kGateHalf; ++r) {
-      if (r < rows) running = __fadd_rn(running, gate_gamma(part[r], rate, bias, raw.lower_bound));
-      part[r] = running;
-    }
+  const int d = 16 * warp + (lane & 15);
+  // (Read before the wait below, whose memory clobber would otherwise hold these loads back.)
+  const GateChannel channel = gate_channel(raw.a_log[h], raw.dt_bias[h * kD + d]);
+  // The gate's group is the oldest of three (gate, q, k/v): wait for it alone.
+  cp_async_wait_pending<2>();
+  __syncwarp();
+  if (n == kC) {  // uniform: whole chunks, the common case, need no row predicates
+    activate_raw_gate<true>(raw, smem, n, channel);
+  } else {
+    activate_raw_gate<false>(raw, smem, n, channel);
   }
+}
+
+__device__ __forceinline__ void normalize_raw_k(const RawPrepArgs& raw, const ChunkRef& chunk,
+                                                unsigned char* smem) {
+  if (!raw.fuse_k_l2norm) return;  // uniform
+  cp_async_wait_all();  // this thread's own copies of its k run
+  const int i = raw_k_row();
+  const int c0 = raw_k_col();
   float k_row[kRowRun];
-  const int k_i = tid >> 2;
-  const int k_c0 = (lane & 3) * kRowRun;
-  if (fuse_k_l2norm) {  // uniform
-    if (k_i < n) {
-      load_run(args.k + (chunk.first_token + k_i) * args.k_stride + head_offset + k_c0, k_row);
-    } else {
+  if (i < chunk.rows) {
+    load_run(reinterpret_cast<const __nv_bfloat16*>(smem + sk(i, c0)), k_row);
+  } else {
 #pragma unroll
-      for (int c = 0; c < kRowRun; ++c) k_row[c] = 0.0f;
-    }
-    __nv_bfloat16 y[kRowRun];
-    l2norm_row_bf16<4, kRowRun>(k_row, y);
-    store_run(reinterpret_cast<__nv_bfloat16*>(smem + sk(k_i, k_c0)), y);
+    for (int c = 0; c < kRowRun; ++c) k_row[c] = 0.0f;
   }
-  if (raw_gate) {  // uniform
-    // The first half's G, and its total for the second half (the X region is free until
-    // phase 2); then the second half adds it.
-    float* first_total = reinterpret_cast<float*>(smem + kSGateTotal);
-    if (half == 0) {
-#pragma unroll
-      for (int r = 0; r < kGateHalf; ++r) stf(smem, sg(r, d), gate_log2(part[r]));
-      first_total[d] = part[kGateHalf - 1];
-    }
-    __syncthreads();
-    if (half == 1) {
-      const float total = first_total[d];
-#pragma unroll
-      for (int r = 0; r < kGateHalf; ++r) {
-        stf(smem, sg(kGateHalf + r, d), gate_log2(__fadd_rn(total, part[r])));
-      }
-    }
-  }
+  __nv_bfloat16 y[kRowRun];
+  l2norm_row_bf16<4, kRowRun>(k_row, y);
+  store_run(reinterpret_cast<__nv_bfloat16*>(smem + sk(i, c0)), y);
 }
 
 // One chunk of PREP, inlined into the two kernels below. kRawInputs: raw inputs are read
@@ -350,6 +414,7 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
   // loads its own 8 rows of q first, in a cp.async group of their own, so that the fused norm's
   // pass 2a runs on them while k, v and G are still in flight.
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
+  if constexpr (kRawInputs) issue_raw_gate_loads(args, raw, chunk, h, smem);
 #pragma unroll
   for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 rows of 16 units each
     const int i = q_load_row(warp, lane, it);
@@ -427,6 +492,7 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
   } else if (tid < kC) {
     stf(smem, kSQScale + 4 * tid, kScale);
   }
+  if constexpr (kRawInputs) normalize_raw_k(raw, chunk, smem);
   cp_async_wait_all();
   __syncthreads();
 
