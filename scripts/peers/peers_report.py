@@ -8,7 +8,7 @@ ours on the same dumped inputs, and every build or run error verbatim.
 It reads, in RESULTS_DIR (names as run-all-h200.sh writes them):
   ours-bench-<stem>.csv      kda-bench on shapes/<stem>.yaml (paths fused, explicit, l2norm)
   <peer>-<stem>.csv          peers_bench.py (paths <peer>-plain, <peer>-raw; peer ours = lib/kda
-                             through ctypes, whose ours-raw row is the raw contract's reference)
+                             through kda_torch, whose ours-raw row is the raw contract's reference)
   fla-bench-<stem>.csv       fla_bench.py (fla-prenorm = plain, fla-full = raw)
   check-<peer>-<dump>.csv, fla-check-<dump>.csv   peers_check.py / fla_check.py rows
 and BUILD_DIR/*.status (build_peers.sh). No GPU or torch needed.
@@ -36,10 +36,10 @@ PEERS = ("cudnn", "flashkda", "flash-flash-kda", "vllm-flashkda", "ours")
 # (column title, file prefix, path, contract)
 TIMED = [
     ("ours fused (kda-bench)", "ours-bench", "fused", "plain"),
-    ("ours plain (ctypes)", "ours", "ours-plain", "plain"),
+    ("ours plain (kda_torch)", "ours", "ours-plain", "plain"),
     ("cuDNN-FE plain", "cudnn", "cudnn-plain", "plain"),
     ("FLA prenorm", "fla-bench", "fla-prenorm", "plain"),
-    ("ours raw (ctypes)", "ours", "ours-raw", "raw"),
+    ("ours raw (kda_torch)", "ours", "ours-raw", "raw"),
     ("cuDNN-FE raw", "cudnn", "cudnn-raw", "raw"),
     ("FlashKDA", "flashkda", "flashkda-raw", "raw"),
     ("Flash-Flash-KDA", "flash-flash-kda", "flash-flash-kda-raw", "raw"),
