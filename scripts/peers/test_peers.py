@@ -1325,6 +1325,58 @@ def test_report_of_a_run_with_a_failed_peer():
         shutil.rmtree(d)
 
 
+def test_report_compares_ours_in_pytorch_with_kda_bench():
+    """peers_report's wrapper table: kda_torch (peers_bench ours-plain / ours-raw) over kda-bench
+    (fused / raw) per shape, the geomean, and issue 20's verdict against 2 %; stage rows and failed
+    rows are left out; a shape file without kda_torch rows says so."""
+    import fla_bench
+    import peers_bench
+    import peers_report
+    d = tempfile.mkdtemp()
+    try:
+        w = lambda name, cols, rows: pc.write_atomic(os.path.join(d, name), pc.to_csv(cols, rows), False)  # noqa: E731
+        cpp = (_bench_rows("fused", {"a": 1e-3, "b": 2e-3, "c": 4e-3}, extra={"verdict": "not verified"})
+               + _bench_rows("raw", {"a": 1.2e-3, "b": 2.4e-3, "c": 4.8e-3}, extra={"verdict": "not verified"})
+               + [dict(shape_id="a", path="fused", stage="scan", mode="warm", median_s=5e-4, noise=0.01)])
+        w("ours-bench-contract.csv", fla_bench.OUR_COLUMNS, cpp)
+        host = {"host_enqueue_median_s": 4.2e-5}
+        w("ours-contract.csv", peers_bench.COLUMNS,
+          _bench_rows("ours-plain", {"a": 1.005e-3, "b": 1.99e-3, "c": 4.04e-3}, extra=host)
+          + _bench_rows("ours-raw", {"a": 1.21e-3, "b": 2.5e-3}, extra=host)
+          + [dict(shape_id="c", path="ours-raw", stage="", mode="warm", verdict="failed",
+                  verdict_detail="failed: RuntimeError: boom")])
+        w("ours-bench-contract-mixed.csv", fla_bench.OUR_COLUMNS,
+          _bench_rows("fused", {"a": 1e-3}) + _bench_rows("raw", {"a": 1e-3}))
+        text, summary = peers_report.report(d, None)
+        assert "### Ours in PyTorch (kda_torch) vs kda-bench (C++), same call: shapes/contract.yaml" in text
+        table = text[text.index("### Ours in PyTorch"):]
+        row = lambda i: next(line for line in table.splitlines() if line.startswith(f"| {i} "))  # noqa: E731
+        cells = lambda i: [c.strip() for c in row(i).strip("|").split("|")]  # noqa: E731
+        assert cells("a") == ["a", "1.000 ?", "1.005", "1.005", "1.200 ?", "1.210", "1.008", "42 / 42"], cells("a")
+        assert cells("b")[3] == "0.995" and cells("b")[6] == "1.042 ✗"
+        assert cells("c")[5] == "error" and cells("c")[6] == "–"
+        g_plain = (1.005 * 0.995 * 1.01) ** (1 / 3)
+        g_raw = (1.21 / 1.2 * 2.5 / 2.4) ** 0.5
+        assert cells("geomean")[3] == f"{g_plain:.3f}" and cells("geomean")[6] == f"{g_raw:.3f}"
+        assert ("contract: ours in PyTorch ours-plain / kda-bench fused geomean "
+                f"{g_plain:.3f} over 3 shapes, largest |ratio - 1| 1.0% (c): within 2% on every shape") in summary, summary
+        assert ("contract: ours in PyTorch ours-raw / kda-bench raw geomean "
+                f"{g_raw:.3f} over 2 shapes, largest |ratio - 1| 4.2% (b): outside 2% on 1 of 2 shapes (b 1.042); no pair for c") in summary
+        assert "**within 2% on every shape**" in table and "**outside 2% on 1 of 2 shapes (b 1.042); no pair for c**" in table
+        assert "contract-mixed: ours in PyTorch ours-plain / kda-bench fused: no shape timed by both" in summary
+        # Ours against ours is this table's, not a peer ratio.
+        assert "ours plain (kda_torch) / fused" not in text and "ours raw (kda-bench) /" not in text
+        assert "ours raw (kda-bench)" in text and "ours raw (kda_torch)" in text
+        # Within 2 % on the shapes timed by both, but one shape lacks a kda_torch time.
+        txt = lambda rows: [{k: pc.csv_cell(v) for k, v in r.items()} for r in rows]  # noqa: E731 (as read)
+        ratios, _ = pc.compare_medians(txt(cpp), txt(_bench_rows("ours-plain", {"a": 1.01e-3, "b": 2e-3})),
+                                       "fused", "ours-plain")
+        assert peers_report.wrapper_verdict(ratios, ["a", "b", "c"]) == \
+            "within 2% on the 2 shapes timed by both; no pair for c"
+    finally:
+        shutil.rmtree(d)
+
+
 def test_side_by_side_scripts_refuse_bad_usage():
     for script, argv in (("peers_bench.py", ["--peer", "cudnn", "--build-dir", "/tmp", "--shapes",
                                              "shapes/contract.yaml", "--out-dir", "/tmp", "--contracts", "fast"]),
