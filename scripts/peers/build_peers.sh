@@ -8,7 +8,8 @@
 #   cudnn     cuDNN-FE 1.32.0's sm90 kda_fused, extracted from the wheel in $WHEEL_DIR (.whl/),
 #             compiled twice (plain, flags 0; raw, flags 7) with its NVRTC options, linked with
 #             native/cudnn_kda_launch.cu into BUILD_DIR/cudnn/libkdapeer_cudnn.so
-#   ours      native/ours_kda_launch.cu + $LIBKDA (the lead's libkda.a) -> BUILD_DIR/ours/libkdapeer_ours.so
+#   ours      no build: checks that python/kda_torch imports and loads $KDA_C_LIBRARY (the lead's
+#             libkda_c.so), the way peer_adapters.OursPeer will
 #   fk|ffk|vfk  FlashKDA stock / Flash-Flash-KDA / vLLM's fork from the tarballs in $PEERS_SRC
 #             (.peers/ or ../shared/peers), CUTLASS taken from the stock tarball, built in place
 #             with its setup.py (FLASH_KDA_CUDA_ARCHS=90a) in BUILD_DIR/<target>/src
@@ -86,21 +87,13 @@ cudnn)
   finish ok
   ;;
 ours)
-  lib=${LIBKDA:-}
-  if [[ -z $lib ]]; then
-    for c in "${BIN:-build/release/bin}/../lib/libkda.a" "${BIN:-build/release/bin}/../lib/kda/libkda.a" \
-             "$root/build/release/lib/kda/libkda.a"; do
-      [[ -f $c ]] && { lib=$c; break; }
-    done
-  fi
-  [[ -n $lib && -f $lib ]] || finish "failed: no libkda.a (set LIBKDA, or carry it as \$BIN/../lib/libkda.a)"
-  lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
-  out=$build/ours
-  mkdir -p "$out"
-  run compile "$NVCC" -O2 -std=c++20 "${ARCH[@]}" -Xcompiler -fPIC -I "$root/lib/kda/include" \
-    -c "$here/native/ours_kda_launch.cu" -o "$out/launch.o"
-  run link "$NVCC" -shared "${ARCH[@]}" -o "$out/libkdapeer_ours.so" "$out/launch.o" "$lib" \
-    -Xcompiler -static-libstdc++ -Xcompiler -static-libgcc
+  # Nothing to build: ours is python/kda_torch over the lead's libkda_c.so ($KDA_C_LIBRARY). This
+  # target only checks, in a process of its own, that both load here (torch import, ABI version),
+  # so that a library that is missing, stale or does not load shows in the status table with
+  # kda_torch's own message before any check or timing step needs it.
+  [[ -n ${KDA_C_LIBRARY:-} ]] || finish "failed: KDA_C_LIBRARY is not set (point it at the lead's build/release/lib/libkda_c.so, carried e.g. as .device/new/lib/libkda_c.so)"
+  [[ -f $KDA_C_LIBRARY ]] || finish "failed: KDA_C_LIBRARY=$KDA_C_LIBRARY does not exist (carry the lead's libkda_c.so there)"
+  run load-kda-torch python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import peer_adapters as pa; print(pa.ours_load_check())' "$here"
   finish ok
   ;;
 fk|ffk|vfk)

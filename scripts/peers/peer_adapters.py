@@ -1,8 +1,9 @@
 """The Hopper peers behind one interface, for peers_bench.py (timing) and peers_check.py (judging):
 cuDNN-FE 1.32.0's sm90 kda_fused (our launcher, native/cudnn_kda_launch.cu, through ctypes),
 FlashKDA stock and its two forks (their own `flash_kda.fwd`, one build per process: all three are
-the package `flash_kda`), and our own forward through ctypes (native/ours_kda_launch.cu), so that
-ours runs in the same process, on the same tensors and with the same loop as the peers.
+the package `flash_kda`), and our own forward through kda_torch (python/, the PyTorch op over
+libkda_c.so), so that ours runs in the same process, on the same tensors and with the same loop as
+the peers.
 
 Each peer takes our inputs (peers_torch.TorchInputs) in one of two contracts:
 
@@ -251,92 +252,126 @@ class FlashKdaPeer:
 
 
 # ================================================================================================
-# Ours (lib/kda) through ctypes
+# Ours: kda_torch (python/), the PyTorch op users call, over libkda_c.so
 # ================================================================================================
 
+PYTHON_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+
+
+def import_kda_torch():
+    """kda_torch from this checkout's python/ (first on sys.path: the package these scripts were
+    written against, not an older installed copy), with the library kda_torch itself resolves:
+    $KDA_C_LIBRARY if set, else the libkda_c.so pip installed next to the package. The checkout's
+    package has no copy of its own, so here KDA_C_LIBRARY names the lead's build (run-all-h200.sh
+    sets it to $BIN/../lib/libkda_c.so). Loads the library now, so that a missing or stale one is
+    Unavailable with kda_torch's own message instead of an error inside the first timed call."""
+    if PYTHON_DIR not in sys.path:
+        sys.path.insert(0, PYTHON_DIR)
+    try:
+        kda = importlib.import_module("kda_torch")
+        lib = importlib.import_module("kda_torch._lib")
+    except Exception as e:  # noqa: BLE001 (any import failure is the exact error to report)
+        raise Unavailable(f"import kda_torch from {PYTHON_DIR}: {type(e).__name__}: {e}") from None
+    try:
+        lib.library()
+    except lib.KdaError as e:
+        raise Unavailable(f"kda_torch ({os.path.dirname(kda.__file__)}): {e}") from None
+    return kda, lib.library_path()
+
+
+def ours_load_check() -> str:
+    """build_peers.sh ours: what loads from where, or SystemExit with the reason (one line)."""
+    try:
+        kda, library = import_kda_torch()
+    except Unavailable as e:
+        raise SystemExit(f"ours unavailable: {e}") from None
+    return f"kda_torch {getattr(kda, '__version__', '?')} from {os.path.dirname(kda.__file__)} loads {library}"
+
+
 class OursPeer:
+    """lib/kda's forward through kda_torch, exactly as a PyTorch user calls it, so that ours runs
+    in the same process, on the same tensors and in the same loop as the peers, and its time
+    against kda-bench's (the same kernels from C++) is the wrapper's cost (peers_report).
+
+    plain = kda_torch.forward(raw q, fuse_q_l2norm=True, normalized k, the cumulative log2 gate,
+    fp32 beta): kda-bench's `fused`. raw = kda_torch.chunk_kda with every in-kernel option (q and
+    k normalized, the bf16 raw gate activated with A_log / dt_bias / lower bound, bf16 beta
+    logits): one chunk_forward, kda-bench's `raw`. prepare() allocates out, the final state and
+    the workspace and converts the offsets to int32 on both sides, so fn() allocates nothing on
+    the device and never synchronizes (kda_torch's hot-path rules, python/README.md)."""
+
     name = "ours"
     contracts = CONTRACTS
 
-    def __init__(self, torch, library: str):
+    def __init__(self, torch, kda=None):
         self.torch = torch
-        if not os.path.exists(library):
-            raise Unavailable(f"{library}: not built (scripts/peers/build_peers.sh ours, needs libkda.a)")
-        try:
-            self.lib = ctypes.CDLL(library)
-        except OSError as e:
-            raise Unavailable(f"{library}: does not load: {e}") from None
-        vp = ctypes.c_void_p
-        ll, i, f = ctypes.c_longlong, ctypes.c_int, ctypes.c_float
-        self.lib.kdapeer_ours_last_error.restype = ctypes.c_char_p
-        self.lib.kdapeer_ours_workspace_bytes.restype = ctypes.c_size_t
-        self.lib.kdapeer_ours_workspace_bytes.argtypes = [ll, ll, i, vp, i, i, i]
-        self.lib.kdapeer_ours_forward.restype = i
-        self.lib.kdapeer_ours_forward.argtypes = [vp] * 8 + [ll, ll, i, vp, vp, i, vp, ctypes.c_size_t, vp]
-        self.lib.kdapeer_ours_raw.restype = i
-        self.lib.kdapeer_ours_raw.argtypes = ([vp] * 5 + [f] + [vp] * 5 + [ll, ll, i, vp, vp, i, vp,
-                                              ctypes.c_size_t, vp])
-        self.version = "lib/kda chunk_forward (default variant) through native/ours_kda_launch.cu"
+        if kda is None:
+            kda, library = import_kda_torch()
+        else:  # a stand-in module (test_peers.py checks the argument mapping without a GPU)
+            library = "(given)"
+        self.kda = kda
+        self.version = (f"kda_torch {getattr(kda, '__version__', '?')} (lib/kda chunk_forward, default "
+                        f"variant) with {library}")
 
     def prepare(self, inp, contract: str) -> Call:
-        torch, lib = self.torch, self.lib
+        if contract not in CONTRACTS:
+            raise ValueError(f"contract {contract!r}: expected one of {', '.join(CONTRACTS)}")
+        torch, kda = self.torch, self.kda
         B, T, H, K = inp.q.shape
         V = inp.v.shape[3]
-        N = len(inp.cu_list) - 1 if inp.cu_list is not None else B
+        packed = inp.cu_list is not None
+        N = len(inp.cu_list) - 1 if packed else B
         dev = inp.q.device
-        cu_host = np.asarray(inp.cu_list, dtype=np.int32) if inp.cu_list is not None else None
-        cu_dev = inp.cu.to(torch.int32) if inp.cu is not None else None
-        host_ptr = ctypes.c_void_p(cu_host.ctypes.data) if cu_host is not None else None
+        # int32 offsets on both sides: kda_torch would otherwise copy int64 ones on every call.
+        cu = inp.cu.to(torch.int32) if packed else None
+        cu_cpu = torch.tensor(inp.cu_list, dtype=torch.int32) if packed else None
         want = inp.want_final_state
-        ws_bytes = lib.kdapeer_ours_workspace_bytes(B, T, H, host_ptr, N if cu_host is not None else 0,
-                                                    int(inp.h0 is not None), int(want))
-        if ws_bytes == 0:
-            raise RuntimeError(f"forward_workspace_bytes: {lib.kdapeer_ours_last_error().decode()}")
-        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=dev)
         out = torch.empty(B, T, H, V, dtype=torch.bfloat16, device=dev)
         ht = torch.empty(N, H, K, V, dtype=torch.float32, device=dev) if want else None
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-
-        def ptr(t):
-            return None if t is None else ctypes.c_void_p(t.data_ptr())
-        n_arg = N if cu_host is not None else 0
-        tail = (B, T, H, ptr(cu_dev), host_ptr, n_arg, ptr(workspace), ws_bytes, stream)
+        workspace = torch.empty(kda.workspace_bytes(B, T, H, N if packed else None), dtype=torch.uint8,
+                                device=dev)
+        # States: inp.h0 and ht are [N, H, K, V] (row = key channel), kda_torch's layout for both
+        # forms: no transpose either way.
+        common = dict(initial_state=inp.h0, output_final_state=want, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu,
+                      out=out, final_state=ht, workspace=workspace)
         if contract == "plain":
-            args = (ptr(inp.q), ptr(inp.k), ptr(inp.v), ptr(inp.gate), ptr(inp.beta), ptr(inp.h0),
-                    ptr(out), ptr(ht)) + tail
-            entry = lib.kdapeer_ours_forward
-            text = "chunk_forward(fuse_q_l2norm, raw q, k, v, cumulative log2 gate, beta) = kda-bench fused"
-            extra = 0
-            keep = ()
-        elif contract == "raw":
-            ensure_raw(torch, inp)
-            raw_gate = inp.raw_gate.to(torch.bfloat16).contiguous()
-            k_raw = inp.k_raw.to(torch.bfloat16).contiguous()
-            beta_logits = inp.beta_logits.to(torch.bfloat16).contiguous()
-            args = (ptr(inp.q), ptr(k_raw), ptr(raw_gate), ptr(inp.a_log), ptr(inp.dt_bias),
-                    float(inp.raw_lower_bound), ptr(inp.v), ptr(beta_logits), ptr(inp.h0), ptr(out),
-                    ptr(ht)) + tail
-            entry = lib.kdapeer_ours_raw
-            text = (f"chunk_forward(fuse_q_l2norm, fuse_k_l2norm, raw g bf16 + A_log, dt_bias, "
-                    f"lb={inp.raw_lower_bound:g}, beta logits bf16) = kda-bench raw")
-            extra = 0
-            keep = (raw_gate, k_raw, beta_logits)
-        else:
-            raise ValueError(contract)
+            q, k, v, gate, beta = inp.q, inp.k, inp.v, inp.gate, inp.beta
+            forward = kda.forward
 
-        def fn():
-            if entry(*args) != 0:
-                raise RuntimeError(f"ours ({contract}): {lib.kdapeer_ours_last_error().decode()}")
+            def fn():
+                forward(q, k, v, gate, beta, fuse_q_l2norm=True, **common)
+            text = ("kda_torch.forward(raw q, k, v, gate=cumulative log2 fp32, beta fp32, fuse_q_l2norm=True, "
+                    "out=, final_state=, workspace=) = kda-bench fused")
+            keep = (q, k, v, gate, beta)
+        else:  # raw
+            ensure_raw(torch, inp)
+            q, v = inp.q, inp.v
+            k = inp.k_raw.to(torch.bfloat16).contiguous()
+            g = inp.raw_gate.to(torch.bfloat16).contiguous()
+            beta = inp.beta_logits.to(torch.bfloat16).contiguous()
+            a_log = inp.a_log.float().contiguous()
+            dt_bias = inp.dt_bias.float().reshape(-1).contiguous()  # FLA's [H * K]
+            lb = float(inp.raw_lower_bound)
+            chunk_kda = kda.chunk_kda
+
+            def fn():
+                chunk_kda(q, k, v, g, beta, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                          use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=lb, A_log=a_log,
+                          dt_bias=dt_bias, **common)
+            text = (f"kda_torch.chunk_kda(raw q, raw k, v, raw g bf16, beta logits bf16, "
+                    f"use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, safe_gate, "
+                    f"lower_bound={lb:g}, A_log, dt_bias, out=, final_state=, workspace=) = kda-bench raw")
+            keep = (q, k, v, g, beta, a_log, dt_bias)
         return Call(fn=fn, out=out, text=text, final_state=(lambda: ht) if want else None,
-                    extra_bytes=extra, keep=keep + (workspace, cu_host, cu_dev))
+                    keep=keep + (inp.h0, cu, cu_cpu, ht, workspace))
 
 
 def load_peer(torch, name: str, build_dir: str):
     """The peer called `name` from build_peers.sh's BUILD_DIR. Raises Unavailable."""
     if name == "cudnn":
         return CudnnPeer(torch, os.path.join(build_dir, "cudnn", "libkdapeer_cudnn.so"))
-    if name == "ours":
-        return OursPeer(torch, os.path.join(build_dir, "ours", "libkdapeer_ours.so"))
+    if name == "ours":  # no build: kda_torch from python/ (build_dir unused)
+        return OursPeer(torch)
     if name in FLASHKDA_VARIANTS:
         target = FLASHKDA_VARIANTS[name][0]
         status = os.path.join(build_dir, f"{target}.status")

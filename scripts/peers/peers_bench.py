@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time one Hopper peer (cuDNN-FE, FlashKDA stock or a fork, or ours through ctypes) on shape
+"""Time one Hopper peer (cuDNN-FE, FlashKDA stock or a fork, or ours through kda_torch) on shape
 files, in the plain and the raw contract, with the loop of fla_bench.py (kda-bench's `warm` mode):
 
     python3 scripts/peers/peers_bench.py --peer cudnn --build-dir /tmp/peers-build \\

@@ -2,15 +2,17 @@
 # Every Hopper peer side by side with ours in ONE device call (issue 17), over a copy of the
 # checkout with .whl/ (fla-core 0.6.0 and nvidia-cudnn-frontend 1.32.0 wheels), .peers/ (the
 # FlashKDA tarballs from ../shared/peers), the lead's binaries in $BIN (kda-check, kda-bench) with
-# libkda.a ($LIBKDA or $BIN/../lib), and, when an earlier call left them, .peers-cache/ (FlashKDA
-# builds and Triton's cache; scripts/peers/README.md):
+# libkda_c.so ($KDA_C_LIBRARY, default $BIN/../lib/libkda_c.so: ours in Python is python/kda_torch
+# over it), and, when an earlier call left them, .peers-cache/ (FlashKDA builds and Triton's cache;
+# scripts/peers/README.md):
 #
-#   BIN=.device/new/bin LIBKDA=.device/new/lib/libkda.a bash scripts/peers/run-all-h200.sh
+#   BIN=.device/new/bin bash scripts/peers/run-all-h200.sh
 #
 # Schedule (16 cores, one H200; every step time-limited, skipped near its deadline, its wall time
 # in steps.txt as "rc, seconds (t=start-end)"):
-#   A  builds start in the background (cuDNN-FE objects + launcher, ours, FlashKDA x3; a carried
-#      build cache makes FlashKDA's instant, else vfk's one big TU is the long pole, ~5 min);
+#   A  builds start in the background (cuDNN-FE objects + launcher, FlashKDA x3; a carried build
+#      cache makes FlashKDA's instant, else vfk's one big TU is the long pole, ~5 min) with the
+#      load check of ours (kda_torch + libkda_c.so: nothing to build);
 #      our dumps (kda-check --dump: long-memory, and CHECK_SHAPES, default check-shapes.yaml:
 #      h64-ragged6's lengths at 16 heads in mixed and contract gates);
 #   B  while the builds run, accuracy only (no timing): on the CPU the references every check
@@ -18,10 +20,11 @@
 #      long-memory dump; queue 2: ours and cuDNN-FE on both dumps, then each FlashKDA build as it
 #      is ready. Both queues must end by CHECKS_DONE (default 400 s) and the builds by BUILD_WAIT
 #      (380 s): what still runs then is killed and says so;
-#   C  timing, nothing else running: kda-bench (fused, raw) and peers_bench for ours, cuDNN-FE and
-#      the three FlashKDA builds on contract.yaml and contract-mixed.yaml; kda-bench compare of
-#      each; FLA's timing last (FLA_FILES, default "contract contract-mixed": its kernels do the
-#      same work whatever the gate, so the second file is the first to drop at the deadline);
+#   C  timing, nothing else running: kda-bench (fused, raw) and peers_bench for ours (kda_torch),
+#      cuDNN-FE and the three FlashKDA builds on contract.yaml and contract-mixed.yaml; kda-bench
+#      compare of each (ours in PyTorch against kda-bench's fused and raw: the wrapper's cost);
+#      FLA's timing last (FLA_FILES, default "contract contract-mixed": its kernels do the same
+#      work whatever the gate, so the second file is the first to drop at the deadline);
 #      TIMING=0 skips phase C (an accuracy-only call, e.g. with the build caches carried);
 #   D  the report; $OUT gets peers-report.md, peers-summary.txt, peers.tar.gz (every CSV, log,
 #      the steps' wall times) and the caches for the next call: <fk|ffk|vfk>-build.tar.gz when a
@@ -31,6 +34,10 @@ OUT=${OUT:?OUT must be set (the device tool sets it)}
 r=$OUT/peers
 mkdir -p "$r"
 export BIN=${BIN:-.device/new/bin}
+# Ours through kda_torch (peer_adapters.OursPeer) loads this library; absolute, as every step that
+# imports kda_torch (from python/ of this checkout) may run in another directory.
+KDA_C_LIBRARY=$(realpath -m "${KDA_C_LIBRARY:-$BIN/../lib/libkda_c.so}")
+export KDA_C_LIBRARY
 B=${PEERS_BUILD:-/tmp/peers-build}
 DEADLINE=${DEADLINE:-560}
 BUILD_WAIT=${BUILD_WAIT:-380}
@@ -82,11 +89,11 @@ done
 } > "$r/machine.txt" 2>&1
 have_bin=1
 for b in kda-check kda-bench; do [[ -x $BIN/$b ]] || { have_bin=0; echo "no $BIN/$b: our steps are skipped (carry the lead's build)" >> "$steps"; }; done
+[[ -f $KDA_C_LIBRARY ]] || echo "no $KDA_C_LIBRARY: ours in PyTorch (kda_torch) is unavailable, its rows say so (carry the lead's build/release/lib/libkda_c.so as \$BIN/../lib/libkda_c.so, or set KDA_C_LIBRARY)" >> "$steps"
 
 mkdir -p "$B"
 bpids=()
-setsid bash -c "scripts/peers/build_peers.sh cudnn $B; scripts/peers/build_peers.sh ours $B" > /dev/null 2>&1 & bpids+=($!)
-for t in vfk fk ffk; do setsid scripts/peers/build_peers.sh "$t" "$B" > /dev/null 2>&1 & bpids+=($!); done
+for t in ours cudnn vfk fk ffk; do setsid scripts/peers/build_peers.sh "$t" "$B" > /dev/null 2>&1 & bpids+=($!); done
 
 dumps=()
 if (( have_bin )); then
@@ -158,7 +165,8 @@ wait 2>/dev/null
 for t in fk ffk vfk; do [[ -f $B/$t.status && $(cat "$B/$t.status") == running ]] && echo "failed: killed at the build deadline (t=${BUILD_WAIT}s)" > "$B/$t.status"; done
 for s in "$B"/*.status; do
   t=$(basename "$s" .status)
-  echo "build $t: $(cat "$s")$(tail -n 1 "$B/$t.log" 2>/dev/null | sed -n 's/^== [a-z]*: [^(]*\(([0-9]* s)\)$/ \1/p')$([[ -s $B/$t.cache ]] && echo "; cache: $(tr '\n' ' ' < "$B/$t.cache")")" >> "$steps"
+  what=build; [[ $t == ours ]] && what="load check"  # ours has nothing to build (kda_torch)
+  echo "$what $t: $(cat "$s")$(tail -n 1 "$B/$t.log" 2>/dev/null | sed -n 's/^== [a-z]*: [^(]*\(([0-9]* s)\)$/ \1/p')$([[ -s $B/$t.cache ]] && echo "; cache: $(tr '\n' ' ' < "$B/$t.cache")")" >> "$steps"
 done
 cp "$B"/*.log "$r/" 2>/dev/null
 if [[ ${TIMING:-1} == 0 ]]; then
@@ -186,9 +194,13 @@ if (( have_bin )); then
     stem=$(basename "$f" .yaml)
     for p in "${peers[@]}"; do
       for c in plain raw; do
-        a=ours-bench-$stem.csv ap=fused; [[ $c == raw ]] && { a=ours-$stem.csv; ap=ours-raw; }
+        # Plain rows against kda-bench's fused; raw peers against ours-raw of peers_bench (the same
+        # Python loop); ours itself against kda-bench's fused and raw (the kda_torch wrapper's cost).
+        a=ours-bench-$stem.csv ap=fused
+        if [[ $c == raw ]]; then
+          if [[ $p == ours ]]; then ap=raw; else a=ours-$stem.csv ap=ours-raw; fi
+        fi
         [[ -f $r/$a && -f $r/$p-$stem.csv ]] && grep -q ",$p-$c," "$r/$p-$stem.csv" || continue
-        [[ $p == ours && $c == raw ]] && continue
         step 10 "compare-$p-$c-$stem" "$BIN/kda-bench" compare "$r/$a" "$r/$p-$stem.csv" --mode warm \
           --a-path "$ap" --b-path "$p-$c" --md "$r/compare-$p-$c-$stem.md" --force
       done

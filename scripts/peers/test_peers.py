@@ -14,6 +14,7 @@ minutes), see README.md.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import glob
 import importlib.util
@@ -611,6 +612,220 @@ sys.exit(mod.main(sys.argv[2:]))
 '''
 
 
+# --- ours through kda_torch (peer_adapters.OursPeer), without a GPU ---------------------------
+
+class _FakeKdaTorch:
+    """Stands in for kda_torch: records every call, returns what kda_torch returns."""
+    __version__ = "fake"
+
+    def __init__(self):
+        self.calls = []
+
+    def workspace_bytes(self, batch, tokens, heads, num_seqs=None):
+        self.calls.append(("workspace_bytes", (batch, tokens, heads, num_seqs), {}))
+        return 4096
+
+    def forward(self, *args, **kw):
+        self.calls.append(("forward", args, kw))
+        return kw["out"], kw["final_state"]
+
+    def chunk_kda(self, *args, **kw):
+        self.calls.append(("chunk_kda", args, kw))
+        return kw["out"], kw["final_state"]
+
+
+# A packed problem with empty sequences and both states, and a dense batch without states.
+OURS_SHAPES = ("edge-state-empties", "edge-dense-b3-t70")
+
+
+def _ours_inputs(ident, seed=3):
+    pt, rt = _cpu_runtime()
+    shapes = {s.id: s for s in pc.load_shape_file(os.path.join(ROOT, "shapes/edge.yaml"))}
+    inp = pt.generate_inputs(rt, shapes[ident], seed)
+    pt.prepare_fla_inputs(rt, inp)
+    return rt.torch, inp
+
+
+def _check_ours_buffers(torch, inp, kw, call):
+    """The caller buffers and offsets both contracts hand kda_torch: made once in prepare()."""
+    B, T, H, K = inp.q.shape
+    packed = inp.cu_list is not None
+    N = len(inp.cu_list) - 1 if packed else B
+    assert kw["out"] is call.out and call.out.shape == (B, T, H, 128) and call.out.dtype == torch.bfloat16
+    ws = kw["workspace"]
+    assert ws.dtype == torch.uint8 and ws.numel() == 4096 and any(x is ws for x in call.keep)
+    assert kw["initial_state"] is inp.h0
+    if packed:  # int32 on both sides, so kda_torch converts nothing per call
+        assert kw["cu_seqlens"].dtype == torch.int32 and kw["cu_seqlens"].tolist() == inp.cu_list
+        cpu = kw["cu_seqlens_cpu"]
+        assert cpu.device.type == "cpu" and cpu.dtype == torch.int32 and cpu.tolist() == inp.cu_list
+    else:
+        assert kw["cu_seqlens"] is None and kw["cu_seqlens_cpu"] is None
+    assert kw["output_final_state"] is inp.want_final_state
+    if inp.want_final_state:  # [N, H, K, V], kda_torch's layout and ours: handed back as is
+        assert call.final_state() is kw["final_state"]
+        assert kw["final_state"].shape == (N, H, K, 128) and kw["final_state"].dtype == torch.float32
+    else:
+        assert call.final_state is None and kw["final_state"] is None
+
+
+def test_ours_peer_maps_both_contracts_onto_kda_torch():
+    """OursPeer with a stand-in kda_torch: plain = forward(raw q, fuse_q_l2norm, normalized k, the
+    cumulative log2 gate, fp32 beta); raw = chunk_kda with raw k, the bf16 raw gate + A_log /
+    dt_bias / lower bound and bf16 beta logits, every in-kernel option on; buffers from prepare()."""
+    import peer_adapters as pa
+    for ident in OURS_SHAPES:
+        torch, inp = _ours_inputs(ident)
+        B, T, H, K = inp.q.shape
+        packed = inp.cu_list is not None
+        fake = _FakeKdaTorch()
+        peer = pa.OursPeer(torch, kda=fake)
+        assert peer.contracts == ("plain", "raw") and "kda_torch fake" in peer.version
+
+        plain = peer.prepare(inp, "plain")
+        assert fake.calls == [("workspace_bytes", (B, T, H, len(inp.cu_list) - 1 if packed else None), {})]
+        plain.fn()
+        plain.fn()
+        assert [c[0] for c in fake.calls] == ["workspace_bytes", "forward", "forward"]
+        _, args, kw = fake.calls[-1]
+        assert len(args) == 5 and all(a is b for a, b in zip(args, (inp.q, inp.k, inp.v, inp.gate, inp.beta)))
+        assert kw["fuse_q_l2norm"] is True
+        assert set(kw) == {"fuse_q_l2norm", "initial_state", "output_final_state", "cu_seqlens",
+                           "cu_seqlens_cpu", "out", "final_state", "workspace"}, sorted(kw)
+        _check_ours_buffers(torch, inp, kw, plain)
+        assert "kda_torch.forward" in plain.text and "kda-bench fused" in plain.text and not plain.q_norm_fp32
+
+        raw = peer.prepare(inp, "raw")
+        raw.fn()
+        name, args, kw = fake.calls[-1]
+        assert name == "chunk_kda" and len(args) == 5
+        q, k, v, g, beta = args
+        bf16 = torch.bfloat16
+        assert q is inp.q and v is inp.v
+        assert k.dtype == bf16 and torch.equal(k, inp.k_raw.to(bf16))
+        assert g.dtype == bf16 and torch.equal(g, inp.raw_gate.to(bf16))
+        assert beta.dtype == bf16 and torch.equal(beta, inp.beta_logits.to(bf16))
+        assert all(kw[o] is True for o in ("use_qk_l2norm_in_kernel", "use_gate_in_kernel",
+                                           "use_beta_sigmoid_in_kernel", "safe_gate"))
+        assert kw["lower_bound"] == inp.raw_lower_bound == pc.LOWER_BOUND
+        assert kw["A_log"].dtype == torch.float32 and torch.equal(kw["A_log"], inp.a_log)
+        assert kw["dt_bias"].shape == (H * K,) and torch.equal(kw["dt_bias"], inp.dt_bias.reshape(-1))
+        assert "scale" not in kw  # kda_torch's default: the kernels' fixed 1/sqrt(128)
+        _check_ours_buffers(torch, inp, kw, raw)
+        assert "kda_torch.chunk_kda" in raw.text and "kda-bench raw" in raw.text and not raw.q_norm_fp32
+        try:
+            peer.prepare(inp, "fast")
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("an unknown contract was accepted")
+
+
+def _kda_c_library():
+    """The libkda_c.so kda_torch loads in these tests: KDA_C_LIBRARY, else a build's; None if none."""
+    if os.environ.get("KDA_C_LIBRARY"):
+        return os.environ["KDA_C_LIBRARY"]
+    found = sorted(glob.glob(os.path.join(ROOT, "build/*/lib/libkda_c.so")))
+    return found[0] if found else None
+
+
+def test_ours_peer_calls_pass_kda_torch_and_the_library_checks():
+    """The real kda_torch (python/ of this checkout) on CPU tensors, its launch replaced by a
+    capture: both contracts' calls pass kda_torch's checks, fill struct kda_c_forward_params with
+    the options of the former C shim (kda-bench fused / raw), write into the caller's buffers, and
+    pass the library's own validation (kda::validate, no CUDA)."""
+    _cpu_runtime()
+    library = _kda_c_library()
+    if library is None:
+        skip("no libkda_c.so (build target kda_c, or set KDA_C_LIBRARY)")
+    os.environ["KDA_C_LIBRARY"] = library
+    import peer_adapters as pa
+    kda, loaded = pa.import_kda_torch()
+    assert os.path.dirname(kda.__file__) == os.path.join(ROOT, "python", "kda_torch"), kda.__file__
+    from kda_torch import _lib, ops
+    torch = ops.torch
+    captured = []
+    real = ops.cuda_device, ops.launch, torch.cuda.device
+    # No CUDA device here: the device check passes CPU tensors, the device context (chunk_kda's,
+    # around its gate conversion) does nothing, and the launch keeps the plan instead of running it.
+    ops.cuda_device = lambda tensors: None
+    ops.launch = lambda plan, device: captured.append(plan)
+    torch.cuda.device = lambda device: contextlib.nullcontext()
+    try:
+        for ident in OURS_SHAPES:
+            torch, inp = _ours_inputs(ident)
+            B, T, H, K = inp.q.shape
+            packed = inp.cu_list is not None
+            peer = pa.OursPeer(torch)
+            assert loaded in peer.version
+            for contract in ("plain", "raw"):
+                call = peer.prepare(inp, contract)
+                call.fn()
+                plan = captured[-1]
+                p = plan.params
+                assert plan.out is call.out and p.out == call.out.data_ptr()
+                ws = next(x for x in call.keep if x is plan.workspace)
+                assert p.workspace == ws.data_ptr() and p.workspace_bytes == ws.numel() == kda.workspace_bytes(
+                    B, T, H, len(inp.cu_list) - 1 if packed else None)
+                if inp.want_final_state:
+                    assert plan.final_state is call.final_state() and p.final_state == plan.final_state.data_ptr()
+                else:
+                    assert p.final_state is None
+                assert p.initial_state == (inp.h0.data_ptr() if inp.h0 is not None else None)
+                assert (p.batch, p.tokens, p.heads) == (B, T, H)
+                assert p.num_seqs == (len(inp.cu_list) - 1 if packed else 0)
+                assert p.variant == _lib.VARIANTS["default"] and p.q == inp.q.data_ptr()
+                if contract == "plain":
+                    assert (p.gate_input, p.gate_dtype, p.beta_input, p.beta_dtype) == (
+                        _lib.GATE_CHUNK_LOG2, _lib.F32, _lib.BETA_PROBABILITY, _lib.F32)
+                    assert (p.fuse_q_l2norm, p.fuse_k_l2norm) == (1, 0)
+                    assert p.k == inp.k.data_ptr() and p.gate == inp.gate.data_ptr() and p.beta == inp.beta.data_ptr()
+                else:
+                    assert (p.gate_input, p.gate_dtype, p.beta_input, p.beta_dtype) == (
+                        _lib.GATE_RAW, _lib.BF16, _lib.BETA_LOGITS, _lib.BF16)
+                    assert (p.fuse_q_l2norm, p.fuse_k_l2norm) == (1, 1)
+                    assert p.lower_bound == np.float32(inp.raw_lower_bound) and p.a_log and p.dt_bias
+                # The library's validation wants a 256-byte aligned workspace, which a CPU tensor
+                # need not be; the struct is otherwise the one the device call gets.
+                spare = torch.empty(p.workspace_bytes + 256, dtype=torch.uint8)
+                p.workspace = spare.data_ptr() + (-spare.data_ptr()) % 256
+                _lib.validate(p)
+    finally:
+        ops.cuda_device, ops.launch, torch.cuda.device = real
+
+
+def test_ours_load_check_of_build_peers():
+    """build_peers.sh ours builds nothing: it says whether kda_torch loads KDA_C_LIBRARY, and why not."""
+    d = tempfile.mkdtemp()
+    try:
+        script = os.path.join(HERE, "build_peers.sh")
+        # The python3 the script runs is this one (torch and NumPy importable, as on the device).
+        env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        env.pop("KDA_C_LIBRARY", None)
+        status = lambda: open(os.path.join(d, "ours.status")).read().strip()  # noqa: E731
+        run = subprocess.run(["bash", script, "ours", d], env=env, capture_output=True, text=True)
+        assert run.returncode != 0 and status().startswith("failed: KDA_C_LIBRARY is not set"), status()
+        env["KDA_C_LIBRARY"] = os.path.join(d, "missing.so")
+        run = subprocess.run(["bash", script, "ours", d], env=env, capture_output=True, text=True)
+        assert run.returncode != 0 and "missing.so does not exist" in status(), status()
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            skip("torch is not importable here: the load itself is not checked")
+        env["KDA_C_LIBRARY"] = os.path.join(d, "ours.log")  # a file that is no shared library
+        run = subprocess.run(["bash", script, "ours", d], env=env, capture_output=True, text=True)
+        assert run.returncode != 0 and status().startswith("failed: load-kda-torch") and "does not load" in status(), status()
+        library = _kda_c_library()
+        if library is None:
+            skip("no libkda_c.so: the successful load is not checked")
+        env["KDA_C_LIBRARY"] = library
+        run = subprocess.run(["bash", script, "ours", d], env=env, capture_output=True, text=True)
+        assert run.returncode == 0 and status() == "ok", open(os.path.join(d, "ours.log")).read()
+        assert f"loads {library}" in open(os.path.join(d, "ours.log")).read()
+    finally:
+        shutil.rmtree(d)
+
+
 def test_pin_first_tuning_keeps_the_first_winner():
     """fla_check's default: after an autotuner's first tuning, later keys reuse its winner
     without benchmarking. Runs against a stand-in for Triton's Autotuner contract (benchmark
@@ -1106,6 +1321,58 @@ def test_report_of_a_run_with_a_failed_peer():
         assert "accuracy flashkda-raw: 0 passed, 1 failed" in summary and "accuracy cudnn-plain: 1 passed" in summary
         rc = peers_report.main([os.path.join(d, "nope")])
         assert rc == 2
+    finally:
+        shutil.rmtree(d)
+
+
+def test_report_compares_ours_in_pytorch_with_kda_bench():
+    """peers_report's wrapper table: kda_torch (peers_bench ours-plain / ours-raw) over kda-bench
+    (fused / raw) per shape, the geomean, and issue 20's verdict against 2 %; stage rows and failed
+    rows are left out; a shape file without kda_torch rows says so."""
+    import fla_bench
+    import peers_bench
+    import peers_report
+    d = tempfile.mkdtemp()
+    try:
+        w = lambda name, cols, rows: pc.write_atomic(os.path.join(d, name), pc.to_csv(cols, rows), False)  # noqa: E731
+        cpp = (_bench_rows("fused", {"a": 1e-3, "b": 2e-3, "c": 4e-3}, extra={"verdict": "not verified"})
+               + _bench_rows("raw", {"a": 1.2e-3, "b": 2.4e-3, "c": 4.8e-3}, extra={"verdict": "not verified"})
+               + [dict(shape_id="a", path="fused", stage="scan", mode="warm", median_s=5e-4, noise=0.01)])
+        w("ours-bench-contract.csv", fla_bench.OUR_COLUMNS, cpp)
+        host = {"host_enqueue_median_s": 4.2e-5}
+        w("ours-contract.csv", peers_bench.COLUMNS,
+          _bench_rows("ours-plain", {"a": 1.005e-3, "b": 1.99e-3, "c": 4.04e-3}, extra=host)
+          + _bench_rows("ours-raw", {"a": 1.21e-3, "b": 2.5e-3}, extra=host)
+          + [dict(shape_id="c", path="ours-raw", stage="", mode="warm", verdict="failed",
+                  verdict_detail="failed: RuntimeError: boom")])
+        w("ours-bench-contract-mixed.csv", fla_bench.OUR_COLUMNS,
+          _bench_rows("fused", {"a": 1e-3}) + _bench_rows("raw", {"a": 1e-3}))
+        text, summary = peers_report.report(d, None)
+        assert "### Ours in PyTorch (kda_torch) vs kda-bench (C++), same call: shapes/contract.yaml" in text
+        table = text[text.index("### Ours in PyTorch"):]
+        row = lambda i: next(line for line in table.splitlines() if line.startswith(f"| {i} "))  # noqa: E731
+        cells = lambda i: [c.strip() for c in row(i).strip("|").split("|")]  # noqa: E731
+        assert cells("a") == ["a", "1.000 ?", "1.005", "1.005", "1.200 ?", "1.210", "1.008", "42 / 42"], cells("a")
+        assert cells("b")[3] == "0.995" and cells("b")[6] == "1.042 ✗"
+        assert cells("c")[5] == "error" and cells("c")[6] == "–"
+        g_plain = (1.005 * 0.995 * 1.01) ** (1 / 3)
+        g_raw = (1.21 / 1.2 * 2.5 / 2.4) ** 0.5
+        assert cells("geomean")[3] == f"{g_plain:.3f}" and cells("geomean")[6] == f"{g_raw:.3f}"
+        assert ("contract: ours in PyTorch ours-plain / kda-bench fused geomean "
+                f"{g_plain:.3f} over 3 shapes, largest |ratio - 1| 1.0% (c): within 2% on every shape") in summary, summary
+        assert ("contract: ours in PyTorch ours-raw / kda-bench raw geomean "
+                f"{g_raw:.3f} over 2 shapes, largest |ratio - 1| 4.2% (b): outside 2% on 1 of 2 shapes (b 1.042); no pair for c") in summary
+        assert "**within 2% on every shape**" in table and "**outside 2% on 1 of 2 shapes (b 1.042); no pair for c**" in table
+        assert "contract-mixed: ours in PyTorch ours-plain / kda-bench fused: no shape timed by both" in summary
+        # Ours against ours is this table's, not a peer ratio.
+        assert "ours plain (kda_torch) / fused" not in text and "ours raw (kda-bench) /" not in text
+        assert "ours raw (kda-bench)" in text and "ours raw (kda_torch)" in text
+        # Within 2 % on the shapes timed by both, but one shape lacks a kda_torch time.
+        txt = lambda rows: [{k: pc.csv_cell(v) for k, v in r.items()} for r in rows]  # noqa: E731 (as read)
+        ratios, _ = pc.compare_medians(txt(cpp), txt(_bench_rows("ours-plain", {"a": 1.01e-3, "b": 2e-3})),
+                                       "fused", "ours-plain")
+        assert peers_report.wrapper_verdict(ratios, ["a", "b", "c"]) == \
+            "within 2% on the 2 shapes timed by both; no pair for c"
     finally:
         shutil.rmtree(d)
 
