@@ -77,7 +77,8 @@ def stems_of(results: str) -> list[str]:
     stems = set()
     for path in glob.glob(os.path.join(results, "*.csv")):
         name = os.path.basename(path)[:-4]
-        if name.startswith("check-") or name.startswith("fla-check-") or name.startswith("compare-"):
+        # Accuracy files: the peers' checks, FLA's, kda-check's own runs on the dumps, compares.
+        if name.startswith(("check-", "fla-check-", "ours-check-", "compare-")):
             continue
         for prefix in ("ours-bench", "fla-bench", *PEERS):
             if name.startswith(prefix + "-"):

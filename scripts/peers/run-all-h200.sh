@@ -28,7 +28,7 @@
 #      TIMING=0 skips phase C (an accuracy-only call, e.g. with the build caches carried);
 #   D  the report; $OUT gets peers-report.md, peers-summary.txt, peers.tar.gz (every CSV, log,
 #      the steps' wall times) and the caches for the next call: <fk|ffk|vfk>-build.tar.gz when a
-#      FlashKDA was built here, triton-cache.tar.gz (copy them into .peers-cache/ and carry it).
+#      FlashKDA was built here, triton-cache.tar.gz.part0.. (copy them into .peers-cache/ and carry it).
 set -uo pipefail
 OUT=${OUT:?OUT must be set (the device tool sets it)}
 r=$OUT/peers
@@ -74,13 +74,22 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
 mkdir -p "$TRITON_CACHE_DIR"
-for c in "$CACHE/triton-cache.tar.gz" .triton-cache.tar.gz; do
-  [[ -f $c ]] && tar -C "$TRITON_CACHE_DIR" -xzf "$c" 2>/dev/null && echo "triton cache restored from $c" >> "$steps" && break
-done
+# Triton's cache comes back in parts of at most 15 MB (the device tool returns files of at most
+# 16 MiB; a whole cache after FLA's autotuning is ~24 MB): triton-cache.tar.gz.part0, part1, ...
+if compgen -G "$CACHE/triton-cache.tar.gz.part*" > /dev/null; then
+  cat $(ls "$CACHE"/triton-cache.tar.gz.part* | sort -V) | tar -C "$TRITON_CACHE_DIR" -xz 2>/dev/null \
+    && echo "triton cache restored from $CACHE/triton-cache.tar.gz.part*" >> "$steps"
+else
+  for c in "$CACHE/triton-cache.tar.gz" .triton-cache.tar.gz; do
+    [[ -f $c ]] && tar -C "$TRITON_CACHE_DIR" -xzf "$c" 2>/dev/null && echo "triton cache restored from $c" >> "$steps" && break
+  done
+fi
 {
   date -u +"utc: %Y-%m-%dT%H:%M:%SZ"
   # The binaries' own commit (build_info): the checkout's git metadata on the device may be stale.
-  echo "binaries: $(strings "$BIN/kda-check" 2>/dev/null | grep -m1 -E '^[0-9a-f]{40}(-dirty)?$' || echo '?')  BIN=$BIN"
+  # (grep -m1 ends the pipe early, so strings may die of SIGPIPE: judge the match, not the status)
+  commit=$(strings "$BIN/kda-check" 2>/dev/null | grep -m1 -E '^[0-9a-f]{40}(-dirty)?$')
+  echo "binaries: ${commit:-?}  BIN=$BIN"
   echo "checkout: $(git rev-parse HEAD 2>/dev/null || echo '?') (git metadata of the copy; may be stale)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv 2>&1
   nvcc --version 2>&1 | tail -n 1
@@ -221,9 +230,14 @@ fi  # TIMING
 # --- D. report, caches, pack --------------------------------------------------------------------------
 DEADLINE=$(( DEADLINE + 30 )) step 30 report python3 scripts/peers/peers_report.py "$r" --build-dir "$B" --md "$r/report.md" --force
 cp "$r/report.md" "$OUT/peers-report.md" 2>/dev/null
-tar -C "$TRITON_CACHE_DIR" -czf "$OUT/triton-cache.tar.gz" . 2>/dev/null
-size=$(stat -c %s "$OUT/triton-cache.tar.gz" 2>/dev/null || echo 0)
-(( size > 16000000 )) && { rm -f "$OUT/triton-cache.tar.gz"; echo "triton cache not returned: $size B > 16 MB" >> "$steps"; }
+tar -C "$TRITON_CACHE_DIR" -czf /tmp/triton-cache.tar.gz . 2>/dev/null
+size=$(stat -c %s /tmp/triton-cache.tar.gz 2>/dev/null || echo 0)
+if (( size > 40000000 )); then  # more than 3 parts would crowd out the reports (8 files at most)
+  echo "triton cache not returned: $size B > 40 MB" >> "$steps"
+elif (( size > 0 )); then
+  split -b 15000000 -d -a 1 /tmp/triton-cache.tar.gz "$OUT/triton-cache.tar.gz.part"
+  echo "returned for the next call: triton-cache.tar.gz.part* ($size B in $(ls "$OUT"/triton-cache.tar.gz.part* | wc -l) parts)" >> "$steps"
+fi
 for c in "$OUT"/*-build.tar.gz; do [[ -f $c ]] && echo "returned for the next call: $(basename "$c") ($(stat -c %s "$c") B)" >> "$steps"; done
 echo "total t=${SECONDS}s" >> "$steps"
 { cat "$r/report-summary.txt" 2>/dev/null; echo "== steps (wall time; t = seconds since the call started)"; cat "$steps"; } > "$OUT/peers-summary.txt"

@@ -1311,7 +1311,12 @@ def test_report_of_a_run_with_a_failed_peer():
                 verdict_detail="unavailable: build failed: setup.py (rc 1; nvcc fatal: boom)")
            for s in ("h96-fixed", "h64-fixed")])
         w("check-cudnn-long-memory.csv", peers_check.COLUMNS, _judged_dump_rows())
+        # kda-check's own CSV of a dump (run-all-h200.sh's ours-check-<dump>.csv) is accuracy, not
+        # a timed shape file: no timing section for it.
+        w("ours-check-long-memory.csv", ["shape", "path", "verdict"], [dict(shape="lm", path="fused", verdict="passed")])
+        assert peers_report.stems_of(d) == ["contract"]
         text, summary = peers_report.report(d, b)
+        assert "## Timing: shapes/check-long-memory.yaml" not in text and "check-long-memory:" not in summary
         assert "| fk " in text and "nvcc fatal: boom" in text
         assert "cuDNN-FE plain / fused" in text and "0.500 FASTER" in text and "0.250 FASTER" in text
         assert "contract: cuDNN-FE plain / fused geomean 0.354 over 2 shapes" in summary  # sqrt(0.5 * 0.25)
