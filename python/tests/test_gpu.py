@@ -73,9 +73,13 @@ def normalized(x):
 
 
 class Accuracy(unittest.TestCase):
-    def judge(self, out, ht, want_out, want_ht):
-        self.assertLess(rel_rms(out.float().cpu(), want_out), RMS_LIMIT)
-        self.assertLess(rel_rms(ht.cpu(), want_ht), RMS_LIMIT)
+    def judge(self, out, ht, want_out, want_ht, who="ours"):
+        """Asserts both errors within RMS_LIMIT and prints them: the log is the evidence."""
+        e_out, e_ht = rel_rms(out.float().cpu(), want_out), rel_rms(ht.cpu(), want_ht)
+        print(f"\n  {self.id().rsplit('.', 1)[-1]}: {who} vs float64: out rel RMS {e_out:.3e}, "
+              f"final state {e_ht:.3e} (limit {RMS_LIMIT:g})", flush=True)
+        self.assertLess(e_out, RMS_LIMIT)
+        self.assertLess(e_ht, RMS_LIMIT)
 
     def test_attention_gym_form_dense(self):
         p = problem(B=2, T=200)
@@ -124,8 +128,11 @@ class Accuracy(unittest.TestCase):
                                   h0=kw["initial_state"])
         self.judge(ours, ours_ht, want, want_ht)
         # FLA on the same tensors lands on the same function (its own error, same order).
-        self.assertLess(rel_rms(fla.float().cpu(), want), 4 * RMS_LIMIT)
-        self.assertLess(rel_rms(ours.float().cpu(), fla.float().cpu()), 4 * RMS_LIMIT)
+        e_fla, e_ours_fla = rel_rms(fla.float().cpu(), want), rel_rms(ours.float().cpu(), fla.float().cpu())
+        print(f"  FLA vs float64: out rel RMS {e_fla:.3e}; ours vs FLA {e_ours_fla:.3e} "
+              f"(limit {4 * RMS_LIMIT:g})", flush=True)
+        self.assertLess(e_fla, 4 * RMS_LIMIT)
+        self.assertLess(e_ours_fla, 4 * RMS_LIMIT)
 
 
 def fla_call(p, cu=None, **extra):
