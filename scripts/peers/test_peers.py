@@ -1452,6 +1452,248 @@ def test_build_script_caches_a_flashkda_build_and_reuses_it():
         shutil.rmtree(d)
 
 
+# --- peers_bench: several peers in one process on the same tensors ------------------------------
+
+def test_peers_bench_peer_list_parsing_and_the_one_flashkda_rule():
+    import peers_bench as pb
+    assert pb.parse_peers("ours") == ["ours"]
+    assert pb.parse_peers("ours,cudnn,vllm-flashkda") == ["ours", "cudnn", "vllm-flashkda"]
+    assert pb.parse_peers(" cudnn , ours ") == ["cudnn", "ours"]  # the order given, spaces dropped
+    for text, needle in (("ours,,cudnn", "empty name"), ("ours,nobody", "unknown peer nobody"),
+                         ("ours,cudnn,ours", "ours listed twice"), ("", "empty name")):
+        try:
+            pb.parse_peers(text)
+        except pc.InputError as e:
+            assert needle in str(e), (text, str(e))
+        else:
+            raise AssertionError(f"--peer {text!r} accepted")
+    try:
+        pb.parse_peers("ours,flashkda,cudnn,vllm-flashkda")
+    except pc.InputError as e:
+        text = str(e)
+        assert "flashkda and vllm-flashkda cannot share a process" in text, text
+        assert "Python package flash_kda" in text and "one process holds at most one" in text, text
+        assert "--peer ours,cudnn,flashkda, then --peer vllm-flashkda" in text, text
+    else:
+        raise AssertionError("two FlashKDA builds accepted in one process")
+    # On the command line: exit 2 before torch is imported, the rule and the way out on stderr.
+    d = tempfile.mkdtemp()
+    try:
+        base = ["--build-dir", d, "--shapes", "shapes/contract.yaml", "--out-dir", d]
+        run = _run("peers_bench.py", "--peer", "cudnn,flash-flash-kda,flashkda", *base)
+        assert run.returncode == 2, (run.returncode, run.stderr)
+        assert "flash-flash-kda and flashkda cannot share a process" in run.stderr, run.stderr
+        assert "in a process of its own" in run.stderr and "usage:" in run.stderr, run.stderr
+        for bad in ("ours,nobody", "ours,ours"):
+            run = _run("peers_bench.py", "--peer", bad, *base)
+            assert run.returncode == 2 and "--peer" in run.stderr, (bad, run.returncode, run.stderr)
+        # Every listed peer's files are refused without --force, the second peer's too.
+        open(os.path.join(d, "cudnn-contract.csv"), "w").close()
+        run = _run("peers_bench.py", "--peer", "ours,cudnn", *base)
+        assert run.returncode == 2 and "cudnn-contract.csv exists" in run.stderr, run.stderr
+    finally:
+        shutil.rmtree(d)
+
+
+class _StandInPeer:
+    """A peer that records what it is handed and writes zeros (no kernel): prepare() keeps the
+    TorchInputs object and the tensors its contract reads; fn() counts its calls."""
+
+    def __init__(self, torch, name, log, contracts=("plain", "raw"), raise_on=None):
+        self.torch, self.name, self.log, self.contracts, self.raise_on = torch, name, log, contracts, raise_on
+        self.version = f"stand-in {name}"
+        self.calls = 0
+
+    def prepare(self, inp, contract):
+        import peer_adapters as pa
+        if contract not in self.contracts:
+            raise pa.Refused(f"{self.name} has no {contract} contract")
+        if contract == "raw":
+            pa.ensure_raw(self.torch, inp)
+            tensors = (inp.q, inp.k_raw, inp.v, inp.raw_gate, inp.beta_logits, inp.a_log, inp.dt_bias)
+        else:
+            tensors = (inp.q, inp.k, inp.v, inp.gate, inp.beta)
+        self.log.append((self.name, contract, inp.shape, inp, tensors))
+        out = self.torch.zeros(inp.v.shape, dtype=self.torch.bfloat16)
+
+        def fn():
+            self.calls += 1
+            if self.raise_on == contract:
+                raise RuntimeError(f"CUDA error: an illegal memory access was encountered ({self.name})")
+        fn.peer = self.name
+        return pa.Call(fn=fn, out=out, final_state=None, text=f"{self.name}.fwd({contract})")
+
+
+def _stand_in_timer(medians):
+    """peers_torch.time_warm's stand-in: the warm-up calls, then a fixed median per peer."""
+    import peers_torch as pt
+
+    def timer(rt, fn, cfg, default_clock_hz=None, clock=None):
+        for _ in range(cfg.warmup + 1):
+            fn()
+        peer = getattr(fn, "peer", "ours")
+        return pt.TimingResult(samples=[medians[peer]] * cfg.min_samples, host_enqueue_s=[1e-5],
+                               stop_reason="noise", wall_s=0.01, warmup_runs=cfg.warmup + 1,
+                               throttle_discards=0, sm_clock_hz=[math.nan], batch=1)
+    return timer
+
+
+_TINY_SHAPES = """description: tiny
+shapes:
+  - id: tiny-ragged
+    heads: 2
+    seq_lens: [40, 0, 90]
+    initial_state: true
+    final_state: true
+  - id: tiny-dense
+    heads: 1
+    batch: 2
+    seq_len: 70
+"""
+
+
+def _bench_in_one_process(d, peers, load, medians, extra=()):
+    import peers_bench as pb
+    pt, rt = _cpu_runtime()
+    a, b = os.path.join(d, "a.yaml"), os.path.join(d, "b.yaml")
+    open(a, "w").write(_TINY_SHAPES)
+    open(b, "w").write(_TINY_SHAPES.replace("tiny-ragged", "tiny-other").split("  - id: tiny-dense")[0])
+    argv = ["--peer", peers, "--build-dir", os.path.join(d, "no-build"), "--shapes", a, "--shapes", b,
+            "--out-dir", os.path.join(d, "out"), "--warmup", "3", "--min-samples", "4", "-q", *extra]
+    return pb.main(argv, runtime=rt, load=load, timer=_stand_in_timer(medians))
+
+
+def _bench_rows_of(d, name):
+    return pc.read_csv_rows(os.path.join(d, "out", name))
+
+
+def test_peers_bench_times_every_listed_peer_on_the_same_tensors():
+    """--peer ours,cudnn,vllm-flashkda with stand-ins (ours = the real OursPeer over a stand-in
+    kda_torch): per shape one TorchInputs, handed to every peer and contract (the same objects);
+    rows per shape contract by contract, peers in the given order; each peer its own CSV/JSON
+    per shape file, with process_peers; a refused contract stays refused."""
+    import peer_adapters as pa
+    torch = _cpu_runtime()[1].torch
+    log, order, fakes, loaded = [], [], {}, []
+
+    class Ours(pa.OursPeer):  # the real adapter, its prepare() calls logged in order
+        def prepare(self, inp, contract):
+            order.append(("ours", contract, id(inp)))
+            return super().prepare(inp, contract)
+
+    class StandIn(_StandInPeer):
+        def prepare(self, inp, contract):
+            order.append((self.name, contract, id(inp)))
+            return super().prepare(inp, contract)
+
+    def load(torch_, name, build_dir):
+        loaded.append(name)
+        if name == "ours":
+            fakes["ours"] = _FakeKdaTorch()
+            return Ours(torch_, kda=fakes["ours"])
+        return StandIn(torch_, name, log, contracts=("raw",) if name in pa.FLASHKDA_VARIANTS else pa.CONTRACTS)
+    d = tempfile.mkdtemp()
+    try:
+        medians = {"ours": 1e-3, "cudnn": 2e-3, "vllm-flashkda": 3e-3}
+        rc = _bench_in_one_process(d, "ours,cudnn,vllm-flashkda", load, medians, ["--no-verify"])
+        assert rc == 0, rc
+        assert loaded == ["ours", "cudnn", "vllm-flashkda"]
+        # Per shape (3 over the 2 files): one inputs object, contract by contract, peers as given.
+        shapes = list(dict.fromkeys(i for _, _, i in order))
+        assert len(shapes) == 3
+        for i in shapes:
+            assert [(n, c) for n, c, j in order if j == i] == [
+                (n, c) for c in ("plain", "raw") for n in ("ours", "cudnn", "vllm-flashkda")]
+        assert [i for _, _, i in order] == [i for i in shapes for _ in range(6)]  # no shape revisited
+        # What each peer was handed is the same tensors: the stand-ins' and ours' (kda_torch calls).
+        ours_calls = [c for c in fakes["ours"].calls if c[0] in ("forward", "chunk_kda")]
+        for i in shapes:
+            entries = [(name, contract, inp, tensors) for name, contract, _, inp, tensors in log if id(inp) == i]
+            inp = entries[0][2]
+            assert [(n, c) for n, c, *_ in entries] == [("cudnn", "plain"), ("cudnn", "raw"), ("vllm-flashkda", "raw")]
+            plain = (inp.q, inp.k, inp.v, inp.gate, inp.beta)
+            raw = (inp.q, inp.k_raw, inp.v, inp.raw_gate, inp.beta_logits, inp.a_log, inp.dt_bias)
+            for name, contract, _, tensors in entries:
+                assert all(x is y for x, y in zip(tensors, plain if contract == "plain" else raw)), (name, contract)
+            assert any(c[0] == "forward" and all(x is y for x, y in zip(c[1], plain)) for c in ours_calls)
+            assert any(c[0] == "chunk_kda" and c[1][0] is inp.q and c[1][2] is inp.v
+                       and torch.equal(c[1][1], inp.k_raw.to(torch.bfloat16))
+                       and torch.equal(c[1][3], inp.raw_gate.to(torch.bfloat16)) for c in ours_calls)
+        # Each peer its own files per shape file, rows in shape order, paths <peer>-<contract>.
+        out = sorted(os.listdir(os.path.join(d, "out")))
+        assert out == sorted(f"{p}-{s}.{e}" for p in medians for s in ("a", "b") for e in ("csv", "json")), out
+        for peer, median in medians.items():
+            rows = _bench_rows_of(d, f"{peer}-a.csv")
+            assert [(r["shape_id"], r["path"]) for r in rows] == [
+                (s, f"{peer}-{c}") for s in ("tiny-ragged", "tiny-dense") for c in ("plain", "raw")], rows
+            for r in rows:
+                assert r["process_peers"] == "ours+cudnn+vllm-flashkda" and r["impl"] == peer == r["variant"]
+                assert r["run_id"].endswith("-" + peer)
+                if peer == "vllm-flashkda" and r["contract"] == "plain":
+                    assert r["verdict"] == "refused" and not r["median_s"], r
+                else:
+                    assert r["verdict"] == "not verified" and float(r["median_s"]) == median, r
+                    assert r["inputs"] and r["warmup_runs"] == "4"
+            doc = json.load(open(os.path.join(d, "out", f"{peer}-b.json")))
+            assert doc["meta"]["peer"] == peer and doc["meta"]["process_peers"] == ["ours", "cudnn", "vllm-flashkda"]
+            assert [r["shape_id"] for r in doc["rows"]] == ["tiny-other"] * (1 if peer == "vllm-flashkda" else 2)
+        # The report reads them as before (file names and paths unchanged).
+        import peers_report
+        assert peers_report.stems_of(os.path.join(d, "out")) == ["a", "b"]
+    finally:
+        shutil.rmtree(d)
+
+
+def test_peers_bench_one_process_keeps_going_past_an_unavailable_or_failing_peer():
+    """An unavailable peer gets its 'unavailable' rows and the others are timed (exit 1); the
+    slice check runs for each peer on the shared inputs (a stand-in's zeros fail it); a call
+    that raises is that row's failure only while the device survives; once the device is gone
+    (peers_bench.context_lost) every later row says 'not run' and the exit code is 5."""
+    import peer_adapters as pa
+    import peers_bench as pb
+
+    def load(torch_, name, build_dir):
+        if name == "flashkda":
+            raise pa.Unavailable("build failed: setup.py (rc 1; nvcc fatal: boom)")
+        return _StandInPeer(torch_, name, [], raise_on="raw" if name == "cudnn" else None)
+    d = tempfile.mkdtemp()
+    try:
+        medians = {"ours": 1e-3, "cudnn": 2e-3}
+        rc = _bench_in_one_process(d, "flashkda,cudnn,ours", load, medians, ["--contracts", "plain,raw"])
+        assert rc == 1, rc
+        fk = _bench_rows_of(d, "flashkda-a.csv")
+        assert len(fk) == 4 and all(r["verdict"] == "failed" and r["verdict_detail"] ==
+                                    "unavailable: build failed: setup.py (rc 1; nvcc fatal: boom)" for r in fk), fk
+        assert all(r["process_peers"] == "flashkda+cudnn+ours" for r in fk)
+        for peer in ("cudnn", "ours"):
+            rows = _bench_rows_of(d, f"{peer}-a.csv")
+            assert len(rows) == 4
+            for r in rows:
+                if peer == "cudnn" and r["contract"] == "raw":
+                    assert r["verdict_detail"] == ("failed: RuntimeError: CUDA error: an illegal memory access "
+                                                   "was encountered (cudnn)"), r
+                else:  # checked on the shared inputs: zeros are not the answer
+                    assert r["verdict"] == "failed" and "slice check" in r["verdict_detail"], r
+                    assert float(r["median_s"]) == medians[peer]
+        # The same failure with the device gone: the rows after it are not run, exit 5.
+        real = pb.context_lost
+        pb.context_lost = lambda rt: "RuntimeError: CUDA error: an illegal memory access was encountered"
+        try:
+            rc = _bench_in_one_process(d, "cudnn,ours", load, medians, ["--no-verify", "--force"])
+        finally:
+            pb.context_lost = real
+        assert rc == pb.EXIT_CONTEXT_LOST == 5, rc
+        cudnn, ours = _bench_rows_of(d, "cudnn-a.csv"), _bench_rows_of(d, "ours-a.csv")
+        assert [r["verdict"] for r in cudnn] == ["not verified", "failed", "failed", "failed"]
+        assert [r["verdict"] for r in ours] == ["not verified", "failed", "failed", "failed"]
+        lost = ours[1]["verdict_detail"]
+        assert lost.startswith("not run: the CUDA context was lost after cudnn-raw on tiny-ragged raised "
+                               "RuntimeError") and "processes of their own" in lost, lost
+        assert cudnn[2]["verdict_detail"] == lost and _bench_rows_of(d, "ours-b.csv")[0]["verdict_detail"] == lost
+    finally:
+        shutil.rmtree(d)
+
+
 def main():
     tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
     passed = failed = skipped = 0
