@@ -20,9 +20,12 @@
 #      long-memory dump; queue 2: ours and cuDNN-FE on both dumps, then each FlashKDA build as it
 #      is ready. Both queues must end by CHECKS_DONE (default 400 s) and the builds by BUILD_WAIT
 #      (380 s): what still runs then is killed and says so;
-#   C  timing, nothing else running: kda-bench (fused, raw) and peers_bench for ours (kda_torch),
-#      cuDNN-FE and the three FlashKDA builds on contract.yaml and contract-mixed.yaml; kda-bench
-#      compare of each (ours in PyTorch against kda-bench's fused and raw: the wrapper's cost);
+#   C  timing, nothing else running: kda-bench (fused, raw), then peers_bench on contract.yaml and
+#      contract-mixed.yaml: ours (kda_torch), cuDNN-FE and vLLM's FlashKDA in one process on the
+#      same tensors, FlashKDA stock and Flash-Flash-KDA in a process each (all three FlashKDA
+#      builds are the package flash_kda: one per process); if the shared process dies of a signal
+#      or loses the CUDA context, its peers run again one per process (said in steps.txt);
+#      kda-bench compare of each (ours in PyTorch against kda-bench's fused and raw: the wrapper's cost);
 #      FLA's timing last (FLA_FILES, default "contract contract-mixed": its kernels do the same
 #      work whatever the gate, so the second file is the first to drop at the deadline);
 #      TIMING=0 skips phase C (an accuracy-only call, e.g. with the build caches carried);
@@ -46,8 +49,10 @@ CACHE=${PEERS_BUILD_CACHE:-.peers-cache}
 export PEERS_BUILD_CACHE=$CACHE PEERS_CACHE_OUT=$OUT PYTHONUNBUFFERED=1
 steps=$r/steps.txt
 : > "$steps"
-step() {  # step SECONDS NAME CMD...: time-limited (by $STEP_DEADLINE, default $DEADLINE), logged
+step() {  # step SECONDS NAME CMD...: time-limited (by $STEP_DEADLINE, default $DEADLINE), logged;
+  # STEP_RC = its exit code (empty when skipped), for the caller in the same shell
   local limit=$1 name=$2 deadline=${STEP_DEADLINE:-$DEADLINE}; shift 2
+  STEP_RC=
   if (( SECONDS + limit > deadline )); then
     limit=$(( deadline - SECONDS ))
     if (( limit < 10 )); then echo "$name skipped (deadline ${deadline}s, t=${SECONDS}s)" >> "$steps"; return 0; fi
@@ -55,6 +60,7 @@ step() {  # step SECONDS NAME CMD...: time-limited (by $STEP_DEADLINE, default $
   local t0=$SECONDS
   timeout "$limit" "$@" > "$r/$name.log" 2>&1
   local rc=$?
+  STEP_RC=$rc
   echo "$name rc=$rc $(( SECONDS - t0 ))s (t=${t0}-${SECONDS}s)$( ((rc == 124)) && echo ' TIMED OUT')" >> "$steps"
   return 0
 }
@@ -192,11 +198,28 @@ if (( have_bin )); then
       --csv "$r/ours-bench-$stem.csv" --md "$r/ours-bench-$stem.md" --force
   done
 fi
-peers=(ours cudnn flashkda flash-flash-kda vllm-flashkda)
-for p in "${peers[@]}"; do
-  step 70 "bench-$p" python3 scripts/peers/peers_bench.py --peer "$p" --build-dir "$B" \
-    --shapes "${files[0]}" --shapes "${files[1]}" --out-dir "$r" --force \
-    --warmup 5 --min-samples 30 --min-time 0.25 --timeout 5
+peers=(ours cudnn flashkda flash-flash-kda vllm-flashkda)  # every peer (the compares below)
+# Ours, cuDNN-FE and vLLM's FlashKDA (the build engines ship) in ONE process: per shape the inputs
+# are drawn once and all three are timed on the same tensors (peers_bench --peer a,b,c). FlashKDA
+# stock and Flash-Flash-KDA each in a process of its own: all three FlashKDA builds are the Python
+# package flash_kda with the same extension, so a process can hold only one of them.
+groups=("ours,cudnn,vllm-flashkda" flashkda flash-flash-kda)
+bench_args=(--build-dir "$B" --shapes "${files[0]}" --shapes "${files[1]}" --out-dir "$r" --force
+            --warmup 5 --min-samples 30 --min-time 0.25 --timeout 5)
+for g in "${groups[@]}"; do
+  IFS=, read -ra members <<< "$g"
+  step $(( 70 * ${#members[@]} )) "bench-${g//,/+}" python3 scripts/peers/peers_bench.py --peer "$g" "${bench_args[@]}"
+  # A shared process that died of a signal (rc >= 128: a crash in one peer's code) or lost the
+  # CUDA context (rc 5: a peer's sticky CUDA error; its rows after that say "not run") could cost
+  # every peer's rows: its peers run again, one process each, and rewrite their files.
+  if (( ${#members[@]} > 1 )) && [[ -n $STEP_RC ]] && (( STEP_RC >= 128 || STEP_RC == 5 )); then
+    why="died of signal $(( STEP_RC - 128 ))"
+    (( STEP_RC == 5 )) && why="lost the CUDA context"
+    echo "bench-${g//,/+} $why (rc=$STEP_RC, log bench-${g//,/+}.log): its peers again, one process each: ${members[*]}" >> "$steps"
+    for p in "${members[@]}"; do
+      step 70 "bench-$p" python3 scripts/peers/peers_bench.py --peer "$p" "${bench_args[@]}"
+    done
+  fi
 done
 if (( have_bin )); then
   for f in "${files[@]}"; do

@@ -1559,7 +1559,7 @@ def _bench_in_one_process(d, peers, load, medians, extra=()):
     open(a, "w").write(_TINY_SHAPES)
     open(b, "w").write(_TINY_SHAPES.replace("tiny-ragged", "tiny-other").split("  - id: tiny-dense")[0])
     argv = ["--peer", peers, "--build-dir", os.path.join(d, "no-build"), "--shapes", a, "--shapes", b,
-            "--out-dir", os.path.join(d, "out"), "--warmup", "3", "--min-samples", "4", "-q", *extra]
+            "--out-dir", os.path.join(d, "out"), "--warmup", "3", "--min-samples", "8", "-q", *extra]
     return pb.main(argv, runtime=rt, load=load, timer=_stand_in_timer(medians))
 
 
@@ -1640,6 +1640,8 @@ def test_peers_bench_times_every_listed_peer_on_the_same_tensors():
         # The report reads them as before (file names and paths unchanged).
         import peers_report
         assert peers_report.stems_of(os.path.join(d, "out")) == ["a", "b"]
+        lines, _ = peers_report.timing_section(os.path.join(d, "out"), "a")
+        assert any("peers_bench processes" in x and "`ours+cudnn+vllm-flashkda`" in x for x in lines), lines
     finally:
         shutil.rmtree(d)
 
@@ -1690,6 +1692,49 @@ def test_peers_bench_one_process_keeps_going_past_an_unavailable_or_failing_peer
         assert lost.startswith("not run: the CUDA context was lost after cudnn-raw on tiny-ragged raised "
                                "RuntimeError") and "processes of their own" in lost, lost
         assert cudnn[2]["verdict_detail"] == lost and _bench_rows_of(d, "ours-b.csv")[0]["verdict_detail"] == lost
+    finally:
+        shutil.rmtree(d)
+
+
+def test_run_all_times_the_shared_group_again_one_per_process_after_a_crash():
+    """run-all-h200.sh phase C's peers_bench steps, cut out of the script (step() and the groups
+    loop) and run with a stand-in python3: ours,cudnn,vllm-flashkda in one process, flashkda and
+    flash-flash-kda alone; a shared process that dies of a signal (or exits 5, the CUDA context
+    lost) is followed by its peers one per process, said in steps.txt; rc 1 is not rerun."""
+    script = open(os.path.join(HERE, "run-all-h200.sh"), encoding="utf-8").read()
+    step_fn = re.search(r"^step\(\) \{.*?^\}$", script, re.S | re.M).group(0)
+    loop = re.search(r"^groups=\(.*?^done$", script, re.S | re.M).group(0)
+    d = tempfile.mkdtemp()
+    try:
+        fake = os.path.join(d, "bin", "python3")
+        os.makedirs(os.path.dirname(fake))
+        open(fake, "w").write('#!/bin/bash\necho "$@" >> "$CALLS"\ncase "$MODE:$3" in\n'
+                              '  segv:*,*) kill -SEGV $$ ;;\n  lost:*,*) exit 5 ;;\n  fail:*,*) exit 1 ;;\nesac\n')
+        os.chmod(fake, 0o755)
+        sim = os.path.join(d, "sim.sh")
+        open(sim, "w").write(f'r={d}/r; mkdir -p "$r"; steps=$r/steps.txt; : > "$steps"; DEADLINE=560; B=/tmp/b\n'
+                             f'files=(a.yaml b.yaml)\n{step_fn}\n{loop}\n')
+        for mode in ("ok", "segv", "lost", "fail"):
+            calls = os.path.join(d, f"calls-{mode}")
+            env = dict(os.environ, PATH=os.path.dirname(fake) + os.pathsep + os.environ["PATH"], MODE=mode, CALLS=calls)
+            run = subprocess.run(["bash", sim], env=env, capture_output=True, text=True)
+            assert run.returncode == 0, run.stderr
+            peers = [line.split()[2] for line in open(calls)]
+            steps = open(os.path.join(d, "r", "steps.txt")).read()
+            assert all(line.split()[3:] == ["--build-dir", "/tmp/b", "--shapes", "a.yaml", "--shapes", "b.yaml",
+                                            "--out-dir", f"{d}/r", "--force", "--warmup", "5", "--min-samples", "30",
+                                            "--min-time", "0.25", "--timeout", "5"] for line in open(calls))
+            if mode in ("segv", "lost"):
+                assert peers == ["ours,cudnn,vllm-flashkda", "ours", "cudnn", "vllm-flashkda", "flashkda",
+                                 "flash-flash-kda"], peers
+                why = "died of signal 11 (rc=139" if mode == "segv" else "lost the CUDA context (rc=5"
+                assert (f"bench-ours+cudnn+vllm-flashkda {why}, log bench-ours+cudnn+vllm-flashkda.log): its peers "
+                        f"again, one process each: ours cudnn vllm-flashkda") in steps, steps
+                assert "bench-ours rc=0" in steps and "bench-vllm-flashkda rc=0" in steps, steps
+            else:
+                assert peers == ["ours,cudnn,vllm-flashkda", "flashkda", "flash-flash-kda"], peers
+                assert "one process each" not in steps, steps
+                assert f"bench-ours+cudnn+vllm-flashkda rc={0 if mode == 'ok' else 1} " in steps, steps
     finally:
         shutil.rmtree(d)
 
