@@ -131,6 +131,13 @@ def timing_section(results: str, stem: str) -> tuple[list[str], list[str]]:
     present = [t for t in TIMED if any(row_of(files[t[1]], i, t[2]) for i in ids)]
     table = [[i] + [cell(row_of(files[t[1]], i, t[2])) for t in present] for i in ids]
     lines.append(pc.to_markdown(["shape"] + [t[0] for t in present], table))
+    # peers_bench's processes (column process_peers): the peers of one group were timed on the
+    # same tensors, one shape's inputs drawn once for all of them.
+    groups = list(dict.fromkeys(r["process_peers"] for rows in files.values() for r in rows
+                                if r.get("process_peers")))
+    if groups:
+        lines.append("\npeers_bench processes (each: one draw of the inputs per shape, shared by its peers): "
+                     + "; ".join(f"`{g}`" for g in groups) + "\n")
     summary = []
     ratio_rows, geo = [], []
     for title, prefix, path, contract in present:
