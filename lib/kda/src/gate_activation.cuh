@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "ptx.cuh"
+#include "device/ptx.cuh"
 
 namespace kda::detail {
 
