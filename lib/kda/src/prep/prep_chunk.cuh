@@ -342,24 +342,12 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
   }
 }
 
-// One chunk of PREP, inlined into the two kernels below. kRawInputs: raw inputs are read
-// (load_raw_inputs); otherwise the contract load, whose code, with the contract kernel's
-// parameters, is what it was before raw inputs existed (cuobjdump: identical SASS), so adding
-// them cannot slow the contract path.
-template <class Record, bool kRawInputs>
-__device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepArgs& raw) {
-  extern __shared__ __align__(128) unsigned char smem[];
-
-  ChunkRef chunk;
-  if (!find_chunk(args.seqs, blockIdx.x, chunk)) return;  // unused slot
-  const int h = blockIdx.y;
-  const int n = chunk.rows;
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
-  char* const rec = static_cast<char*>(args.records) +
-                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
-
+// Phase 1 (and 2a): the chunk's inputs into shared memory and q's row factors, up to the load
+// barrier.
+template <bool kRawInputs>
+__device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepArgs& raw,
+                                           const ChunkRef& chunk, int h, int n, int tid, int lane,
+                                           int warp, unsigned char* smem) {
   // ---- 1. Load. q, k, v (bf16, kept as bf16: exact) and G (fp32) go straight to shared memory
   // with 16-byte cp.async (the validated strides keep every row 16-byte aligned); rows >= n: q,
   // k, v zero by selection, G = G_{n-1}. q arrives un-normalized on the fused path too. Each warp
@@ -445,7 +433,11 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
   }
   cp_async_wait_all();
   __syncthreads();
+}
 
+// Phase 2: q', kg and a into the record, the grams' column operands into shared memory.
+template <class Record>
+__device__ __forceinline__ void store_factors(int n, int tid, unsigned char* smem, char* rec) {
   // ---- 2. q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); the column
   // operands of the grams; the zero upper blocks of A_qk. One unit = one row and 8 consecutive
   // channels (16-byte loads, 16-byte record stores: a swizzle group is 8 channels).
@@ -493,6 +485,33 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
     }
   }
   __syncthreads();
+}
+
+// One chunk of PREP, inlined into the library's two kernels (prep.cu) and the lab's. kRawInputs:
+// raw inputs are read (load_raw_inputs); otherwise the contract load, whose code, with the
+// contract kernel's parameters, is what it was before raw inputs existed (cuobjdump: identical
+// SASS), so adding them cannot slow the contract path.
+// Phases 3 to 5 stay in this body: as force-inlined functions of their own (tried for each of
+// the grams, the inverse, T's copies and the W / U products) they compile to the same
+// instructions in another order (the PTX differs only in the numbering of the loop-carried
+// accumulators, and ptxas allocates and schedules them differently), and the kernels' SASS is
+// kept identical to what was measured (scripts/sass_compare.py).
+template <class Record, bool kRawInputs>
+__device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepArgs& raw) {
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  ChunkRef chunk;
+  if (!find_chunk(args.seqs, blockIdx.x, chunk)) return;  // unused slot
+  const int h = blockIdx.y;
+  const int n = chunk.rows;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  char* const rec = static_cast<char*>(args.records) +
+                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
+
+  load_chunk<kRawInputs>(args, raw, chunk, h, n, tid, lane, warp, smem);
+  store_factors<Record>(n, tid, smem, rec);
 
   // ---- 3. Grams on tensor cores. Block pair (p, c), anchor m = m_c:
   //   A[i][j] = sum_d bf16(x_i[d] 2^(G_i[d] - G_m[d])) bf16(k_j[d] 2^(G_m[d] - G_j[d])),
