@@ -20,7 +20,7 @@ run bench "$bin/kda-bench" --variant "$v" --shapes shapes/contract.yaml --no-ver
 run stages "$bin/kda-bench" --variant "$v" --shapes shapes/contract.yaml --only h96-fixed h64-uniform8 \
   --paths fused,explicit --stages --no-verify --md "$r/stages.md" --csv "$r/stages.csv" --force
 if [[ ${PROFILE:-1} == 1 ]]; then
-  BIN=$bin VARIANT=$v KERNELS=prep_v2_kernel OUT=$r scripts/h200-profile.sh h96-fixed >> "$r/summary.txt" 2>&1
+  BIN=$bin VARIANT=$v KERNELS=prep OUT=$r scripts/h200-profile.sh h96-fixed >> "$r/summary.txt" 2>&1
 fi
 tar -C "$OUT" -czf "$OUT/iter.tar.gz" iter
 cp "$r/summary.txt" "$r/bench.md" "$OUT"/ 2>/dev/null

@@ -11,7 +11,9 @@
 set -uo pipefail
 OUT=${OUT:?OUT must be set}
 bin=${BIN:-build/release/bin}
-kernels=${KERNELS:-prep_v2_kernel scan_w_kernel}
+# KERNELS: ncu kernel-name regexes, one profile each; "prep" and "scan" match the PREP and SCAN of
+# whichever VARIANT runs (the library's prep_kernel / scan_kernel, the lab's prep_v0_kernel ...).
+kernels=${KERNELS:-prep scan}
 shapes=("$@"); (( ${#shapes[@]} )) || shapes=(h96-fixed h64-uniform8)
 p=$OUT/prof; mkdir -p "$p"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$p/machine.txt" 2>&1

@@ -12,18 +12,17 @@ namespace kda::app {
 
 namespace {
 
-// The workspace comes from the library itself, sized for every variant DeviceProblem may run.
+// The workspace comes from the variants themselves, sized for every one DeviceProblem may run.
 size_t workspace_all_variants(const kda::harness::ProblemSize& d) {
   if (d.key_dim != kda::kHeadDim || d.value_dim != kda::kHeadDim) return 0;
   size_t bytes = 0;
-  for (kda::ForwardVariant v : kAllVariants) {
+  for (const Variant& v : kda::lab::variants()) {
     kda::ForwardParams p;
     p.batch = d.batch;
     p.tokens = d.tokens;
     p.heads = static_cast<int>(d.heads);
     p.num_seqs = d.packed ? static_cast<int>(d.num_states) : 0;
-    p.variant = v;
-    bytes = std::max(bytes, kda::forward_workspace_bytes(p));
+    bytes = std::max(bytes, v.workspace_bytes(p));
   }
   return bytes;
 }

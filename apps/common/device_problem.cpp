@@ -16,20 +16,12 @@ void check_cuda(cudaError_t status, const char* what) {
   }
 }
 
-bool parse_variant(const std::string& name, kda::ForwardVariant* variant) {
-  for (kda::ForwardVariant v : kAllVariants) {
-    if (name == kda::to_string(v)) {
-      *variant = v;
-      return true;
-    }
-  }
-  return false;
-}
-
-std::vector<std::string> variant_names() {
-  std::vector<std::string> names;
-  for (kda::ForwardVariant v : kAllVariants) names.emplace_back(kda::to_string(v));
-  return names;
+const Variant& variant_named(const std::string& name) {
+  if (name.empty()) return kda::lab::shipping_variant();
+  if (const Variant* v = kda::lab::find_variant(name)) return *v;
+  std::string known;
+  for (const std::string& n : kda::lab::variant_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown variant '" + name + "' (" + known + ")");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,7 +154,6 @@ DeviceProblem::DeviceProblem(const kda::harness::HostInputs& inputs) : inputs_(&
 kda::ForwardParams DeviceProblem::forward_params(Path path) const {
   kda::ForwardParams p = sized_params(*inputs_);
   set_path_options(path, &p);
-  p.variant = variant_;
   p.q = p.fuse_q_l2norm ? q_.get() : q_hat_.get();
   p.v = v_.get();
   if (path == Path::raw) {
@@ -191,7 +182,7 @@ kda::ForwardParams DeviceProblem::forward_params(Path path) const {
 }
 
 size_t DeviceProblem::workspace_bytes() const {
-  return kda::forward_workspace_bytes(forward_params(Path::fused));
+  return variant_->workspace_bytes(forward_params(Path::fused));
 }
 
 kda::L2NormParams DeviceProblem::l2norm_params() const {
@@ -211,23 +202,22 @@ void DeviceProblem::enqueue(Path path, cudaStream_t stream) {
       return;
     case Path::explicit_:
       kda::l2norm(l2norm_params(), stream);
-      kda::chunk_forward(forward_params(path), stream);
+      variant_->forward(forward_params(path), stream);
       return;
     case Path::fused:
     case Path::raw:
-      kda::chunk_forward(forward_params(path), stream);
+      variant_->forward(forward_params(path), stream);
       return;
   }
 }
 
-std::optional<std::string> unsupported_by_variant(Path path, kda::ForwardVariant variant) {
+std::optional<std::string> unsupported_by_variant(Path path, const Variant& variant) {
   if (path == Path::l2norm) return std::nullopt;  // no forward: no variant
   kda::ForwardParams p;
   p.batch = 1;
   p.tokens = kda::kChunk;
   p.heads = 1;
   set_path_options(path, &p);
-  p.variant = variant;
   // Placeholders: 256-byte aligned, never read (validate is host code only).
   void* const placeholder = reinterpret_cast<void*>(uintptr_t{256});
   p.q = p.k = p.v = p.gate = p.beta = placeholder;
@@ -236,9 +226,9 @@ std::optional<std::string> unsupported_by_variant(Path path, kda::ForwardVariant
     p.a_log = p.dt_bias = static_cast<const float*>(placeholder);
   }
   p.workspace = placeholder;
-  p.workspace_bytes = kda::forward_workspace_bytes(p);
+  p.workspace_bytes = variant.workspace_bytes(p);
   try {
-    kda::validate(p);
+    variant.validate(p);
   } catch (const kda::Error& e) {
     if (e.code() == kda::ErrorCode::unsupported) return std::string(e.what());
     throw;  // a placeholder the library refuses: a bug here, not a property of the variant
@@ -247,7 +237,7 @@ std::optional<std::string> unsupported_by_variant(Path path, kda::ForwardVariant
 }
 
 void DeviceProblem::enqueue_stage(Path path, int stage, cudaStream_t stream) {
-  kda::chunk_forward_stage(forward_params(path), stage, stream);
+  variant_->forward_stage(forward_params(path), stage, stream);
 }
 
 void DeviceProblem::poison(cudaStream_t stream) {

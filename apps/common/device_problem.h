@@ -15,6 +15,7 @@
 #include "kda/harness/inputs.h"
 #include "kda/harness/problem.h"
 #include "kda/kda.h"
+#include "kda/lab/variants.h"
 
 namespace kda::app {
 
@@ -26,13 +27,12 @@ void check_cuda(cudaError_t status, const char* what);
 using kda::harness::DeviceInfo;
 using kda::harness::Path;
 
-// Every kernel variant, and the variants by name ("v0_fp32", "v1_mma", "v2_mma", "v2t_mma", "v2w_mma") for
-// the command lines.
-inline constexpr kda::ForwardVariant kAllVariants[] = {
-    kda::ForwardVariant::v0_fp32, kda::ForwardVariant::v1_mma, kda::ForwardVariant::v2_mma,
-    kda::ForwardVariant::v2t_mma, kda::ForwardVariant::v2w_mma};
-bool parse_variant(const std::string& name, kda::ForwardVariant* variant);
-std::vector<std::string> variant_names();
+// The forward's kernel variants by name ("v0_fp32" ... "v2w_mma", the library's): the lab's
+// registry (lab/include/kda/lab/variants.h).
+using kda::lab::Variant;
+// The variant of that name, or the library's for "" (the tools' default); throws
+// std::invalid_argument, naming the known ones, for any other name.
+const Variant& variant_named(const std::string& name);
 
 // Owning device allocation (cudaMalloc/cudaFree); copy deleted: it owns device memory. Shared by
 // the apps and the GPU tests (tests/kda/test_gpu.cpp).
@@ -96,9 +96,10 @@ class DeviceProblem {
   std::vector<float> download_final_state() const;  // [N, H, K, V] (empty unless requested)
   std::vector<float> download_q_hat() const;        // [B, T, H, K]
 
-  // Which kernel variant the forward paths run (kda::ForwardVariant); the workspace fits all.
-  void set_variant(kda::ForwardVariant variant) { variant_ = variant; }
-  kda::ForwardVariant variant() const { return variant_; }
+  // Which kernel variant the forward paths run (the library's by default); the workspace fits
+  // all.
+  void set_variant(const Variant& variant) { variant_ = &variant; }
+  const Variant& variant() const { return *variant_; }
 
   kda::ForwardParams forward_params(Path path) const;
   bool has_raw_inputs() const { return inputs_->has_raw_inputs(); }
@@ -109,18 +110,18 @@ class DeviceProblem {
 
  private:
   const kda::harness::HostInputs* inputs_;
-  kda::ForwardVariant variant_ = kda::kDefaultForwardVariant;
+  const Variant* variant_ = &kda::lab::shipping_variant();
   DeviceBuffer q_, k_, v_, gate_, beta_, h0_, cu_, q_hat_, out_, ht_, workspace_;
   DeviceBuffer raw_k_, raw_gate_, beta_logits_, a_log_, dt_bias_;  // empty without raw inputs
 };
 
 // Why `variant` cannot run `path` (the library's kda::ErrorCode::unsupported message), or
-// nothing when it can: v0_fp32 and v1_mma refuse the raw inputs of Path::raw. Asked of
-// kda::validate on a one-chunk problem before anything is generated or allocated: validate is
-// host code that never dereferences a device pointer, so aligned placeholders stand in for the
+// nothing when it can: v0_fp32 and v1_mma refuse the raw inputs of Path::raw. Asked of the
+// variant's validate on a one-chunk problem before anything is generated or allocated: validate
+// is host code that never dereferences a device pointer, so aligned placeholders stand in for the
 // buffers. Refusals that depend on a problem's sizes (K != 128 ...) concern every path alike and
 // are not asked about here.
-std::optional<std::string> unsupported_by_variant(Path path, kda::ForwardVariant variant);
+std::optional<std::string> unsupported_by_variant(Path path, const Variant& variant);
 
 // Number of usable devices; 0 (not an error) when there is no GPU or no driver.
 int device_count();

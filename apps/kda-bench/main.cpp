@@ -81,8 +81,9 @@ int main(int argc, char** argv) {
       ->transform(kda::app::seed_transform())
       ->capture_default_str();
   app.add_option("--variant", o.variant,
-                 "Kernel variant of the forward (default: the library's, docs/design.md)")
-      ->check(CLI::IsMember(kda::app::variant_names()));
+                 "Kernel variant of the forward: the lab's ladder (lab/README.md) or the "
+                 "library's, v2w_mma (the default)")
+      ->check(CLI::IsMember(kda::lab::variant_names()));
 
   // stopping and method
   auto& stop = o.measure.stopping;
@@ -218,10 +219,9 @@ int main(int argc, char** argv) {
     }
     // A variant that does not take the raw inputs: refused before any work, not a failed row.
     if (std::find(o.paths.begin(), o.paths.end(), "raw") != o.paths.end()) {
-      kda::ForwardVariant variant = kda::kDefaultForwardVariant;
-      if (!o.variant.empty()) kda::app::parse_variant(o.variant, &variant);
+      const kda::app::Variant& variant = kda::app::variant_named(o.variant);
       if (const auto why = kda::app::unsupported_by_variant(kda::harness::Path::raw, variant)) {
-        return usage_error("--paths raw: variant " + std::string(kda::to_string(variant)) +
+        return usage_error("--paths raw: variant " + std::string(variant.name) +
                            " cannot run the raw path (" + *why +
                            "); pick a v2 variant with --variant, or drop raw from --paths");
       }

@@ -66,7 +66,7 @@ RunContext make_context(const Options& o, const kda::app::DeviceInfo& info) {
   ctx.runtime_version = info.runtime_version;
   ctx.ecc = info.ecc;
   ctx.seed = o.seed;
-  ctx.variant = o.variant.empty() ? kda::to_string(kda::kDefaultForwardVariant) : o.variant;
+  ctx.variant = kda::app::variant_named(o.variant).name;
   ctx.floor_bw_Bps = o.floor_bw_Bps;
   ctx.shapes_file = o.shapes_file;
   ctx.argv = o.argv;
@@ -225,9 +225,7 @@ int run_benchmarks(const Options& o) {
       kda::app::require_device_memory(shape.id,
                                       kda::app::device_footprint(ProblemSize::of(shape)), info);
       kda::app::DeviceProblem problem(inputs);
-      kda::ForwardVariant variant = kda::kDefaultForwardVariant;
-      if (!o.variant.empty()) kda::app::parse_variant(o.variant, &variant);
-      problem.set_variant(variant);
+      problem.set_variant(kda::app::variant_named(o.variant));
 
       // Verify every path on this problem before timing it (same buffers, same calls).
       std::map<Path, Checked> verdicts;

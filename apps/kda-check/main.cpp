@@ -72,19 +72,20 @@ bool contract_paths_run(const std::vector<Path>& paths) {
 // Whether the raw path runs on these inputs with some variant: it needs raw inputs (a dump
 // written before them has none) and a variant that takes them. Then its references are computed.
 bool raw_path_runs(const std::vector<Path>& paths, bool has_raw_inputs,
-                   const std::vector<kda::ForwardVariant>& variants) {
+                   const std::vector<const kda::app::Variant*>& variants) {
   if (std::find(paths.begin(), paths.end(), Path::raw) == paths.end() || !has_raw_inputs) {
     return false;
   }
-  return std::any_of(variants.begin(), variants.end(), [](kda::ForwardVariant v) {
-    return !kda::app::unsupported_by_variant(Path::raw, v).has_value();
+  return std::any_of(variants.begin(), variants.end(), [](const kda::app::Variant* v) {
+    return !kda::app::unsupported_by_variant(Path::raw, *v).has_value();
   });
 }
 
 // Runs each path of each variant on the device; the judging and the rows are the harness's
 // (kda/harness/verify.h).
 void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
-               const std::vector<Path>& paths, const std::vector<kda::ForwardVariant>& variants,
+               const std::vector<Path>& paths,
+               const std::vector<const kda::app::Variant*>& variants,
                const kda::app::DeviceInfo& info, cudaStream_t stream,
                const kda::harness::BudgetRule& rule, std::vector<CheckRow>* rows,
                const std::string& dump_dir, double soak_seconds) {
@@ -114,8 +115,8 @@ void check_gpu(const Job& job, const kda::harness::HostInputs& inputs,
                                          inputs.value_dim};
 
   for (size_t vi = 0; vi < variants.size(); ++vi) {
-    const kda::ForwardVariant variant = variants[vi];
-    const std::string vname = kda::to_string(variant);
+    const kda::app::Variant& variant = *variants[vi];
+    const std::string vname = variant.name;
     // Suffix dumps with the variant only when several are checked.
     const std::string suffix = variants.size() > 1 ? "_" + vname : "";
     problem.set_variant(variant);
@@ -250,7 +251,7 @@ int main(int argc, char** argv) {
   std::string md_file, csv_file, json_file, dump_dir, load_dir;
   int device = 0;
   bool force = false;
-  std::vector<std::string> variant_names = {kda::to_string(kda::kDefaultForwardVariant)};
+  std::vector<std::string> variant_names = {kda::lab::shipping_variant().name};
   app.add_option("--shapes", shape_files, "Shape file(s) (default: shapes/contract.yaml)")
       ->check(CLI::ExistingFile);
   app.add_option("--only", only, "Check only these shape ids");
@@ -275,9 +276,9 @@ int main(int argc, char** argv) {
       ->check(kda::app::non_empty_path());
   app.add_option("--device", device, "CUDA device index")->check(CLI::Range(0, 1 << 16));
   app.add_option("--variant", variant_names,
-                 "Kernel variant(s) of the forward to check against the same references "
-                 "(docs/design.md)")
-      ->check(CLI::IsMember(kda::app::variant_names()));
+                 "Kernel variant(s) of the forward to check against the same references: the "
+                 "lab's ladder (lab/README.md) or the library's, v2w_mma (the default)")
+      ->check(CLI::IsMember(kda::lab::variant_names()));
   app.add_flag("--force", force,
                "Overwrite existing report files; --dump into a non-empty DIR (each problem "
                "directory written is emptied of the files a dump writes first)");
@@ -398,11 +399,9 @@ int main(int argc, char** argv) {
   }
 
   const bool gpu = backend != "reference";
-  std::vector<kda::ForwardVariant> variants;
+  std::vector<const kda::app::Variant*> variants;
   for (const std::string& name : variant_names) {
-    kda::ForwardVariant v = kda::kDefaultForwardVariant;
-    kda::app::parse_variant(name, &v);
-    variants.push_back(v);
+    variants.push_back(&kda::app::variant_named(name));  // a member: checked by the option
   }
   std::vector<Path> paths;
   if (backend == "gpu") paths = {Path::fused, Path::explicit_, Path::l2norm, Path::raw};

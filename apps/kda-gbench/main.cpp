@@ -195,18 +195,16 @@ bool take_flags(int* argc, char** argv, Flags* f) {
       return false;
     }
   }
-  kda::ForwardVariant variant = kda::kDefaultForwardVariant;
-  if (!f->variant.empty()) {
-    if (!kda::app::parse_variant(f->variant, &variant)) {
-      std::string names;
-      for (const auto& n : kda::app::variant_names()) names += (names.empty() ? "" : ", ") + n;
-      say("--variant: unknown variant '" + f->variant + "' (" + names + ")");
-      return false;
-    }
+  const kda::app::Variant* variant = nullptr;
+  try {
+    variant = &kda::app::variant_named(f->variant);
+  } catch (const std::invalid_argument& e) {
+    say(std::string("--variant: ") + e.what());
+    return false;
   }
   if (std::find(f->paths.begin(), f->paths.end(), "raw") != f->paths.end()) {
-    if (const auto why = kda::app::unsupported_by_variant(Path::raw, variant)) {
-      say("--paths raw: variant " + std::string(kda::to_string(variant)) +
+    if (const auto why = kda::app::unsupported_by_variant(Path::raw, *variant)) {
+      say("--paths raw: variant " + std::string(variant->name) +
           " cannot run the raw path (" + *why +
           "); pick a v2 variant with --variant, or drop raw from --paths");
       return false;
@@ -221,8 +219,10 @@ bool take_flags(int* argc, char** argv, Flags* f) {
 class Context {
  public:
   Context(const Flags& flags, const kda::app::DeviceInfo& device)
-      : flags_(flags), device_(device), l2_bytes_(device.l2_bytes) {
-    if (!flags.variant.empty()) kda::app::parse_variant(flags.variant, &variant_);
+      : flags_(flags),
+        device_(device),
+        l2_bytes_(device.l2_bytes),
+        variant_(&kda::app::variant_named(flags.variant)) {
     kda::app::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                          "cudaStreamCreate");
     kda::app::check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
@@ -250,7 +250,7 @@ class Context {
       inputs_ = std::make_unique<kda::harness::HostInputs>(
           kda::harness::make_inputs(shape, shape.seed.value_or(flags_.seed)));
       problem_ = std::make_unique<kda::app::DeviceProblem>(*inputs_);
-      problem_->set_variant(variant_);
+      problem_->set_variant(*variant_);
       shape_id_ = shape.id;
     }
     return *problem_;
@@ -301,7 +301,7 @@ class Context {
   const Flags& flags_;
   kda::app::DeviceInfo device_;
   int64_t l2_bytes_ = 0;
-  kda::ForwardVariant variant_ = kda::kDefaultForwardVariant;
+  const kda::app::Variant* variant_;  // checked by the flag parser
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::unique_ptr<kda::app::DeviceBuffer> flush_;
@@ -530,9 +530,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("git_commit", kda::build::git_commit);
   benchmark::AddCustomContext("build_flags", kda::build::flags);
   benchmark::AddCustomContext("shapes_file", flags.shapes);
-  benchmark::AddCustomContext(
-      "variant", flags.variant.empty() ? kda::to_string(kda::kDefaultForwardVariant)
-                                       : flags.variant);
+  benchmark::AddCustomContext("variant", kda::app::variant_named(flags.variant).name);
   benchmark::AddCustomContext("timer", "CUDA events around each call, synchronized "
                                        "(UseManualTime; includes the first kernel's launch "
                                        "latency)");

@@ -7,14 +7,13 @@ from __future__ import annotations
 import ctypes
 import os
 
-ABI_VERSION = 1  # KDA_C_ABI_VERSION of the header this file mirrors
+ABI_VERSION = 2  # KDA_C_ABI_VERSION of the header this file mirrors
 
 # Status codes (kda_c.h), the enum constants and the kernels' fixed sizes (kda.h).
 OK, INVALID_ARGUMENT, UNSUPPORTED, CUDA, INTERNAL = 0, 1, 2, 3, 4
 BF16, F32 = 0, 1
 GATE_CHUNK_LOG2, GATE_RAW = 0, 1
 BETA_PROBABILITY, BETA_LOGITS = 0, 1
-VARIANTS = {"default": -1, "v0_fp32": 0, "v1_mma": 1, "v2_mma": 2, "v2t_mma": 3, "v2w_mma": 4}
 HEAD_DIM = 128
 CHUNK = 64
 MAX_LOWER_BOUND = 5.914855940778  # kda::kMaxLowerBound: lower bounds lie in [-this, 0]
@@ -78,7 +77,6 @@ class ForwardParams(ctypes.Structure):
         ("beta_dtype", ctypes.c_int32),
         ("fuse_q_l2norm", ctypes.c_int32),
         ("fuse_k_l2norm", ctypes.c_int32),
-        ("variant", ctypes.c_int32),
         ("lower_bound", ctypes.c_float),
     ]
 

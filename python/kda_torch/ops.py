@@ -215,7 +215,7 @@ def _ptr(t) -> int | None:
 def plan_forward(q, k, v, gate, beta, *, gate_input: int, fuse_q_l2norm: bool, fuse_k_l2norm: bool,
                  beta_input: int, a_log=None, dt_bias=None, lower_bound: float = -5.0,
                  initial_state=None, output_final_state: bool = False, offsets: Offsets | None = None,
-                 out=None, final_state=None, workspace=None, variant: str | None = None,
+                 out=None, final_state=None, workspace=None,
                  allocate_workspace: bool = True) -> Plan:
     """Checks every tensor against the others, allocates the missing outputs (and the workspace,
     unless allocate_workspace is False) on q's device and fills the struct. No CUDA call: runs on
@@ -271,8 +271,6 @@ def plan_forward(q, k, v, gate, beta, *, gate_input: int, fuse_q_l2norm: bool, f
         check_tensor("final_state", final_state, (torch.float32,), state_shape)
     elif output_final_state:
         final_state = torch.empty(state_shape, dtype=torch.float32, device=q.device)
-    if variant is not None and variant not in _lib.VARIANTS:
-        raise InvalidArgument(f"variant {variant!r} is unknown: use one of {', '.join(_lib.VARIANTS)}")
 
     p = _lib.ForwardParams()
     p.q, p.k, p.v, p.gate, p.beta = _ptr(q), _ptr(k), _ptr(v), _ptr(gate), _ptr(beta)
@@ -290,7 +288,6 @@ def plan_forward(q, k, v, gate, beta, *, gate_input: int, fuse_q_l2norm: bool, f
     p.beta_input = beta_input
     p.beta_dtype = _lib.BF16 if beta.dtype == torch.bfloat16 else _lib.F32
     p.fuse_q_l2norm, p.fuse_k_l2norm = int(fuse_q_l2norm), int(fuse_k_l2norm)
-    p.variant = _lib.VARIANTS[variant or "default"]
     p.lower_bound = lower_bound
 
     if workspace is not None or allocate_workspace:
@@ -319,7 +316,6 @@ def workspace_bytes(batch: int, tokens: int, heads: int, num_seqs: int | None = 
     path. Asks the library; no CUDA call."""
     p = _lib.ForwardParams()
     p.batch, p.tokens, p.heads, p.key_dim, p.value_dim = batch, tokens, heads, HEAD_DIM, HEAD_DIM
-    p.variant = _lib.VARIANTS["default"]
     if num_seqs is not None:
         p.num_seqs = num_seqs
     return _lib.workspace_bytes(p)
@@ -331,7 +327,7 @@ def workspace_bytes(batch: int, tokens: int, heads: int, num_seqs: int | None = 
 
 def forward(q, k, v, gate, beta, *, initial_state=None, output_final_state: bool = False,
             cu_seqlens=None, cu_seqlens_cpu=None, fuse_q_l2norm: bool = False, out=None,
-            final_state=None, workspace=None, variant: str | None = None):
+            final_state=None, workspace=None):
     """The KDA forward in lib/kda's own contract (attention-gym's):
 
     q, k, v bf16 [B, T, H, 128]; k L2-normalized; q normalized too unless fuse_q_l2norm (then the
@@ -357,7 +353,7 @@ def forward(q, k, v, gate, beta, *, initial_state=None, output_final_state: bool
                         fuse_q_l2norm=bool(fuse_q_l2norm), fuse_k_l2norm=False,
                         beta_input=_lib.BETA_PROBABILITY, initial_state=initial_state,
                         output_final_state=output_final_state, offsets=offsets, out=out,
-                        final_state=final_state, workspace=workspace, variant=variant)
+                        final_state=final_state, workspace=workspace)
     launch(plan, device)
     return plan.out, plan.final_state
 

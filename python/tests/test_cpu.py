@@ -277,7 +277,6 @@ class Mapping(unittest.TestCase):
         self.assertEqual((p.a_log, p.dt_bias), (a_log.data_ptr(), dt_bias.data_ptr()))
         self.assertAlmostEqual(p.lower_bound, -5.9, places=6)
         self.assertEqual((p.beta_input, p.fuse_q_l2norm, p.fuse_k_l2norm), (_lib.BETA_LOGITS, 1, 1))
-        self.assertEqual(p.variant, _lib.VARIANTS["default"])
         _lib.validate(p)
 
     def test_packed_call(self):
@@ -297,14 +296,10 @@ class Mapping(unittest.TestCase):
         plan = ops.plan_forward(q, k, v, torch.zeros(1, 64, H, D), torch.rand(1, 64, H),
                                 gate_input=_lib.GATE_CHUNK_LOG2, fuse_q_l2norm=True,
                                 fuse_k_l2norm=False, beta_input=_lib.BETA_PROBABILITY,
-                                workspace=ws, variant="v1_mma")
+                                workspace=ws)
         p = plan.params
-        self.assertEqual((p.fuse_q_l2norm, p.variant, p.workspace), (1, 1, ws.data_ptr()))
+        self.assertEqual((p.fuse_q_l2norm, p.workspace), (1, ws.data_ptr()))
         _lib.validate(p)
-        with self.assertRaisesRegex(InvalidArgument, "variant 'v9' is unknown"):
-            ops.plan_forward(q, k, v, torch.zeros(1, 64, H, D), torch.rand(1, 64, H),
-                             gate_input=_lib.GATE_CHUNK_LOG2, fuse_q_l2norm=False,
-                             fuse_k_l2norm=False, beta_input=_lib.BETA_PROBABILITY, variant="v9")
 
 
 class Library(unittest.TestCase):
@@ -360,11 +355,11 @@ class Library(unittest.TestCase):
         self.assertEqual(_lib.library().kda_c_last_error(), b"")
 
     def test_workspace_bytes_equal_the_cpp_ones(self):
-        # tests/kda/test_validate.cpp WorkspaceSizeIsExact pins these for v0_fp32 records.
-        record = 147968
+        # tests/kda/test_validate.cpp WorkspaceSizeIsExact pins these (one 74,752-byte record per
+        # head and chunk slot).
+        record = 74752
         p = _lib.ForwardParams()
         p.key_dim = p.value_dim = D
-        p.variant = _lib.VARIANTS["v0_fp32"]
         p.batch, p.tokens, p.heads = 1, 64, 1
         self.assertEqual(_lib.workspace_bytes(p), 2 * record)
         p.batch, p.tokens, p.heads = 2, 130, 2
@@ -373,8 +368,7 @@ class Library(unittest.TestCase):
         p.batch, p.tokens, p.heads, p.num_seqs = 1, 8192, 96, 6
         p.cu_seqlens, p.cu_seqlens_host = 0x700000, ctypes.addressof(cu)
         self.assertEqual(_lib.workspace_bytes(p), 96 * (128 + 6) * record)
-        # The package's helper sizes by the same rule with the default variant.
-        p.variant = _lib.VARIANTS["default"]
+        # The package's helper sizes by the same rule.
         self.assertEqual(kda_torch.workspace_bytes(1, 8192, 96, num_seqs=6), _lib.workspace_bytes(p))
 
     def test_forward_without_a_gpu_is_a_cuda_error(self):

@@ -168,7 +168,7 @@ struct ChunkIn {
 
 // Fused path: q stays raw and scale r_i multiplies the A_qk row and q'; a row whose fp32 sum of
 // squares overflows is first scaled by the exact power of two that brings max|q| into [0.5, 1),
-// as the kernel does (prep_v2.cu deferred_row_norm). Explicit path: q_hat = l2norm(q), rounded.
+// as the kernel does (lib/kda/src/prep/prep_chunk.cuh deferred_row_norm). Explicit path: q_hat = l2norm(q), rounded.
 void load_query(const float* q, int64_t dim, double scale, const RoundingPlan& plan, double* x,
                 double& row_scale) {
   if (!plan.fused_q_norm) {

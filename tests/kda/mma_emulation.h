@@ -1,6 +1,7 @@
-// PTX models of ldmatrix and mma.sync.m16n8k16 for the CPU emulation tests (test_mma_layout.cpp,
-// test_prep_v2_layout.cpp), written from the PTX ISA definitions, independently of the library's
-// layout helpers. Values are doubles: with small-integer data every product is exact.
+// PTX models of ldmatrix and mma.sync.m16n8k16 for the CPU emulation tests (test_prep_layout.cpp,
+// tests/lab/test_scan_v1_layout.cpp, test_scan_t_layout.cpp), written from the PTX ISA definitions,
+// independently of the kernels' layout helpers. Values are doubles: with small-integer data every
+// product is exact.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -28,7 +29,7 @@ struct Memory {
 };
 
 // ------------------------------------------------------------------------------------------------
-// PTX models (independent of mma_layout.h).
+// PTX models (independent of lib/kda/src/device/fragments.h).
 
 using Frag4 = std::array<std::array<std::array<double, 2>, 4>, 32>;  // [lane][reg][half]
 using Acc = std::array<std::array<double, 4>, 32>;                   // [lane][c0..c3]

@@ -23,13 +23,14 @@
 
 #include "common/device_problem.h"
 #include "kda/kda.h"
+#include "kda/lab/variants.h"
 #include "kda/ref/reference.h"
-#include "layout.h"  // lib/kda/src: transposed_scan_pays, uses_prep_v2
+#include "scans.h"  // lab/src: v2_mma's SCAN choice (transposed_scan_pays)
 
-namespace kda {
+namespace kda::lab {
 // Readable test parameters (gtest finds PrintTo by argument-dependent lookup).
-void PrintTo(ForwardVariant variant, std::ostream* os) { *os << to_string(variant); }
-}  // namespace kda
+void PrintTo(const Variant* variant, std::ostream* os) { *os << variant->name; }
+}  // namespace kda::lab
 
 namespace {
 
@@ -61,8 +62,10 @@ class KdaGpu : public ::testing::Test {
   }
 };
 
-// The forward tests run once per kernel variant (ForwardParams::variant).
-class KdaForward : public ::testing::TestWithParam<kda::ForwardVariant> {
+// The forward tests run once per kernel variant: the lab's registry (kda/lab/variants.h), the
+// library's own last.
+using kda::lab::Variant;
+class KdaForward : public ::testing::TestWithParam<const Variant*> {
  protected:
   void SetUp() override {
     if (!device_available()) GTEST_SKIP() << "no CUDA device";
@@ -478,7 +481,7 @@ kda::ref::Problem reference_problem(const Inputs& in) {
 // The sizes, sequences and workspace of a forward call: what every test problem sets alike.
 void set_problem(kda::ForwardParams& p, int64_t batch, int64_t tokens, int heads,
                  const std::vector<int32_t>& cu, const DeviceBuffer& cu_device,
-                 kda::ForwardVariant variant, const DeviceBuffer& workspace) {
+                 const DeviceBuffer& workspace) {
   p.batch = batch;
   p.tokens = tokens;
   p.heads = heads;
@@ -487,19 +490,19 @@ void set_problem(kda::ForwardParams& p, int64_t batch, int64_t tokens, int heads
     p.cu_seqlens_host = cu.data();
     p.num_seqs = static_cast<int>(cu.size()) - 1;
   }
-  p.variant = variant;
   p.workspace = workspace.get();
   p.workspace_bytes = workspace.bytes();
 }
 
-// chunk_forward, or its stages in order (which must be the same thing), then a synchronize.
-void run_forward(const kda::ForwardParams& p, bool stages) {
+// The variant's chunk_forward, or its stages in order (which must be the same thing), then a
+// synchronize.
+void run_forward(const Variant& variant, const kda::ForwardParams& p, bool stages) {
   if (stages) {
     for (int stage = 0; stage < kda::forward_stage_count(); ++stage) {
-      kda::chunk_forward_stage(p, stage, nullptr);
+      variant.forward_stage(p, stage, nullptr);
     }
   } else {
-    kda::chunk_forward(p, nullptr);
+    variant.forward(p, nullptr);
   }
   synchronize();
 }
@@ -515,7 +518,7 @@ enum class Path { explicit_norm, fused, fused_stages };
 // outputs and workspace.
 class DeviceProblem {
  public:
-  DeviceProblem(const Inputs& in, kda::ForwardVariant variant) : in_(in), variant_(variant) {
+  DeviceProblem(const Inputs& in, const Variant& variant) : in_(in), variant_(variant) {
     const int64_t rows = in.rows();
     const int H = in.c.heads;
     const int64_t row = int64_t{H} * kD;
@@ -557,7 +560,7 @@ class DeviceProblem {
     cu_ = DeviceBuffer(in.c.cu);
     out_ = DeviceBuffer(static_cast<size_t>(rows * out_stride_) * 2);
     if (in.c.final_state) final_ = DeviceBuffer(static_cast<size_t>(in.n_states * H * kD * kD) * 4);
-    workspace_ = DeviceBuffer(kda::forward_workspace_bytes(params(false)));
+    workspace_ = DeviceBuffer(variant_.workspace_bytes(params(false)));
   }
 
   kda::ForwardParams params(bool fused) const {
@@ -579,7 +582,7 @@ class DeviceProblem {
     p.out = out_.get();
     p.final_state = in_.c.final_state ? final_.as<float>() : nullptr;
     p.fuse_q_l2norm = fused;
-    set_problem(p, in_.c.batch, in_.c.tokens, in_.c.heads, in_.c.cu, cu_, variant_, workspace_);
+    set_problem(p, in_.c.batch, in_.c.tokens, in_.c.heads, in_.c.cu, cu_, workspace_);
     return p;
   }
 
@@ -605,7 +608,7 @@ class DeviceProblem {
         kda::l2norm(n, nullptr);
       }
     }
-    run_forward(p, path == Path::fused_stages);
+    run_forward(variant_, p, path == Path::fused_stages);
     Outputs o;
     const std::vector<uint16_t> strided = out_.download<uint16_t>();
     const int64_t row = int64_t{in_.c.heads} * kD;
@@ -619,7 +622,7 @@ class DeviceProblem {
 
  private:
   const Inputs& in_;
-  kda::ForwardVariant variant_;
+  const Variant& variant_;
   int64_t qkv_stride_ = 0, out_stride_ = 0;
   DeviceBuffer qkv_, q_, k_, v_, q_hat_, gate_, beta_, h0_, cu_, out_, final_, workspace_;
 };
@@ -639,11 +642,9 @@ References run_references(const Inputs& in) {
           kda::ref::chunked_forward<float>(problem, options)};
 }
 
-// The relative RMS gate: §9.4's 5e-3 for every variant, 4e-3 for the default kernel (the
+// The relative RMS gate: §9.4's 5e-3 for every variant, 4e-3 for the library's kernels (the
 // long-memory issue's bar; docs/precision.md predicts <= 3.3e-3 on these inputs).
-double rms_limit(kda::ForwardVariant variant) {
-  return variant == kda::kDefaultForwardVariant ? 4e-3 : 5e-3;
-}
+double rms_limit(const Variant& variant) { return variant.ships ? 4e-3 : 5e-3; }
 
 void check_outputs(const Inputs& in, const References& refs, const Outputs& gpu,
                    const std::string& what, double rms = 5e-3) {
@@ -663,15 +664,15 @@ void check_outputs(const Inputs& in, const References& refs, const Outputs& gpu,
 }
 
 // v0 and v1 normalize q in PREP with the l2norm kernel's own row function: fused == explicit,
-// bitwise. v2 (and v2t, which has v2's PREP) defers the norm (r_i multiplies q' and the A_qk row
-// in fp32, before their bf16 rounding, instead of a bf16-rounded normalized q): the two paths
-// differ by roundings, and the
-// fused one must pass review point (c) of kda-forward.md §9.4 against the explicit one:
+// bitwise (Variant::fused_q_norm_exact). The library's PREP (v2's, v2t's) defers the norm (r_i
+// multiplies q' and the A_qk row in fp32, before their 16-bit rounding, instead of a bf16-rounded
+// normalized q): the two paths differ by roundings, and the fused one must pass review point (c)
+// of kda-forward.md §9.4 against the explicit one:
 //   max|fused - golden| <= 2 (max|explicit - golden| + 2^-7 max|golden|).
-void check_fused_against_explicit(kda::ForwardVariant variant, const Inputs& in,
+void check_fused_against_explicit(const Variant& variant, const Inputs& in,
                                   const References& refs, const Outputs& fused,
                                   const Outputs& explicit_out, const std::string& what) {
-  if (!kda::detail::uses_prep_v2(variant)) {
+  if (variant.fused_q_norm_exact) {
     EXPECT_TRUE(bitwise_equal(explicit_out.out, fused.out)) << what << "fused vs explicit output";
     EXPECT_TRUE(bitwise_equal(explicit_out.final_state, fused.final_state))
         << what << "fused vs explicit final state";
@@ -704,9 +705,9 @@ void check_fused_against_explicit(kda::ForwardVariant variant, const Inputs& in,
 
 // Runs both paths of one variant against the references and checks the cross-path and
 // run-to-run properties.
-void check_forward(kda::ForwardVariant variant, const ForwardCase& c, uint64_t seed,
+void check_forward(const Variant& variant, const ForwardCase& c, uint64_t seed,
                    Inputs* modified = nullptr) {
-  SCOPED_TRACE(kda::to_string(variant));
+  SCOPED_TRACE(variant.name);
   const Inputs in = modified != nullptr ? *modified : make_inputs(c, seed);
   const References refs = run_references(in);
   const DeviceProblem device(in, variant);
@@ -729,14 +730,14 @@ TEST_P(KdaForward, Dense) {
   c.batch = 2;
   c.tokens = 130;
   c.final_state = true;
-  check_forward(GetParam(), c, 21);
+  check_forward(*GetParam(), c, 21);
 }
 
 TEST_P(KdaForward, DenseOutputOnly) {
   ForwardCase c;
   c.batch = 2;
   c.tokens = 130;
-  check_forward(GetParam(), c, 22);
+  check_forward(*GetParam(), c, 22);
 }
 
 TEST_P(KdaForward, PackedWithEmptySequence) {
@@ -744,7 +745,7 @@ TEST_P(KdaForward, PackedWithEmptySequence) {
   c.tokens = 128;
   c.cu = {0, 65, 65, 128};
   c.final_state = true;
-  check_forward(GetParam(), c, 23);
+  check_forward(*GetParam(), c, 23);
 }
 
 TEST_P(KdaForward, PackedStates) {
@@ -753,7 +754,7 @@ TEST_P(KdaForward, PackedStates) {
   c.cu = {0, 0, 1, 65, 65, 130};  // lengths [0, 1, 64, 0, 65]
   c.initial_state = true;
   c.final_state = true;
-  check_forward(GetParam(), c, 24);
+  check_forward(*GetParam(), c, 24);
 }
 
 TEST_P(KdaForward, OffsetsEndBeforeTokens) {
@@ -762,7 +763,7 @@ TEST_P(KdaForward, OffsetsEndBeforeTokens) {
   c.cu = {0, 65, 128};  // rows 128..199 are inactive (NaN inputs) and must come out +0
   c.initial_state = true;
   c.final_state = true;
-  check_forward(GetParam(), c, 25);
+  check_forward(*GetParam(), c, 25);
 }
 
 TEST_P(KdaForward, AllSequencesEmpty) {
@@ -771,7 +772,7 @@ TEST_P(KdaForward, AllSequencesEmpty) {
   c.cu = {0, 0, 0};  // no active token: output all +0, final state = initial state
   c.initial_state = true;
   c.final_state = true;
-  check_forward(GetParam(), c, 30);
+  check_forward(*GetParam(), c, 30);
 }
 
 TEST_P(KdaForward, StridedTokens) {
@@ -781,7 +782,7 @@ TEST_P(KdaForward, StridedTokens) {
   c.packed_qkv = true;
   c.out_stride = 2 * kD + 64;
   c.final_state = true;
-  check_forward(GetParam(), c, 26);
+  check_forward(*GetParam(), c, 26);
 }
 
 TEST_P(KdaForward, LongSequence) {
@@ -790,7 +791,7 @@ TEST_P(KdaForward, LongSequence) {
   c.heads = 1;
   c.initial_state = true;
   c.final_state = true;
-  check_forward(GetParam(), c, 27);
+  check_forward(*GetParam(), c, 27);
 }
 
 TEST_P(KdaForward, HugeAndZeroQRows) {
@@ -819,7 +820,7 @@ TEST_P(KdaForward, HugeAndZeroQRows) {
   set_row(20, 0, 1e18f);
   set_row(90, 1, 1e3f);
   set_row(91, 0, 1e-3f);
-  check_forward(GetParam(), c, 28, &in);
+  check_forward(*GetParam(), c, 28, &in);
 }
 
 // The v1 SCAN takes packed batches of up to 64 sequences longest first (scan_v1.cu): ranks by
@@ -839,7 +840,7 @@ std::vector<int32_t> ragged_offsets(int num_seqs, uint64_t seed) {
 }
 
 // One head, states in and out; `tail` inactive tokens after the last sequence.
-void check_ragged(kda::ForwardVariant variant, int num_seqs, int64_t tail, uint64_t seed) {
+void check_ragged(const Variant& variant, int num_seqs, int64_t tail, uint64_t seed) {
   ForwardCase c;
   c.cu = ragged_offsets(num_seqs, seed);
   c.tokens = c.cu.back() + tail;
@@ -849,9 +850,9 @@ void check_ragged(kda::ForwardVariant variant, int num_seqs, int64_t tail, uint6
   check_forward(variant, c, seed);
 }
 
-TEST_P(KdaForward, PackedLongestFirst64) { check_ragged(GetParam(), 64, 3, 40); }
+TEST_P(KdaForward, PackedLongestFirst64) { check_ragged(*GetParam(), 64, 3, 40); }
 
-TEST_P(KdaForward, PackedIndexOrder65) { check_ragged(GetParam(), 65, 0, 41); }
+TEST_P(KdaForward, PackedIndexOrder65) { check_ragged(*GetParam(), 65, 0, 41); }
 
 TEST_P(KdaForward, LongChainWithStates) {
   ForwardCase c;
@@ -859,7 +860,7 @@ TEST_P(KdaForward, LongChainWithStates) {
   c.heads = 1;
   c.initial_state = true;
   c.final_state = true;
-  check_forward(GetParam(), c, 31);
+  check_forward(*GetParam(), c, 31);
 }
 
 // Long memories: no decay at all, and memories of thousands of tokens, over 9 chunks with states,
@@ -871,7 +872,7 @@ TEST_P(KdaForward, NoDecayLongChain) {
   c.initial_state = true;
   c.final_state = true;
   c.decay_scale = 0.0f;
-  check_forward(GetParam(), c, 32);
+  check_forward(*GetParam(), c, 32);
 }
 
 TEST_P(KdaForward, SlowDecayRaggedWithStates) {
@@ -882,12 +883,12 @@ TEST_P(KdaForward, SlowDecayRaggedWithStates) {
   c.initial_state = true;
   c.final_state = true;
   c.decay_scale = 1e-3f;
-  check_forward(GetParam(), c, 33);
+  check_forward(*GetParam(), c, 33);
 }
 
 // Value scales far from 1 under long memory: v and the state at 2^14 (a state of ~10^5 overflows
 // fp16) and at 2^-14 (fp16 subnormals), and channels 2^30 apart. v2w's fp16 scan keeps them in
-// range with its per-row scales (scan_w.cu rescale_rows) and its record's per-column U scale.
+// range with its per-row scales (scan/scan.cu rescale_rows) and its record's per-column U scale.
 TEST_P(KdaForward, LargeValuesSlowDecay) {
   ForwardCase c;
   c.tokens = 400;
@@ -895,7 +896,7 @@ TEST_P(KdaForward, LargeValuesSlowDecay) {
   c.final_state = true;
   c.decay_scale = 1e-3f;
   c.value_scale = 16384.0f;
-  check_forward(GetParam(), c, 34);
+  check_forward(*GetParam(), c, 34);
 }
 
 TEST_P(KdaForward, TinyValuesNoDecay) {
@@ -905,7 +906,7 @@ TEST_P(KdaForward, TinyValuesNoDecay) {
   c.final_state = true;
   c.decay_scale = 0.0f;
   c.value_scale = 1.0f / 16384.0f;
-  check_forward(GetParam(), c, 35);
+  check_forward(*GetParam(), c, 35);
 }
 
 TEST_P(KdaForward, ValueChannelsSpreadOverThirtyOctaves) {
@@ -916,29 +917,41 @@ TEST_P(KdaForward, ValueChannelsSpreadOverThirtyOctaves) {
   c.final_state = true;
   c.decay_scale = 1e-3f;
   c.value_spread = true;
-  check_forward(GetParam(), c, 36);
+  check_forward(*GetParam(), c, 36);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, KdaForward,
-                         ::testing::Values(kda::ForwardVariant::v0_fp32,
-                                           kda::ForwardVariant::v1_mma,
-                                           kda::ForwardVariant::v2_mma,
-                                           kda::ForwardVariant::v2t_mma,
-                                           kda::ForwardVariant::v2w_mma),
-                         [](const ::testing::TestParamInfo<kda::ForwardVariant>& param_info) {
-                           return std::string(kda::to_string(param_info.param));
-                         });
+// Every variant of the registry, or those that read the raw inputs.
+std::vector<const Variant*> registry_variants(bool raw_inputs_only) {
+  std::vector<const Variant*> out;
+  for (const Variant& v : kda::lab::variants()) {
+    if (!raw_inputs_only || v.raw_inputs) out.push_back(&v);
+  }
+  return out;
+}
 
-// A tensor-core variant (v1 or v2) against v0 on the same inputs: within the judge's budget of
-// each other (the limit the fp64 reference sets, applied to the difference), and the variant is
-// bitwise reproducible across paths and runs on its own.
-void check_variants_agree(const ForwardCase& c, uint64_t seed,
-                          kda::ForwardVariant variant = kda::ForwardVariant::v1_mma) {
+std::string variant_test_name(const ::testing::TestParamInfo<const Variant*>& param_info) {
+  return param_info.param->name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, KdaForward, ::testing::ValuesIn(registry_variants(false)),
+                         variant_test_name);
+
+// A lab variant by name; the test skips when the lab was built without its ladder
+// (KDA_BUILD_LAB=OFF).
+#define KDA_REQUIRE_VARIANT(var, name)                                               \
+  const Variant* const var = kda::lab::find_variant(name);                           \
+  if (var == nullptr) GTEST_SKIP() << name << " is not built (KDA_BUILD_LAB=OFF)"
+
+// A tensor-core variant (v1, v2, v2t, the library's) against v0 on the same inputs: within the
+// judge's budget of each other (the limit the fp64 reference sets, applied to the difference),
+// and the variant is bitwise reproducible across paths and runs on its own.
+void check_variants_agree(const ForwardCase& c, uint64_t seed, const Variant& v0,
+                          const Variant& variant) {
   const Inputs in = make_inputs(c, seed);
   const References refs = run_references(in);
-  const DeviceProblem d0(in, kda::ForwardVariant::v0_fp32);
+  const DeviceProblem d0(in, v0);
   const DeviceProblem d1(in, variant);
-  const std::string name = kda::to_string(variant);
+  const std::string name = variant.name;
   const Outputs o0 = d0.run(Path::fused);
   const Outputs o1 = d1.run(Path::fused);
   auto agree = [](const std::vector<float>& x0, const std::vector<float>& x1,
@@ -995,35 +1008,46 @@ ForwardCase packed_agree_case() {
   return c;
 }
 
-TEST_F(KdaGpu, ForwardVariantsAgreeDense) { check_variants_agree(dense_agree_case(), 41); }
+// Each variant against v0, dense and packed.
+void check_agrees_with_v0(const char* name, const ForwardCase& c, uint64_t seed) {
+  KDA_REQUIRE_VARIANT(v0, "v0_fp32");
+  KDA_REQUIRE_VARIANT(variant, name);
+  check_variants_agree(c, seed, *v0, *variant);
+}
 
-TEST_F(KdaGpu, ForwardVariantsAgreePacked) { check_variants_agree(packed_agree_case(), 42); }
+TEST_F(KdaGpu, ForwardVariantsAgreeDense) {
+  check_agrees_with_v0("v1_mma", dense_agree_case(), 41);
+}
+
+TEST_F(KdaGpu, ForwardVariantsAgreePacked) {
+  check_agrees_with_v0("v1_mma", packed_agree_case(), 42);
+}
 
 // v2 (tensor-core PREP, v1 record and SCAN) against v0: the same checks as v1.
 TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2) {
-  check_variants_agree(dense_agree_case(), 41, kda::ForwardVariant::v2_mma);
+  check_agrees_with_v0("v2_mma", dense_agree_case(), 41);
 }
 
 TEST_F(KdaGpu, ForwardVariantsAgreePackedV2) {
-  check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2_mma);
+  check_agrees_with_v0("v2_mma", packed_agree_case(), 42);
 }
 
 // v2t (v2's PREP, the transposed-state SCAN) against v0.
 TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2T) {
-  check_variants_agree(dense_agree_case(), 41, kda::ForwardVariant::v2t_mma);
+  check_agrees_with_v0("v2t_mma", dense_agree_case(), 41);
 }
 
 TEST_F(KdaGpu, ForwardVariantsAgreePackedV2T) {
-  check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2t_mma);
+  check_agrees_with_v0("v2t_mma", packed_agree_case(), 42);
 }
 
-// v2w (v2's PREP, the transposed-state SCAN on wgmma) against v0.
+// The library's forward (the PREP, the transposed-state SCAN on wgmma) against v0.
 TEST_F(KdaGpu, ForwardVariantsAgreeDenseV2W) {
-  check_variants_agree(dense_agree_case(), 41, kda::ForwardVariant::v2w_mma);
+  check_agrees_with_v0("v2w_mma", dense_agree_case(), 41);
 }
 
 TEST_F(KdaGpu, ForwardVariantsAgreePackedV2W) {
-  check_variants_agree(packed_agree_case(), 42, kda::ForwardVariant::v2w_mma);
+  check_agrees_with_v0("v2w_mma", packed_agree_case(), 42);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1133,7 +1157,7 @@ struct RawRun {
 
 class RawDeviceProblem {
  public:
-  RawDeviceProblem(const RawInputs& in, kda::ForwardVariant variant) : in_(in), variant_(variant) {
+  RawDeviceProblem(const RawInputs& in, const Variant& variant) : in_(in), variant_(variant) {
     const int64_t rows = in.rows();
     const int H = in.c.heads;
     const int64_t row = int64_t{H} * kD;
@@ -1164,7 +1188,7 @@ class RawDeviceProblem {
     g_ = DeviceBuffer(static_cast<size_t>(rows * row) * 4);
     out_ = DeviceBuffer(static_cast<size_t>(rows * row) * 2);
     if (in.c.final_state) final_ = DeviceBuffer(static_cast<size_t>(in.n_states * H * kD * kD) * 4);
-    workspace_ = DeviceBuffer(kda::forward_workspace_bytes(params(RawRun{})));
+    workspace_ = DeviceBuffer(variant_.workspace_bytes(params(RawRun{})));
   }
 
   kda::ForwardParams params(const RawRun& run) const {
@@ -1190,7 +1214,7 @@ class RawDeviceProblem {
     p.initial_state = in_.c.initial_state ? h0_.as<const float>() : nullptr;
     p.out = out_.get();
     p.final_state = in_.c.final_state ? final_.as<float>() : nullptr;
-    set_problem(p, in_.c.batch, in_.c.tokens, in_.c.heads, in_.c.cu, cu_, variant_, workspace_);
+    set_problem(p, in_.c.batch, in_.c.tokens, in_.c.heads, in_.c.cu, cu_, workspace_);
     return p;
   }
 
@@ -1223,21 +1247,21 @@ class RawDeviceProblem {
       kda::gate_cumsum(g, nullptr);
     }
     const kda::ForwardParams p = params(run);
-    run_forward(p, run.stages);
+    run_forward(variant_, p, run.stages);
     return {out_.download<uint16_t>(), final_.download<float>()};
   }
 
  private:
   const RawInputs& in_;
-  kda::ForwardVariant variant_;
+  const Variant& variant_;
   DeviceBuffer q_, k_, v_, gate_, gate_f32_, beta_, beta_f32_, a_log_, dt_bias_, h0_, cu_;
   DeviceBuffer k_hat_, g_, out_, final_, workspace_;
 };
 
 class KdaRawForward : public KdaForward {};
 
-void check_raw(kda::ForwardVariant variant, const RawCase& c, uint64_t seed) {
-  SCOPED_TRACE(kda::to_string(variant));
+void check_raw(const Variant& variant, const RawCase& c, uint64_t seed) {
+  SCOPED_TRACE(variant.name);
   const RawInputs in = make_raw_inputs(c, seed);
   const RawDeviceProblem device(in, variant);
   const Outputs raw = device.run(RawRun{});
@@ -1280,7 +1304,7 @@ TEST_P(KdaRawForward, DenseWithStates) {
   c.batch = 2;
   c.tokens = 200;
   c.initial_state = true;
-  check_raw(GetParam(), c, 61);
+  check_raw(*GetParam(), c, 61);
 }
 
 TEST_P(KdaRawForward, PackedTailsAndEmptySequence) {
@@ -1291,7 +1315,7 @@ TEST_P(KdaRawForward, PackedTailsAndEmptySequence) {
   // The most negative bound both sides accept: kda::kMaxLowerBound is the float just above the
   // exact 128 / (15 log2 e), which the reference's gate producer (in double) refuses.
   c.lower_bound = std::nextafter(-kda::kMaxLowerBound, 0.0f);
-  check_raw(GetParam(), c, 62);
+  check_raw(*GetParam(), c, 62);
 }
 
 TEST_P(KdaRawForward, HugeTinyAndZeroKRows) {
@@ -1300,7 +1324,7 @@ TEST_P(KdaRawForward, HugeTinyAndZeroKRows) {
   c.heads = 3;
   c.special_k_rows = true;
   c.lower_bound = -0.5f;
-  check_raw(GetParam(), c, 63);
+  check_raw(*GetParam(), c, 63);
 }
 
 TEST_P(KdaRawForward, NoDecayLowerBoundZero) {
@@ -1308,13 +1332,12 @@ TEST_P(KdaRawForward, NoDecayLowerBoundZero) {
   c.tokens = 256;
   c.lower_bound = 0.0f;  // gamma = 0: the state never decays
   c.initial_state = true;
-  check_raw(GetParam(), c, 64);
+  check_raw(*GetParam(), c, 64);
 }
 
-INSTANTIATE_TEST_SUITE_P(V2Variants, KdaRawForward,
-                         ::testing::Values(kda::ForwardVariant::v2_mma,
-                                           kda::ForwardVariant::v2t_mma,
-                                           kda::ForwardVariant::v2w_mma));
+// The variants that read raw inputs (v2_mma, v2t_mma and the library's).
+INSTANTIATE_TEST_SUITE_P(V2Variants, KdaRawForward, ::testing::ValuesIn(registry_variants(true)),
+                         variant_test_name);
 
 // bf16 probabilities are the widened values: the same bits as fp32 beta holding them.
 TEST_F(KdaGpu, Bf16BetaProbabilitiesAreTheirWidenedValues) {
@@ -1323,7 +1346,7 @@ TEST_F(KdaGpu, Bf16BetaProbabilitiesAreTheirWidenedValues) {
   c.final_state = true;
   Inputs in = make_inputs(c, 65);
   for (float& b : in.beta) b = from_bf16(to_bf16(b));
-  const DeviceProblem device(in, kda::kDefaultForwardVariant);
+  const DeviceProblem device(in, kda::lab::shipping_variant());
   const Outputs f32 = device.run(Path::fused);
   std::vector<uint16_t> bits(in.beta.size());
   for (size_t i = 0; i < bits.size(); ++i) bits[i] = to_bf16(in.beta[i]);
@@ -1336,11 +1359,13 @@ TEST_F(KdaGpu, Bf16BetaProbabilitiesAreTheirWidenedValues) {
   EXPECT_TRUE(bitwise_equal(f32.final_state, bf16.final_state)) << "final state";
 }
 
-// v2_mma's SCAN is chosen per call (layout.h transposed_scan_pays): with one (sequence, head)
+// v2_mma's SCAN is chosen per call (lab/src/scans.h transposed_scan_pays): with one (sequence, head)
 // chain per SM it must be the transposed-state SCAN, so its output and state are v2t_mma's, bit
 // for bit (the two share PREP and record). The few-chain side (v1's SCAN) is every other v2_mma
 // test above.
 TEST_F(KdaGpu, V2TakesTheTransposedScanWhenChainsFillTheSms) {
+  KDA_REQUIRE_VARIANT(v2_variant, "v2_mma");
+  KDA_REQUIRE_VARIANT(v2t_variant, "v2t_mma");
   int device = 0, sms = 0;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
@@ -1350,10 +1375,10 @@ TEST_F(KdaGpu, V2TakesTheTransposedScanWhenChainsFillTheSms) {
   c.heads = (sms + 1) / 2;           // 2 * heads >= sms chains
   c.initial_state = true;
   c.final_state = true;
-  ASSERT_TRUE(kda::detail::transposed_scan_pays(c.batch * c.heads, sms));
+  ASSERT_TRUE(kda::lab::transposed_scan_pays(c.batch * c.heads, sms));
   const Inputs in = make_inputs(c, 43);
-  const DeviceProblem v2(in, kda::ForwardVariant::v2_mma);
-  const DeviceProblem v2t(in, kda::ForwardVariant::v2t_mma);
+  const DeviceProblem v2(in, *v2_variant);
+  const DeviceProblem v2t(in, *v2t_variant);
   for (const Path path : {Path::fused, Path::explicit_norm}) {
     const Outputs a = v2.run(path);
     const Outputs b = v2t.run(path);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kda/kda.h"
-#include "layout.h"  // lib/kda/src: record size and chunk-slot formula
+#include "record.h"  // lib/kda/src: record size and chunk-slot formula
 
 namespace {
 
@@ -41,9 +41,9 @@ void expect_invalid(const Params& p, ErrorCode code, const std::string& fragment
   expect_error([&] { kda::validate(p); }, code, fragment);
 }
 
-constexpr int64_t kRecordBytes = 147968;  // v0: (4 * 64 * 128 + 64 * 64 + 128) fp32
-constexpr int64_t kRecord1Bytes = 74240;  // v1: (4 * 64 * 128 + 64 * 64) bf16 + 128 fp32
-constexpr int64_t kRecord2Bytes = 74752;  // v2w: the v1 layout in fp16 + 128 fp32 U bounds
+// (4 * 64 * 128 + 64 * 64) fp16 + 128 fp32 decays + 128 fp32 U bounds (the lab's records:
+// tests/lab/test_variants.cpp).
+constexpr int64_t kRecordBytes = 74752;
 
 // ---------------------------------------------------------------------------------------------
 // chunk_forward
@@ -261,24 +261,19 @@ kda::ForwardParams raw_forward() {
 }
 
 TEST(ValidateForward, RawInputsAccepted) {
-  for (const kda::ForwardVariant variant :
-       {kda::ForwardVariant::v2_mma, kda::ForwardVariant::v2t_mma, kda::ForwardVariant::v2w_mma}) {
-    kda::ForwardParams p = raw_forward();
-    p.variant = variant;
-    p.workspace_bytes = kda::forward_workspace_bytes(p);
-    EXPECT_NO_THROW(kda::validate(p)) << kda::to_string(variant);
-    p.gate_dtype = kda::DType::f32;
-    p.beta_dtype = kda::DType::f32;
-    EXPECT_NO_THROW(kda::validate(p)) << kda::to_string(variant);
-  }
-  // Bounds of the lower bound are inclusive; bf16 beta needs only 2-byte alignment.
   kda::ForwardParams p = raw_forward();
+  EXPECT_NO_THROW(kda::validate(p));
+  p.gate_dtype = kda::DType::f32;
+  p.beta_dtype = kda::DType::f32;
+  EXPECT_NO_THROW(kda::validate(p));
+  // Bounds of the lower bound are inclusive; bf16 beta needs only 2-byte alignment.
+  p = raw_forward();
   p.lower_bound = -kda::kMaxLowerBound;
   EXPECT_NO_THROW(kda::validate(p));
   p.lower_bound = 0.0f;
   p.beta = fake<const float>(0x500002);
   EXPECT_NO_THROW(kda::validate(p));
-  // The contract gate with bf16 logits alone is a raw input too, and fine on v2.
+  // The contract gate with bf16 logits alone is a raw input too, and fine.
   p = dense_forward();
   p.beta_input = kda::BetaInput::logits;
   p.beta_dtype = kda::DType::bf16;
@@ -335,20 +330,7 @@ TEST(ValidateForward, RawInputsRefused) {
   p.a_log = fake<const float>(0xA00000);
   expect_invalid(p, ErrorCode::invalid_argument,
                  "a_log / dt_bias are set but gate_input is GateInput::chunk_log2");
-  // v0 / v1 PREP read only the contract inputs: unsupported, naming the variant.
-  for (const kda::ForwardVariant variant : {kda::ForwardVariant::v0_fp32, kda::ForwardVariant::v1_mma}) {
-    p = raw_forward();
-    p.variant = variant;
-    p.workspace_bytes = kda::forward_workspace_bytes(p);
-    expect_invalid(p, ErrorCode::unsupported,
-                   std::string("need a v2 variant (v2_mma, v2t_mma, v2w_mma); variant ") +
-                       kda::to_string(variant));
-    p = dense_forward();
-    p.variant = variant;
-    p.workspace_bytes = kda::forward_workspace_bytes(p);
-    p.fuse_k_l2norm = true;
-    expect_invalid(p, ErrorCode::unsupported, "raw inputs");
-  }
+  // (The lab's v0 / v1 PREP refuse the raw inputs: tests/lab/test_variants.cpp.)
   EXPECT_STREQ(kda::to_string(kda::GateInput::raw), "raw");
   EXPECT_STREQ(kda::to_string(kda::GateInput::chunk_log2), "chunk_log2");
   EXPECT_STREQ(kda::to_string(kda::BetaInput::logits), "logits");
@@ -393,10 +375,8 @@ TEST(ValidateForward, Overflow) {
   p.tokens = 1;
   expect_invalid(p, ErrorCode::unsupported, "exceeds 2^31 - 1 sequences");
 
-  p = dense_forward();
-  p.batch = int64_t{1} << 30;  // SCAN runs 4 CTAs per sequence and head
-  p.tokens = 1;
-  expect_invalid(p, ErrorCode::unsupported, "sequences exceed the scan grid limit");
+  // (SCANs of 4 CTAs per sequence and head, the lab's v0 and v1, have a lower limit:
+  // tests/lab/test_variants.cpp.)
 
   p = dense_forward();
   p.batch = 1;
@@ -420,7 +400,6 @@ TEST(ValidateForward, Workspace) {
 
 TEST(ValidateForward, WorkspaceSizeIsExact) {
   kda::ForwardParams p;
-  p.variant = kda::ForwardVariant::v0_fp32;  // fp32 records (v1/v2 below)
   p.batch = 1;
   p.tokens = 64;
   p.heads = 1;
@@ -442,93 +421,7 @@ TEST(ValidateForward, WorkspaceSizeIsExact) {
   p.cu_seqlens = nullptr;
   p.cu_seqlens_host = nullptr;
   EXPECT_EQ(kda::forward_workspace_bytes(p), size_t{96} * (128 + 6) * kRecordBytes);
-  EXPECT_EQ(static_cast<int64_t>(kRecordBytes), kda::detail::kRecordBytes);
-  // v1 records are bf16: the same slot count at 74,240 bytes each.
-  p.variant = kda::ForwardVariant::v1_mma;
-  EXPECT_EQ(kda::forward_workspace_bytes(p), size_t{96} * (128 + 6) * kRecord1Bytes);
-  p.batch = 1;
-  p.tokens = 64;
-  p.heads = 1;
-  p.num_seqs = 0;
-  EXPECT_EQ(kda::forward_workspace_bytes(p), size_t{2} * kRecord1Bytes);
-  EXPECT_EQ(static_cast<int64_t>(kRecord1Bytes), kda::detail::kRecord1Bytes);
-  EXPECT_EQ(kda::detail::record_bytes(kda::ForwardVariant::v0_fp32), kRecordBytes);
-  EXPECT_EQ(kda::detail::record_bytes(kda::ForwardVariant::v1_mma), kRecord1Bytes);
-}
-
-// v2_mma's SCAN choice (layout.h): the transposed-state SCAN from 60 % of the SMs' worth of
-// (sequence, head) chains, measured on the H200 to win at 96 chains and lose at 64 (132 SMs).
-TEST(ValidateForward, TransposedScanChoice) {
-  using kda::detail::transposed_scan_pays;
-  EXPECT_FALSE(transposed_scan_pays(64, 132));  // h64-fixed
-  EXPECT_TRUE(transposed_scan_pays(96, 132));   // h96-fixed
-  EXPECT_FALSE(transposed_scan_pays(79, 132));
-  EXPECT_TRUE(transposed_scan_pays(80, 132));   // 80 / 132 >= 0.6 > 79 / 132
-  EXPECT_TRUE(transposed_scan_pays(384, 132));  // h64-ragged6
-  EXPECT_FALSE(transposed_scan_pays(0, 132));   // nothing to fill: v1 (launches no work either)
-  EXPECT_FALSE(transposed_scan_pays(2, 8));
-  EXPECT_TRUE(transposed_scan_pays(int64_t{1} << 40, 132));  // no overflow in the product
-}
-
-TEST(ValidateForward, Variant) {
-  EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v0_fp32), "v0_fp32");
-  EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v1_mma), "v1_mma");
-  EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v2_mma), "v2_mma");
-  EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v2t_mma), "v2t_mma");
-  EXPECT_STREQ(kda::to_string(kda::ForwardVariant::v2w_mma), "v2w_mma");
-  EXPECT_STREQ(kda::to_string(static_cast<kda::ForwardVariant>(7)), "unknown");
-  EXPECT_EQ(kda::ForwardParams{}.variant, kda::kDefaultForwardVariant);
-
-  // Both variants validate; each needs its own workspace size, v1's about half of v0's.
-  kda::ForwardParams p = dense_forward();
-  p.variant = kda::ForwardVariant::v0_fp32;  // explicit: the default variant may change
-  const size_t v0_bytes = kda::forward_workspace_bytes(p);
-  p.variant = kda::ForwardVariant::v1_mma;
-  const size_t v1_bytes = kda::forward_workspace_bytes(p);
-  EXPECT_EQ(v0_bytes * kRecord1Bytes, v1_bytes * kRecordBytes);
-  EXPECT_LT(2 * v1_bytes, v0_bytes + v0_bytes / 50);
-  p.variant = kda::ForwardVariant::v2_mma;  // the v1 record
-  EXPECT_EQ(kda::forward_workspace_bytes(p), v1_bytes);
-  p.variant = kda::ForwardVariant::v2t_mma;  // the v1 record too
-  EXPECT_EQ(kda::forward_workspace_bytes(p), v1_bytes);
-  p.variant = kda::ForwardVariant::v2w_mma;  // the v2w record: v1's + 512 B of U bounds
-  const size_t v2w_bytes = kda::forward_workspace_bytes(p);
-  EXPECT_EQ(v2w_bytes * kRecord1Bytes, v1_bytes * kRecord2Bytes);
-  p.workspace_bytes = v2w_bytes;
-  EXPECT_NO_THROW(kda::validate(p));
-  p.workspace_bytes = v1_bytes;  // a v1-sized workspace is too small for v2w
-  expect_invalid(p, ErrorCode::invalid_argument,
-                 "workspace_bytes = " + std::to_string(v1_bytes) +
-                     " is too small: these sizes need " + std::to_string(v2w_bytes) + " bytes");
-  p.variant = kda::ForwardVariant::v1_mma;
-  p.workspace_bytes = v1_bytes;
-  EXPECT_NO_THROW(kda::validate(p));
-  p.fuse_q_l2norm = true;
-  EXPECT_NO_THROW(kda::validate(p));
-  PackedForward packed;
-  packed.p.variant = kda::ForwardVariant::v1_mma;
-  EXPECT_NO_THROW(kda::validate(packed.p));  // a v0-sized workspace is more than enough
-  // A v1-sized workspace is too small for v0.
-  p.variant = kda::ForwardVariant::v0_fp32;
-  expect_invalid(p, ErrorCode::invalid_argument,
-                 "workspace_bytes = " + std::to_string(v1_bytes) +
-                     " is too small: these sizes need " + std::to_string(v0_bytes) + " bytes");
-
-  // Values outside the enum are rejected by validation, sizing and the entry points, before any
-  // CUDA call.
-  for (const int bad : {5, -1, 7}) {
-    p.variant = static_cast<kda::ForwardVariant>(bad);
-    const std::string fragment = "chunk_forward: variant = " + std::to_string(bad) +
-                                 " is not a ForwardVariant: use ForwardVariant::v0_fp32, "
-                                 "ForwardVariant::v1_mma, ForwardVariant::v2_mma, "
-                                 "ForwardVariant::v2t_mma or ForwardVariant::v2w_mma";
-    expect_invalid(p, ErrorCode::invalid_argument, fragment);
-    expect_error([&] { (void)kda::forward_workspace_bytes(p); }, ErrorCode::invalid_argument,
-                 fragment);
-    expect_error([&] { kda::chunk_forward(p, nullptr); }, ErrorCode::invalid_argument, fragment);
-    expect_error([&] { kda::chunk_forward_stage(p, 1, nullptr); }, ErrorCode::invalid_argument,
-                 fragment);
-  }
+  EXPECT_EQ(kRecordBytes, kda::detail::kRecordBytes);
 }
 
 TEST(ValidateForward, WorkspaceSizeIsMonotone) {
@@ -551,7 +444,7 @@ TEST(ValidateForward, WorkspaceSizeIsMonotone) {
   }
 }
 
-// The record slots of the sequences (layout.h) are disjoint and below the capacity for any
+// The record slots of the sequences (record.h) are disjoint and below the capacity for any
 // valid offsets, including empty sequences and offsets ending before the last token.
 TEST(ValidateForward, ChunkSlotsAreDisjointAndFit) {
   std::mt19937_64 rng(7);

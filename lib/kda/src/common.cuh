@@ -8,14 +8,11 @@
 #include <cstdint>
 #include <string>
 
+#include "config.h"
 #include "kda/kda.h"
-#include "layout.h"
+#include "record.h"
 
 namespace kda::detail {
-
-// q's scale 1 / sqrt(128), as a float: one definition for every kernel that folds it in.
-inline constexpr float kScale = 0.08838834764831845f;
-
 
 // ----------------------------------------------------------------------------------------------
 // Host: CUDA errors become kda::Error(cuda) with the runtime's text.
@@ -49,7 +46,7 @@ struct Sequences {
   __device__ __forceinline__ int64_t begin(int s) const {
     return cu != nullptr ? static_cast<int64_t>(cu[s]) : static_cast<int64_t>(s) * seq_len;
   }
-  // First record slot of sequence s (layout.h): strictly increasing in s.
+  // First record slot of sequence s (record.h): strictly increasing in s.
   __device__ __forceinline__ int64_t chunk_base(int s) const { return begin(s) / kChunk + s; }
 };
 

@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "ptx.cuh"
+#include "device/ptx.cuh"
 
 namespace kda::detail {
 

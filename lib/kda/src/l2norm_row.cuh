@@ -1,10 +1,11 @@
 // The row normalization y = x / sqrt(sum x^2 + 1e-6), rounded to bf16, for one 128-element row
 // held by a group of threads (below).
 //
-// Used by the l2norm kernel AND by the forward's PREP kernel when fuse_q_l2norm is set, so both
-// paths produce bitwise-identical normalized q. Every operation is an explicit round-to-nearest
-// intrinsic (no FMA contraction or reassociation left to the compiler) and the sum uses a fixed
-// butterfly order, so the result depends only on the row's values.
+// Used by the l2norm kernel AND by the PREP for raw k (fuse_k_l2norm), so chunk_forward on raw k
+// sees exactly l2norm(k) (the lab's v0/v1 PREP normalize q with it too: their fused path is bitwise
+// the explicit one). Every operation is an explicit round-to-nearest intrinsic (no FMA contraction
+// or reassociation left to the compiler) and the sum uses a fixed butterfly order, so the result
+// depends only on the row's values.
 //
 // Exact for every finite row (kda-forward.md §9.1): the row is scaled by the power of two 2^-e
 // with max|x| = f * 2^e, f in [0.5, 1) (exact), so the sum of squares lies in [0.25, 128] and

@@ -7,8 +7,10 @@
 #include <sstream>
 #include <string>
 
+#include "validate.h"
+
 #include "kda/kda.h"
-#include "layout.h"
+#include "record.h"
 
 namespace kda {
 
@@ -38,22 +40,6 @@ const char* to_string(BetaInput input) {
       return "probability";
     case BetaInput::logits:
       return "logits";
-  }
-  return "unknown";
-}
-
-const char* to_string(ForwardVariant variant) {
-  switch (variant) {
-    case ForwardVariant::v0_fp32:
-      return "v0_fp32";
-    case ForwardVariant::v1_mma:
-      return "v1_mma";
-    case ForwardVariant::v2_mma:
-      return "v2_mma";
-    case ForwardVariant::v2t_mma:
-      return "v2t_mma";
-    case ForwardVariant::v2w_mma:
-      return "v2w_mma";
   }
   return "unknown";
 }
@@ -250,39 +236,34 @@ void check_lower_bound(const std::string& op, float lower_bound) {
   }
 }
 
-size_t forward_bytes(const ForwardParams& p, int64_t num_states) {
+size_t forward_bytes(const ForwardParams& p, int64_t num_states,
+                     const detail::ForwardKernels& kernels) {
   const std::string op = "chunk_forward";
   const int64_t total_tokens = checked_mul(op, "batch * tokens", p.batch, p.tokens);
   const int64_t capacity = check_chunk_grid(op, total_tokens, num_states, p.heads);
-  if (num_states > kMaxGridX / detail::kScanSlices) {
+  if (num_states > kMaxGridX / kernels.scan_ctas_per_chain) {
     fail(ErrorCode::unsupported, op + ": " + std::to_string(num_states) +
                                      " sequences exceed the scan grid limit of (2^31 - 1) / " +
-                                     std::to_string(detail::kScanSlices) + ": split the call");
+                                     std::to_string(kernels.scan_ctas_per_chain) +
+                                     ": split the call");
   }
   const int64_t records =
       checked_mul(op, "workspace records (heads * chunk slots)", p.heads, capacity);
   return static_cast<size_t>(
-      checked_mul(op, "workspace bytes", records, detail::record_bytes(p.variant)));
+      checked_mul(op, "workspace bytes", records, kernels.record_bytes));
 }
 
 void check_forward_dims(const ForwardParams& p) {
   const std::string op = "chunk_forward";
-  if (p.variant != ForwardVariant::v0_fp32 && p.variant != ForwardVariant::v1_mma &&
-      p.variant != ForwardVariant::v2_mma && p.variant != ForwardVariant::v2t_mma &&
-      p.variant != ForwardVariant::v2w_mma) {
-    fail(ErrorCode::invalid_argument,
-         op + ": variant = " + std::to_string(static_cast<int>(p.variant)) +
-             " is not a ForwardVariant: use ForwardVariant::v0_fp32, ForwardVariant::v1_mma, "
-             "ForwardVariant::v2_mma, ForwardVariant::v2t_mma or ForwardVariant::v2w_mma");
-  }
   check_head_dim(op, "key_dim", p.key_dim);
   check_head_dim(op, "value_dim", p.value_dim);
   check_heads(op, p.heads);
 }
 
 // The raw-input options (kda.h GateInput, BetaInput, fuse_k_l2norm): enums in range, dtypes the
-// kernels read, the gate parameters present exactly when the raw gate reads them, and a v2 PREP.
-void check_raw_inputs(const ForwardParams& p) {
+// kernels read, the gate parameters present exactly when the raw gate reads them, and a PREP that
+// reads them.
+void check_raw_inputs(const ForwardParams& p, const detail::ForwardKernels& kernels) {
   const std::string op = "chunk_forward";
   if (p.gate_input != GateInput::chunk_log2 && p.gate_input != GateInput::raw) {
     fail(ErrorCode::invalid_argument,
@@ -326,15 +307,10 @@ void check_raw_inputs(const ForwardParams& p) {
   }
   const bool raw_any = raw_gate || p.beta_input == BetaInput::logits || p.fuse_k_l2norm ||
                        p.beta_dtype != DType::f32;
-  const bool v2_prep = p.variant == ForwardVariant::v2_mma ||
-                       p.variant == ForwardVariant::v2t_mma ||
-                       p.variant == ForwardVariant::v2w_mma;
-  if (raw_any && !v2_prep) {
+  if (raw_any && kernels.contract_only != nullptr) {
     fail(ErrorCode::unsupported,
-         op + ": raw inputs (GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm) need a "
-              "v2 variant (v2_mma, v2t_mma, v2w_mma); variant " +
-             to_string(p.variant) +
-             " reads only the contract inputs: run l2norm / gate_cumsum / the sigmoid first");
+         op + ": raw inputs (GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm) " +
+             kernels.contract_only);
   }
 }
 
@@ -343,7 +319,8 @@ void check_raw_inputs(const ForwardParams& p) {
 // Depends on the sizes only (never reads the offsets), so it can be called before the offsets
 // exist: N = num_seqs with cu_seqlens, else batch (or num_seqs if that is larger, for callers that
 // size the workspace before setting cu_seqlens).
-size_t forward_workspace_bytes(const ForwardParams& params) {
+size_t detail::forward_workspace_bytes(const ForwardParams& params,
+                                       const detail::ForwardKernels& kernels) {
   const std::string op = "chunk_forward";
   check_forward_dims(params);
   check_positive(op, "batch", params.batch);
@@ -356,7 +333,11 @@ size_t forward_workspace_bytes(const ForwardParams& params) {
              " with cu_seqlens: need at least one sequence (cu_seqlens holds num_seqs + 1 "
              "offsets)");
   }
-  return forward_bytes(params, n);
+  return forward_bytes(params, n, kernels);
+}
+
+size_t forward_workspace_bytes(const ForwardParams& params) {
+  return detail::forward_workspace_bytes(params, detail::kLibraryKernels);
 }
 
 void validate(const L2NormParams& p) {
@@ -407,7 +388,7 @@ void validate(const GateCumsumParams& p) {
   require_aligned(op, "out", p.out, 16);
 }
 
-void validate(const ForwardParams& p) {
+void detail::validate(const ForwardParams& p, const detail::ForwardKernels& kernels) {
   const std::string op = "chunk_forward";
   check_forward_dims(p);
   // bf16 q is part of the contract (kda-forward.md §9.1: the fused path refuses other dtypes),
@@ -424,7 +405,7 @@ void validate(const ForwardParams& p) {
   }
   const int64_t n =
       check_sequences(op, p.batch, p.tokens, p.cu_seqlens, p.cu_seqlens_host, p.num_seqs);
-  const size_t needed = forward_bytes(p, n);
+  const size_t needed = forward_bytes(p, n, kernels);
   const int64_t total_tokens = p.batch * p.tokens;
   const int64_t row = int64_t{p.heads} * kHeadDim;  // elements of one token's heads
   checked_mul(op, "batch * tokens * heads * 128", total_tokens, row);
@@ -434,7 +415,7 @@ void validate(const ForwardParams& p) {
   require_pointer(op, "q", p.q, "a device pointer to bf16 [B, T, H, 128]");
   require_pointer(op, "k", p.k, "a device pointer to bf16 [B, T, H, 128]");
   require_pointer(op, "v", p.v, "a device pointer to bf16 [B, T, H, 128]");
-  check_raw_inputs(p);
+  check_raw_inputs(p, kernels);
   require_pointer(op, "gate", p.gate,
                   p.gate_input == GateInput::raw
                       ? "a device pointer to the raw gate, bf16 or f32 [B, T, H, 128]"
@@ -472,5 +453,7 @@ void validate(const ForwardParams& p) {
              " bytes (forward_workspace_bytes(params))");
   }
 }
+
+void validate(const ForwardParams& p) { detail::validate(p, detail::kLibraryKernels); }
 
 }  // namespace kda

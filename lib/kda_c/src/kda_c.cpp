@@ -48,25 +48,6 @@ bool flag_of(const char* field, int32_t value) {
   throw bad_enum(field, value, "0 or 1");
 }
 
-kda::ForwardVariant variant_of(int32_t value) {
-  switch (value) {
-    case KDA_C_VARIANT_DEFAULT:
-      return kda::kDefaultForwardVariant;
-    case KDA_C_VARIANT_V0_FP32:
-      return kda::ForwardVariant::v0_fp32;
-    case KDA_C_VARIANT_V1_MMA:
-      return kda::ForwardVariant::v1_mma;
-    case KDA_C_VARIANT_V2_MMA:
-      return kda::ForwardVariant::v2_mma;
-    case KDA_C_VARIANT_V2T_MMA:
-      return kda::ForwardVariant::v2t_mma;
-    case KDA_C_VARIANT_V2W_MMA:
-      return kda::ForwardVariant::v2w_mma;
-    default:
-      throw bad_enum("variant", value, "KDA_C_VARIANT_DEFAULT or KDA_C_VARIANT_V0_FP32..V2W_MMA");
-  }
-}
-
 kda::ForwardParams to_params(const kda_c_forward_params* c) {
   if (c == nullptr) {
     throw kda::Error(kda::ErrorCode::invalid_argument,
@@ -120,7 +101,6 @@ kda::ForwardParams to_params(const kda_c_forward_params* c) {
   p.num_seqs = c->num_seqs;
   p.fuse_q_l2norm = flag_of("fuse_q_l2norm", c->fuse_q_l2norm);
   p.fuse_k_l2norm = flag_of("fuse_k_l2norm", c->fuse_k_l2norm);
-  p.variant = variant_of(c->variant);
   p.workspace = c->workspace;
   p.workspace_bytes = static_cast<size_t>(c->workspace_bytes);
   return p;

@@ -86,25 +86,11 @@ void gate_cumsum(const GateCumsumParams& params, cudaStream_t stream);
 //   optional initial state fp32 [N, H, 128, 128] (row = key channel); optional cu_seqlens.
 //   out bf16 [B, T, H, 128]; optional final state fp32 [N, H, 128, 128].
 // scale = 1/sqrt(128). k must already be normalized unless fuse_k_l2norm. With fuse_q_l2norm the
-// kernel normalizes raw q exactly as l2norm() would and never writes it to memory. Raw inputs
-// (GateInput::raw, BetaInput::logits, fuse_k_l2norm) need a v2 variant (v2_mma, v2t_mma,
-// v2w_mma): the v0/v1 PREP refuses them with ErrorCode::unsupported.
-// Kernel variants (docs/design.md, docs/perf-notes.md). Every variant computes the same function
-// within the error budget; each is bitwise deterministic on its own.
-enum class ForwardVariant {
-  v0_fp32,  // fp32 records, CUDA-core scan: the correct-first baseline
-  v1_mma,   // bf16 records, tensor-core (mma.sync) scan with the fp32 state in registers
-  v2_mma,   // v1's record; tensor-core grams / W / U and a blocked fp32 inverse in PREP; the
-            // SCAN picked per call: v2t's when the (sequence, head) chains fill >= 60 % of the
-            // SMs, else v1's (four value slices per chain keep more SMs busy)
-  v2t_mma,  // v2's PREP and record; the SCAN holds the whole state transposed in registers, one
-            // CTA per (sequence, head) (scan_t.cu), whatever the number of chains
-  v2w_mma,  // v2t with the SCAN's products on warpgroup MMA (wgmma, sm_90a): each B operand read
-            // once per 64 value rows instead of once per 16 (scan_w.cu). The default.
-};
-const char* to_string(ForwardVariant variant);
-// The default is the fastest variant that passed kda-check on the H200 (results/h200/).
-inline constexpr ForwardVariant kDefaultForwardVariant = ForwardVariant::v2w_mma;
+// kernel normalizes raw q (the norm's factor folded into q's products in fp32: within the error
+// budget of l2norm() then chunk_forward, not bit for bit) and never writes it to memory.
+// The kernels (docs/design.md): a PREP kernel per 64-token chunk and head, a SCAN kernel per
+// (sequence, head) on warpgroup MMA, fp16 records between them. The steps that led to them
+// (v0_fp32 ... v2t_mma) are lab/'s kernel ladder, reached through the tools' --variant.
 
 // How the gate and beta arrive. The attention-gym contract (kda-forward.md §9.1) is
 // GateInput::chunk_log2 with BetaInput::probability: the caller ran gate_cumsum() and the sigmoid.
@@ -170,7 +156,6 @@ struct ForwardParams {
   // Raw k, normalized in the kernel exactly as l2norm() would (bf16 result, every finite row
   // exact): chunk_forward(fuse_k_l2norm) on k equals chunk_forward on l2norm(k), bit for bit.
   bool fuse_k_l2norm = false;
-  ForwardVariant variant = kDefaultForwardVariant;
 
   void* workspace = nullptr;  // device, at least forward_workspace_bytes(params), 256-B aligned
   size_t workspace_bytes = 0;

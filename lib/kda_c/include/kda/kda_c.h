@@ -21,7 +21,9 @@
 extern "C" {
 #endif
 
-#define KDA_C_ABI_VERSION 1
+/* 2: struct kda_c_forward_params lost `variant`: the library runs its one forward (the other
+ * kernel variants are the C++ tools' lab, lab/README.md). */
+#define KDA_C_ABI_VERSION 2
 
 /* libkda_c.so is built with hidden visibility: only these functions are exported. */
 #if defined(KDA_C_BUILDING) && defined(__GNUC__)
@@ -48,14 +50,6 @@ extern "C" {
 /* kda::BetaInput */
 #define KDA_C_BETA_PROBABILITY 0 /* post-sigmoid */
 #define KDA_C_BETA_LOGITS 1      /* sigmoid in the kernel */
-
-/* kda::ForwardVariant; KDA_C_VARIANT_DEFAULT picks kda::kDefaultForwardVariant. */
-#define KDA_C_VARIANT_DEFAULT (-1)
-#define KDA_C_VARIANT_V0_FP32 0
-#define KDA_C_VARIANT_V1_MMA 1
-#define KDA_C_VARIANT_V2_MMA 2
-#define KDA_C_VARIANT_V2T_MMA 3
-#define KDA_C_VARIANT_V2W_MMA 4
 
 struct kda_c_forward_params {
   /* Device pointers (host pointer for cu_seqlens_host). */
@@ -92,7 +86,6 @@ struct kda_c_forward_params {
   int32_t beta_dtype;
   int32_t fuse_q_l2norm;
   int32_t fuse_k_l2norm;
-  int32_t variant;
   float lower_bound;
 };
 

@@ -39,7 +39,7 @@ struct RunContext {
   int driver_version = 0, runtime_version = 0;
   bool ecc = false;
   uint64_t seed = 0;  // the run's --seed
-  std::string variant;  // kernel variant of the forward (kda::ForwardVariant name)
+  std::string variant;  // kernel variant of the forward (kda/lab/variants.h name)
   double floor_bw_Bps = kDefaultFloorBandwidth;
   std::string shapes_file;
   std::vector<std::string> argv;

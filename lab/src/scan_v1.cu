@@ -7,7 +7,7 @@
 //   A   V_new = U - W S,  P = q' S          (64x128 . 128x32; bf16 S copy; V_new -> smem bf16)
 //   B2  S <- diag(a) S + kg^T V_new          (128x64 . 64x32, accumulating into the registers)
 //   B1  O = P + A_qk V_new                   (64x64 . 64x32, causal k-blocks only) -> out bf16
-// Every address comes from mma_layout.h (shared with the CPU emulation test). The record is
+// Every address comes from scan_v1_layout.h (shared with the CPU emulation test). The record is
 // loaded with 16-byte cp.async in two groups so each overlaps the phase that does not need it:
 //   barrier X | issue KGA(c) (kg, A_qk, a) | phase A(c) | wait | barrier Y |
 //   issue WQU(c+1) (W, q', U slice) | phases B2, B1 (c) | wait | barrier X ...
@@ -16,16 +16,19 @@
 // Fixed k order, no atomics: bitwise reproducible (the CTA map changes no arithmetic).
 #include <cuda_bf16.h>
 
-#include "mma_layout.h"
-#include "ptx.cuh"
-#include "scan_order.cuh"
-#include "scan_v1.cuh"
+#include "device/ptx.cuh"     // lib/kda/src
+#include "ladder.h"
+#include "records.h"
+#include "scan/scan.h"          // lib/kda/src
+#include "scan/scan_order.cuh"  // lib/kda/src
+#include "scan_v1_layout.h"
 
-namespace kda::detail {
+namespace kda::lab {
 namespace {
 
-using namespace v1;   // NOLINT: the layout helpers are this file's vocabulary
-using namespace ptx;  // NOLINT: and so are the PTX wrappers
+using namespace v1;           // NOLINT: the layout helpers are this file's vocabulary
+using namespace detail::ptx;  // NOLINT: and so are the PTX wrappers
+using detail::ScanArgs;
 
 constexpr int kThreads = kWarps * 32;
 constexpr int kBV = kScanSliceColumns;
@@ -54,8 +57,8 @@ __global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanArgs arg
   const int h = static_cast<int>((linear % per_rank) / kScanSlices);
   const int slice = static_cast<int>(linear % kScanSlices);
   const int col0 = slice * kBV;
-  const int s = sequence_of_rank(args.seqs, rank);
-  const auto [begin, length, chunks, first_record] = scan_chain(args, s, h);
+  const int s = detail::sequence_of_rank(args.seqs, rank);
+  const auto [begin, length, chunks, first_record] = detail::scan_chain(args, s, h);
   const int64_t state_offset = (static_cast<int64_t>(s) * args.heads + h) * kHeadDim * kHeadDim +
                                col0;
 
@@ -78,7 +81,7 @@ __global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanArgs arg
     }
   }
 
-  // ---- Record copies (mma_layout.h copy plan).
+  // ---- Record copies (scan_v1_layout.h copy plan).
   static_assert(kCopyWQ % kThreads == 0 && kCopyU == kThreads && kCopyKA % kThreads == 0 &&
                 kCopyA <= kThreads, "copy loops assume whole rounds of 256 16-byte copies");
   auto issue_wqu = [&](const char* rec) {  // W, q' (contiguous), this CTA's U slice
@@ -224,10 +227,10 @@ __global__ void __launch_bounds__(kThreads, 3) scan_v1_kernel(const ScanArgs arg
 void launch_scan_v1(const ScanArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(int64_t{args.seqs.num_seqs} * kScanSlices),
                   static_cast<unsigned>(args.heads));
-  set_dynamic_smem(reinterpret_cast<const void*>(&scan_v1_kernel), kS1Bytes,
-                   "chunk_forward: scan (v1)", /*max_carveout=*/true);
+  detail::set_dynamic_smem(reinterpret_cast<const void*>(&scan_v1_kernel), kS1Bytes,
+                           "chunk_forward: scan (v1)", /*max_carveout=*/true);
   scan_v1_kernel<<<grid, kThreads, kS1Bytes, stream>>>(args);
-  check_launch("chunk_forward: scan (v1)");
+  detail::check_launch("chunk_forward: scan (v1)");
 }
 
-}  // namespace kda::detail
+}  // namespace kda::lab

@@ -1,6 +1,5 @@
-// PREP, variant v2_mma: the same per-chunk factors as the v0/v1 PREP (kda-forward.md §2.2), written
-// as the v1 record (layout.h kRec1*) for the unchanged v1 SCAN, but with the two expensive parts
-// moved off long dependent fp32 chains:
+// PREP: one chunk's factors (kda-forward.md §2.2) from q, k, v, the gate and beta, with the two
+// expensive parts off long dependent fp32 chains:
 //   grams A_kk, A_qk   mma.sync m16n8k16 (bf16 operands, fp32 accumulation), 16x16 block pairs
 //                      with per-column-block anchors (kernel-design §7.1);
 //   T = (I + A_kk)^-1  fp32 on CUDA cores, blocked: 4 diagonal 16x16 forward substitutions, then
@@ -9,12 +8,16 @@
 //                      mma.sync: fp16 operands for W (both factors bounded by ~1), bf16 for U
 //                      (v is unbounded user data, taken as it is: beta goes into T's columns and
 //                      the dominant diagonal term is added in fp32), fp32 accumulation, rounded
-//                      once into the record: bf16 (v1 record), or fp16 with U scaled per value
-//                      column (v2w record, layout.h kRecord2Bytes; docs/precision.md).
-// One CTA per (64-token chunk, head), 256 threads (8 warps), prep_v2.h kSBytes (106 KB) of shared
-// memory and at most 128 registers: two CTAs per SM. Every address / fragment map comes from
-// prep_v2.h and mma_layout.h (shared with the CPU emulation test). Fixed orders, no atomics:
-// bitwise reproducible.
+//                      once into the record: fp16 with U scaled per value column (record.h;
+//                      docs/precision.md).
+// One CTA per (64-token chunk, head), 256 threads (8 warps), prep_layout.h kSBytes (106 KB) of
+// shared memory and at most 128 registers: two CTAs per SM. Every address / fragment map comes
+// from prep_layout.h and device/fragments.h (shared with the CPU emulation test). Fixed orders,
+// no atomics: bitwise reproducible.
+//
+// A header because the chunk's code is a template on where the factors go (the record writer,
+// F16Record below): the library's kernels (prep.cu) instantiate it with its record, the lab's v2
+// PREP (lab/src/prep_v2.cu) with the bf16 v1 record its SCANs read.
 //
 // Phases (barriers between them):
 //   1  load q, k, v (bf16), G (fp32), beta; rows >= n: zeros by selection, G = G_{n-1}
@@ -22,33 +25,47 @@
 //      warp on its own 8 rows of q, before the load barrier (k, v, G still in flight)
 //   2  q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}), the grams' column
 //      operands, zero upper blocks of A_qk
-//   3  grams: warp w runs block pairs w and w + 8 (prep_v2.h); A_qk -> record, A_kk -> smem fp32
+//   3  grams: warp w runs block pairs w and w + 8 (prep_layout.h); A_qk -> record, A_kk -> smem
+//      fp32
 //   4  inverse: diagonal blocks (warps 0..3, lane = column), Schur levels 1..3
 //   5  W, U: warp w owns columns 16w..16w+15, T fragments read from the fp32 inverse
+#pragma once
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "config.h"
+#include "device/fragments.h"
+#include "device/ptx.cuh"
 #include "gate_activation.cuh"
 #include "l2norm_row.cuh"
-#include "mma_layout.h"
-#include "ptx.cuh"
-#include "prep_v2.cuh"
-#include "prep_v2.h"
+#include "prep/prep.h"
+#include "prep/prep_layout.h"
+#include "record.h"
 
-namespace kda::detail {
-namespace {
+namespace kda::detail::prep {
 
-using namespace v2;   // NOLINT: the layout helpers are this file's vocabulary
-using namespace ptx;  // NOLINT: and so are the PTX wrappers
-using v1::c_col;
-using v1::c_row;
+using namespace ptx;  // NOLINT: the PTX wrappers are this file's vocabulary (the layout's too)
+using mma::c_col;
+using mma::c_row;
 
-constexpr int kThreads = 256;
-constexpr int kC = kChunk;
-constexpr int kD = kHeadDim;
+// Where PREP puts each factor, and as what: the library's record (record.h), fp16 factors and U
+// stored per value column against its bounds. A record writer is a type with these members; the
+// lab's v1 record (bf16, no bounds) is the other one (lab/src/prep_v2.cu).
+struct F16Record {
+  static constexpr int64_t kBytes = kRecordBytes;
+  static constexpr bool kF16 = true;      // fp16 factors (else bf16)
+  static constexpr bool kUBounds = true;  // U column d as U * 2^15 / U_BOUND[d], with the bounds
+  KDA_HD static constexpr int64_t w(int i, int d) { return rec_w(i, d); }
+  KDA_HD static constexpr int64_t qp(int i, int d) { return rec_qp(i, d); }
+  KDA_HD static constexpr int64_t kg(int i, int d) { return rec_kg(i, d); }
+  KDA_HD static constexpr int64_t aqk(int i, int j) { return rec_aqk(i, j); }
+  KDA_HD static constexpr int64_t u(int i, int d) { return rec_u(i, d); }
+  KDA_HD static constexpr int64_t a(int d) { return rec_a(d); }
+};
 
 // ------------------------------------------------------------------------------------------------
-// Shared-memory accessors (byte offsets from prep_v2.h).
+// Shared-memory accessors (byte offsets from prep_layout.h).
 
 __device__ __forceinline__ float ldf(const unsigned char* s, int byte) {
   return *reinterpret_cast<const float*>(s + byte);
@@ -97,7 +114,7 @@ __device__ __forceinline__ uint4 pack8_f16(const float (&x)[8]) {
                     pack_f16(x[6], x[7]));
 }
 
-// Record values: bf16 (v1 record) or fp16 (v2w record), pairs and groups of 8.
+// Record values: fp16 (the library's record) or bf16 (the lab's v1 record), pairs and groups of 8.
 template <bool kF16>
 __device__ __forceinline__ uint32_t pack_record(float lo, float hi) {
   return kF16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
@@ -151,7 +168,7 @@ __device__ __forceinline__ float deferred_row_norm(float (&x)[kN], bool& rescale
   return __frsqrt_rn(ssq + eps);
 }
 
-// The v2w record's U column bounds (layout.h kRec2UBound): warp w holds U's columns
+// The record's U column bounds (record.h rec_u_bound): warp w holds U's columns
 // n0 .. n0 + 15 over all 64 rows in its accumulators acc[m tile][n tile][C register]; each lane's
 // columns are n0 + 8 nt + c_col(lane, e), its rows 16 mt + c_row(lane, 2 half). Rows >= n are
 // exactly 0 there (beta, v and T - I vanish on them), so the column max is a max over the lane's
@@ -180,7 +197,7 @@ __device__ __forceinline__ void u_column_scales(char* rec, int n0, int lane,
       const float bound = !finite ? 1.0f : m == 0.0f ? 0.0f : __uint_as_float((f + 1) << 23);
       u_mult[nt][e] = finite && m != 0.0f ? __uint_as_float((268 - f) << 23) : 1.0f;
       if (lane < 4) {  // row group 0 writes its columns' bounds
-        *reinterpret_cast<float*>(rec + v1::rec2_u_bound(n0 + 8 * nt + c_col(lane, e))) = bound;
+        *reinterpret_cast<float*>(rec + rec_u_bound(n0 + 8 * nt + c_col(lane, e))) = bound;
       }
     }
   }
@@ -389,25 +406,12 @@ __device__ __forceinline__ void normalize_raw_k(const RawPrepArgs& raw, const Ch
   store_run(reinterpret_cast<__nv_bfloat16*>(smem + sk(i, c0)), y);
 }
 
-// One chunk of PREP, inlined into the two kernels below. kRawInputs: raw inputs are read
-// (load_raw_inputs); otherwise the contract load, whose code, with the contract kernel's
-// parameters, is what it was before raw inputs existed (cuobjdump: identical SASS), so adding
-// them cannot slow the contract path.
-template <bool kF16Record, bool kRawInputs>
-__device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPrepArgs& raw) {
-  constexpr int64_t kRecordBytes = kF16Record ? kRecord2Bytes : kRecord1Bytes;
-  extern __shared__ __align__(128) unsigned char smem[];
-
-  ChunkRef chunk;
-  if (!find_chunk(args.seqs, blockIdx.x, chunk)) return;  // unused slot
-  const int h = blockIdx.y;
-  const int n = chunk.rows;
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
-  char* const rec = static_cast<char*>(args.records) +
-                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * kRecordBytes;
-
+// Phase 1 (and 2a): the chunk's inputs into shared memory and q's row factors, up to the load
+// barrier.
+template <bool kRawInputs>
+__device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepArgs& raw,
+                                           const ChunkRef& chunk, int h, int n, int tid, int lane,
+                                           int warp, unsigned char* smem) {
   // ---- 1. Load. q, k, v (bf16, kept as bf16: exact) and G (fp32) go straight to shared memory
   // with 16-byte cp.async (the validated strides keep every row 16-byte aligned); rows >= n: q,
   // k, v zero by selection, G = G_{n-1}. q arrives un-normalized on the fused path too. Each warp
@@ -451,7 +455,7 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
     cp_async_wait_pending<1>();
     __syncwarp();
     // The warp's 8 rows' sums of squares as the diagonal of X X^T on the tensor cores, X = the
-    // rows [8][128] (bf16 products are exact in the fp32 accumulation; prep_v2.h ssq_*): per
+    // rows [8][128] (bf16 products are exact in the fp32 accumulation; prep_layout.h ssq_*): per
     // k16 step one ldmatrix.x4 gives the A fragment (a0 = cols 2t, 2t + 1 of row g, a2 = cols
     // 8 + 2t, +1; rows 8..15 scrambled, their C rows unused), and registers 0, 1 are B's b0,
     // b1 (B = X^T: k 2t, 2t + 1 of column n = g). Four accumulators (k-steps ks % 4), added in
@@ -495,7 +499,11 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
   if constexpr (kRawInputs) normalize_raw_k(raw, chunk, smem);
   cp_async_wait_all();
   __syncthreads();
+}
 
+// Phase 2: q', kg and a into the record, the grams' column operands into shared memory.
+template <class Record>
+__device__ __forceinline__ void store_factors(int n, int tid, unsigned char* smem, char* rec) {
   // ---- 2. q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); the column
   // operands of the grams; the zero upper blocks of A_qk. One unit = one row and 8 consecutive
   // channels (16-byte loads, 16-byte record stores: a swizzle group is 8 channels).
@@ -523,26 +531,53 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
         kg[e] = kv[e] * ex2_approx(gl[e] - g[e]);
         col[e] = kv[e] * ex2_approx(gm[e] - g[e]);
       }
-      qp_bits = pack8_record<kF16Record>(qp);
-      kg_bits = pack8_record<kF16Record>(kg);
+      qp_bits = pack8_record<Record::kF16>(qp);
+      kg_bits = pack8_record<Record::kF16>(kg);
       col_bits = pack8_bf16(col);
     }
-    // (The v2w record keeps W, q', kg split into key halves: mma_layout.h rec2_split.)
-    const int64_t qp_at = kF16Record ? v1::rec2_qp(i, d0) : v1::rec1_qp(i, d0);
-    const int64_t kg_at = kF16Record ? v1::rec2_kg(i, d0) : v1::rec1_kg(i, d0);
+    // (The library's record keeps W, q', kg split into key halves: record.h rec_split.)
+    const int64_t qp_at = Record::qp(i, d0);
+    const int64_t kg_at = Record::kg(i, d0);
     *reinterpret_cast<uint4*>(rec + qp_at) = qp_bits;
     *reinterpret_cast<uint4*>(rec + kg_at) = kg_bits;
     *reinterpret_cast<uint4*>(smem + scol(i, d0)) = col_bits;
   }
-  if (tid < kD) *reinterpret_cast<float*>(rec + v1::rec1_a(tid)) = exp2f(ldf(smem, sg(n - 1, tid)));
+  if (tid < kD) *reinterpret_cast<float*>(rec + Record::a(tid)) = exp2f(ldf(smem, sg(n - 1, tid)));
   for (int u = tid; u < kC * kC / 8; u += kThreads) {  // 8 groups of 8 columns per row
     const int i = u >> 3;
     const int j0 = 8 * (u & 7);
     if ((i >> 4) < (j0 >> 4)) {
-      *reinterpret_cast<uint4*>(rec + v1::rec1_aqk(i, j0)) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(rec + Record::aqk(i, j0)) = make_uint4(0u, 0u, 0u, 0u);
     }
   }
   __syncthreads();
+}
+
+// One chunk of PREP, inlined into the library's two kernels (prep.cu) and the lab's. kRawInputs:
+// raw inputs are read (load_raw_inputs); otherwise the contract load, whose code, with the
+// contract kernel's parameters, is what it was before raw inputs existed (cuobjdump: identical
+// SASS), so adding them cannot slow the contract path.
+// Phases 3 to 5 stay in this body: as force-inlined functions of their own (tried for each of
+// the grams, the inverse, T's copies and the W / U products) they compile to the same
+// instructions in another order (the PTX differs only in the numbering of the loop-carried
+// accumulators, and ptxas allocates and schedules them differently), and the kernels' SASS is
+// kept identical to what was measured (scripts/sass_compare.py).
+template <class Record, bool kRawInputs>
+__device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepArgs& raw) {
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  ChunkRef chunk;
+  if (!find_chunk(args.seqs, blockIdx.x, chunk)) return;  // unused slot
+  const int h = blockIdx.y;
+  const int n = chunk.rows;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  char* const rec = static_cast<char*>(args.records) +
+                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
+
+  load_chunk<kRawInputs>(args, raw, chunk, h, n, tid, lane, warp, smem);
+  store_factors<Record>(n, tid, smem, rec);
 
   // ---- 3. Grams on tensor cores. Block pair (p, c), anchor m = m_c:
   //   A[i][j] = sum_d bf16(x_i[d] 2^(G_i[d] - G_m[d])) bf16(k_j[d] 2^(G_m[d] - G_j[d])),
@@ -604,8 +639,8 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
           akk[slot][nt][reg] = (j < i && i < n) ? b * acck[nt][reg] : 0.0f;
           out_q[e] = (j <= i && i < n) ? rq * accq[nt][reg] : 0.0f;
         }
-        put_pair(rec, v1::rec1_aqk(i, 16 * c + 8 * nt + c_col(lane, 0)),
-                 pack_record<kF16Record>(out_q[0], out_q[1]));
+        put_pair(rec, Record::aqk(i, 16 * c + 8 * nt + c_col(lane, 0)),
+                 pack_record<Record::kF16>(out_q[0], out_q[1]));
       }
     }
   }
@@ -629,7 +664,7 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
 
   // ---- 4a. Diagonal blocks of X = (I + A_kk)^-1: lane jj of warps 0..3 solves column jj of
   // block p by forward substitution, x_i = delta_ij - sum_{r<i} A[i][r] x_r (fixed order).
-  // Meanwhile warps 4..7 (idle otherwise) build W's right-hand side (prep_v2.h): beta k Gamma
+  // Meanwhile warps 4..7 (idle otherwise) build W's right-hand side (prep_layout.h): beta k Gamma
   // (fp16, the v0 expression) over the dead G region. U's is v itself (beta goes into T). (No
   // named barrier: an earlier version ordered the in-place G overwrite with bar.sync 1, 128,
   // correct, but compute-sanitizer's racecheck then reported hazards between phases 5a and 5.)
@@ -798,7 +833,7 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
 #pragma unroll
       for (int mt = ks; mt < kC / 16; ++mt) {
         uint32_t ta[4];
-        ldsm_x4(tmat + 2 * v1::swz64(16 * mt + ldsm_a_row(lane), 16 * ks + ldsm_a_col(lane)), ta);
+        ldsm_x4(tmat + 2 * mma::swz64(16 * mt + ldsm_a_row(lane), 16 * ks + ldsm_a_col(lane)), ta);
         if (is_w) {
           mma_f16(acc[mt][0], ta, b0[0], b0[1]);
           mma_f16(acc[mt][1], ta, b1[0], b1[1]);
@@ -808,10 +843,10 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
         }
       }
     }
-    // v2w record: U column d as fp16 U * 2^15 / U_BOUND[d] (layout.h), U_BOUND a power of two
+    // The record: U column d as fp16 U * 2^15 / U_BOUND[d] (record.h), U_BOUND a power of two
     // above the column's max |U|, so the fp16 values stay below 2^15 for any scale of v.
     float u_mult[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};  // [n tile][column of the pair]
-    if (kF16Record && !is_w) u_column_scales(rec, n0, lane, acc, u_mult);
+    if (Record::kUBounds && !is_w) u_column_scales(rec, n0, lane, acc, u_mult);
 #pragma unroll
     for (int mt = 0; mt < kC / 16; ++mt) {
 #pragma unroll
@@ -821,44 +856,15 @@ __device__ __forceinline__ void prep_v2_chunk(const PrepArgs& args, const RawPre
           const int i = 16 * mt + c_row(lane, 2 * half);
           const int d = n0 + 8 * nt + c_col(lane, 0);
           const bool valid = i < n;
-          const int64_t w_at = kF16Record ? v1::rec2_w(i, d) : v1::rec1_w(i, d);
-          put_pair(rec, is_w ? w_at : v1::rec1_u(i, d),
-                   pack_record<kF16Record>(valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
-                                           valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f));
+          const int64_t w_at = Record::w(i, d);
+          put_pair(rec, is_w ? w_at : Record::u(i, d),
+                   pack_record<Record::kF16>(
+                       valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
+                       valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f));
         }
       }
     }
   }
 }
 
-// The contract kernel: PrepArgs only (its parameter block, and so its code, unchanged).
-template <bool kF16Record>
-__global__ void __launch_bounds__(kThreads, 2) prep_v2_kernel(const PrepArgs args) {
-  prep_v2_chunk<kF16Record, false>(args, RawPrepArgs{});
-}
-
-// The raw-input kernel (RawPrepArgs::any()).
-template <bool kF16Record>
-__global__ void __launch_bounds__(kThreads, 2)
-    prep_v2_raw_kernel(const PrepArgs args, const RawPrepArgs raw) {
-  prep_v2_chunk<kF16Record, true>(args, raw);
-}
-
-}  // namespace
-
-void launch_prep_v2(const PrepArgs& args, const RawPrepArgs& raw, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
-  const char* what = "chunk_forward: prep (v2)";
-  if (raw.any()) {
-    const auto kernel = args.f16_record ? &prep_v2_raw_kernel<true> : &prep_v2_raw_kernel<false>;
-    set_dynamic_smem(reinterpret_cast<const void*>(kernel), kSBytes, what, /*max_carveout=*/true);
-    kernel<<<grid, kThreads, kSBytes, stream>>>(args, raw);
-  } else {
-    const auto kernel = args.f16_record ? &prep_v2_kernel<true> : &prep_v2_kernel<false>;
-    set_dynamic_smem(reinterpret_cast<const void*>(kernel), kSBytes, what, /*max_carveout=*/true);
-    kernel<<<grid, kThreads, kSBytes, stream>>>(args);
-  }
-  check_launch(what);
-}
-
-}  // namespace kda::detail
+}  // namespace kda::detail::prep

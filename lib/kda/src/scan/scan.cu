@@ -1,13 +1,14 @@
-// SCAN, variant v2w_mma: scan_t's transposed-state recurrence (one CTA of 8 warps per (sequence,
-// head), S^T [128 values][128 keys] fp32 in registers, warp w owning value rows 16 w .. +15) with
-// every product on warpgroup MMA. Warpgroup g (warps 4 g .. 4 g + 3) owns value rows
-// 64 g .. 64 g + 63, and its state is the accumulator of one m64n128 wgmma. Against scan_t:
+// SCAN: the transposed-state recurrence (one CTA of 8 warps per (sequence, head), S^T [128
+// values][128 keys] fp32 in registers, warp w owning value rows 16 w .. +15) with every product on
+// warpgroup MMA. Warpgroup g (warps 4 g .. 4 g + 3) owns value rows 64 g .. 64 g + 63, and its
+// state is the accumulator of one m64n128 wgmma. Against the lab's v2t SCAN (the same recurrence
+// on mma.sync, lab/src/scan_t.cu):
 //   - a B operand (W, q', A_qk, kg) is read from shared memory once per warpgroup instead of
-//     once per warp: ~110 KB of operand traffic per chunk instead of ~430 KB, which bound scan_t
+//     once per warp: ~110 KB of operand traffic per chunk instead of ~430 KB, which bound v2t
 //     (docs/perf-notes.md "v2t — measured");
 //   - the tensor pipe runs at wgmma's rate (kernel-design.md §5.2) and the q' product and the
 //     V_new pass overlap: phase A is two commit groups, V_new waits only for the first.
-// Per chunk and warpgroup (scan_w.h has the shared-memory plan):
+// Per chunk and warpgroup (scan_layout.h has the shared-memory plan):
 //   R   row scales: the state rows hold lambda S with lambda a power of two per value row,
 //       changed only when a row's bound leaves its window (the bound is built under the MMAs)
 //   A   acc = S^T W^T (8 x m64n64k16), then P^T = S^T q'^T (8 more); A = the fp16 state
@@ -15,35 +16,30 @@
 //   B1  P^T += V_new^T A_qk^T (4 x m64n64k16)      B2  S^T = S^T diag(a) + V_new^T kg (4 x m64n128)
 //   O   O^T / lambda -> stmatrix.trans -> O tile c % 2 -> 16-byte rows out during chunk c + 1
 // Precision (docs/precision.md): the products run in fp16, whose 11 significant bits carry 8x
-// less rounding error than bf16's 8. Every B operand is bounded (the v2w record, layout.h), and
+// less rounding error than bf16's 8. Every B operand is bounded (the record, record.h), and
 // the A operands (the state and V_new, which scale with v) are kept in fp16's range by the row
 // scales: per value row, lambda keeps |lambda S| < 2^9 and |lambda U| < 2^13 (so |lambda V_new|
 // stays far below 65504 too), from an upper bound on the row's max |S| and the record's bound on
 // U, and away from fp16's subnormals; while a row's bound stays in its window (always, for inputs
 // of ordinary scale) lambda does not change and nothing is multiplied on the chain. All of a row's
 // products are in the same units, so one multiply by 1 / lambda at the output (and at the final
-// state) undoes it exactly. fp32 accumulation, fixed
-// k order, no atomics: bitwise reproducible.
+// state) undoes it exactly. fp32 accumulation, fixed k order, no atomics: bitwise reproducible.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "device/ptx.cuh"
+#include "device/wgmma.cuh"
 #include "l2norm_row.cuh"  // exact_pow2
-#include "ptx.cuh"
-#include "scan_transposed.cuh"
-#include "scan_v1.cuh"
-#include "scan_w.h"
-#include "wgmma.cuh"
+#include "record.h"
+#include "scan/scan.h"
+#include "scan/scan_layout.h"
+#include "scan/transposed_state.cuh"
 
 namespace kda::detail {
 namespace {
 
-using namespace wscan;  // NOLINT: the shared-memory plan is this file's vocabulary
-using namespace ptx;    // NOLINT: and so are the PTX wrappers
-using tscan::a_half;
-using tscan::a_tile;
-using tscan::Chain;
-using tscan::kKeyTiles;
-using tscan::kTokenTiles;
+using namespace scan;  // NOLINT: the shared-memory plan and the maps are this file's vocabulary
+using namespace ptx;   // NOLINT: and so are the PTX wrappers
 
 // The row scales of this thread's two value rows h = 0, 1 (state registers 0, 1 and 2, 3): the
 // state registers hold lambda_h S, lambda_h = 2^log2_lambda[h] in [2^-100, 2^100], and bound[h]
@@ -71,7 +67,8 @@ __device__ __forceinline__ void row_max_abs(const float (&st)[kKeyTiles][4], flo
 }
 
 // The rows' max |x| over the fp16 state operand sa[k-step][A register] (A registers 0, 2 hold
-// row h = 0, registers 1, 3 row h = 1: scan_t.h a_tile / a_half), then over the row's 4 lanes.
+// row h = 0, registers 1, 3 row h = 1: transposed.h a_tile / a_half), then over the row's 4
+// lanes.
 __device__ __forceinline__ void operand_row_max(const uint32_t (&sa)[kHeadDim / 16][4],
                                                 float (&m)[2]) {
   __half2 m2[2] = {__float2half2_rn(0.0f), __float2half2_rn(0.0f)};
@@ -146,12 +143,12 @@ __device__ __forceinline__ void load_u_bounds(const char* record, int warp, int 
                                               float (&u_bound)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row = tscan::state_value(warp, lane, 2 * h);
-    u_bound[h] = __ldg(reinterpret_cast<const float*>(record + v1::rec2_u_bound(row)));
+    const int row = state_value(warp, lane, 2 * h);
+    u_bound[h] = __ldg(reinterpret_cast<const float*>(record + rec_u_bound(row)));
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args) {
+__global__ void __launch_bounds__(kThreads, 1) scan_kernel(const ScanArgs args) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The swizzled wgmma tiles need 1024-byte alignment; the dynamic base only promises 16.
   const uint32_t raw = smem_u32(smem_raw);
@@ -160,12 +157,12 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const Chain chain = tscan::cta_chain(args);
+  const Chain chain = cta_chain(args);
 
   // The state, warpgroup g's m64n128 accumulators: st[j][reg] = S[state_key(lane, j, reg)]
-  // [state_value(warp, lane, reg)] (scan_t.h).
+  // [state_value(warp, lane, reg)] (transposed.h).
   float st[kKeyTiles][4];
-  tscan::load_state(args, chain, warp, lane, st);
+  load_state(args, chain, warp, lane, st);
   RowScales rs = {{0, 0}, {0.0f, 0.0f}, true};  // st holds lambda S, lambda = 1 to begin with
   row_max_abs(st, rs.bound);               // the initial state's own max
   float u_mult[2] = {0.0f, 0.0f}, inv_lambda[2] = {1.0f, 1.0f};
@@ -185,11 +182,11 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
   auto issue_record = [&](int64_t c) {  // called by every thread
     const uint32_t bar = bars + 8 * static_cast<uint32_t>(c & 1);
     wgmma::bulk_copy_to_smem(tid == 0, sbase + buffer(static_cast<int>(c & 1)),
-                             chain.first_record + c * kRecord2Bytes, kCopyBytes, bar);
+                             chain.first_record + c * kRecordBytes, kCopyBytes, bar);
   };
   // Chunk c's output rows from O tile c % 2.
   auto copy_out = [&](int64_t c) {
-    tscan::copy_out_rows(args, chain, c, smem, o_tile(static_cast<int>(c & 1)), tid);
+    copy_out_rows(args, chain, c, smem, o_tile(static_cast<int>(c & 1)), tid);
   };
 
   // One CTA barrier per chunk, at its top, once record c has landed. After it thread 0 issues
@@ -213,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     float next_u_bound[2] = {0.0f, 0.0f};
     if (c + 1 < chain.chunks) {
       issue_record(c + 1);
-      load_u_bounds(chain.first_record + (c + 1) * kRecord2Bytes, warp, lane, next_u_bound);
+      load_u_bounds(chain.first_record + (c + 1) * kRecordBytes, warp, lane, next_u_bound);
     }
     const uint32_t buf = sbase + buffer(static_cast<int>(c & 1));
     const unsigned char* rec_smem = smem + buffer(static_cast<int>(c & 1));
@@ -238,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     }
     // The decay of the state, before the groups are issued: the fp32 state registers are the
     // accumulators of B2, and ptxas serializes wgmma around any access it cannot prove safe.
-    tscan::decay_state(rec_smem, lane, st);
+    decay_state(rec_smem, lane, st);
     float acc[kTokenTiles][4];
     float pq[kTokenTiles][4];
     wgmma::fence();
@@ -268,14 +265,14 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     wgmma::wait<1>();
     uint32_t vn[kTokenTiles][2];
     float v_abs[2] = {0.0f, 0.0f};  // sum of |V_new| over the thread's tokens of each row
-    tscan::v_new<true>(buf, warp, lane, acc, u_mult, vn, &v_abs);
+    v_new(buf, warp, lane, acc, u_mult, vn, &v_abs);
 
     // ---- Phases B1 (onto P^T, after the q' group in issue order) and B2 (onto the state).
     wgmma::fence();
 #pragma unroll
     for (int kt = 0; kt < kChunk / 16; ++kt) {
       uint32_t a[4];
-      tscan::v_new_a(vn, kt, a);
+      v_new_a(vn, kt, a);
       wgmma::m64n64k16_rs(pq, a, desc_sw128(buf + b1_aqk(kt), 16, kSBO));
       wgmma::m64n128k16_rs_mn(st, a, desc_sw128(buf + b2_kg(kt), kKeyHalfLBO, kSBO));
     }
@@ -301,26 +298,26 @@ __global__ void __launch_bounds__(kThreads, 1) scan_w_kernel(const ScanArgs args
     const uint32_t o_dst = sbase + o_tile(static_cast<int>(c & 1));
     if (rs.unit) {
       const float unscaled[2] = {1.0f, 1.0f};
-      tscan::store_o_tile(o_dst, warp, lane, pq, unscaled);
+      store_o_tile(o_dst, warp, lane, pq, unscaled);
     } else {
-      tscan::store_o_tile(o_dst, warp, lane, pq, inv_lambda);
+      store_o_tile(o_dst, warp, lane, pq, inv_lambda);
     }
   }
   if (chain.chunks > 0) {
     __syncthreads();  // the last O tile is complete
     copy_out(chain.chunks - 1);
   }
-  tscan::store_state(args, chain, warp, lane, st, inv_lambda);
+  store_state(args, chain, warp, lane, st, inv_lambda);
 }
 
 }  // namespace
 
-void launch_scan_w(const ScanArgs& args, cudaStream_t stream) {
+void launch_scan(const ScanArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.seqs.num_seqs), static_cast<unsigned>(args.heads));
-  set_dynamic_smem(reinterpret_cast<const void*>(&scan_w_kernel), kSBytes,
-                   "chunk_forward: scan (v2w, wgmma)", /*max_carveout=*/true);
-  scan_w_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
-  check_launch("chunk_forward: scan (v2w, wgmma)");
+  set_dynamic_smem(reinterpret_cast<const void*>(&scan_kernel), kSBytes, "chunk_forward: scan",
+                   /*max_carveout=*/true);
+  scan_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
+  check_launch("chunk_forward: scan");
 }
 
 }  // namespace kda::detail

@@ -1,7 +1,9 @@
-// SCAN, variant v2t_mma (experimental): the chunk recurrence with the whole state of a (sequence,
-// head) held transposed, S^T [128 values][128 keys] in fp32 mma accumulators, one CTA of 8 warps
-// per (sequence, head), warp w owning value rows 16 w .. 16 w + 15 (scan_t.h has every map and the
-// phase list; docs/design.md "Worked plan" the reasons and the prediction). Against the v1 SCAN:
+// SCAN, variant v2t_mma: the chunk recurrence with the whole state of a (sequence, head) held
+// transposed, S^T [128 values][128 keys] in fp32 mma accumulators, one CTA of 8 warps per
+// (sequence, head), warp w owning value rows 16 w .. 16 w + 15 (scan_t_layout.h and the
+// library's scan/transposed.h have every map and the phase list; docs/design.md "Worked plan" the
+// reasons and the prediction). The library's SCAN is this recurrence on wgmma. Against the v1
+// SCAN:
 //   - the state is the A operand of phase A straight from the accumulators (C -> A register
 //     reuse), so there is no bf16 state copy in shared memory, and V_new^T, also produced as
 //     accumulators, is the A operand of phases B1 and B2: no V_new round trip either;
@@ -14,16 +16,53 @@
 // Fixed k order, no atomics: bitwise reproducible.
 #include <cuda_bf16.h>
 
-#include "ptx.cuh"
-#include "scan_t.h"
-#include "scan_transposed.cuh"
-#include "scan_v1.cuh"
+#include "device/ptx.cuh"           // lib/kda/src
+#include "ladder.h"
+#include "records.h"
+#include "scan/scan.h"                // lib/kda/src
+#include "scan/transposed_state.cuh"  // lib/kda/src
+#include "scan_t_layout.h"
 
-namespace kda::detail {
+namespace kda::lab {
 namespace {
 
-using namespace tscan;  // NOLINT: the layout helpers are this file's vocabulary
-using namespace ptx;    // NOLINT: and so are the PTX wrappers
+using namespace tscan;        // NOLINT: the layout helpers are this file's vocabulary
+using namespace detail::ptx;  // NOLINT: and so are the PTX wrappers
+using detail::ScanArgs;
+// The library SCAN's pieces of the transposed-state recurrence (scan/transposed_state.cuh).
+using detail::scan::Chain;
+using detail::scan::copy_out_rows;
+using detail::scan::cta_chain;
+using detail::scan::decay_state;
+using detail::scan::kKeyTiles;
+using detail::scan::kTokenTiles;
+using detail::scan::load_state;
+using detail::scan::store_o_tile;
+using detail::scan::store_state;
+using detail::scan::v_new_a;
+
+// V_new^T = U^T - acc (fp32), rounded once to bf16, the MMA operand type of the v1 record: the
+// bf16 twin of the library's v_new (scan/transposed_state.cuh), with the same register layout
+// (vn[tile][half] = the pair of registers (2 half, 2 half + 1) of token tile `tile`); u_mult[h]
+// is 1 here (no row scales).
+__device__ __forceinline__ void v_new_bf16(uint32_t buf, int warp, int lane,
+                                           const float (&acc)[kTokenTiles][4],
+                                           const float (&u_mult)[2],
+                                           uint32_t (&vn)[kTokenTiles][2]) {
+#pragma unroll
+  for (int p = 0; p < kChunk / 16; ++p) {
+    uint32_t u[4];
+    ldsm_x4_trans(buf + u_trans(warp, lane, p), u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int tile = 2 * p + (i >> 1);
+      const int half = i & 1;
+      const float2 uu = unpack_bf16(u[i]);
+      vn[tile][half] = pack_bf16(uu.x * u_mult[half] - acc[tile][2 * half],
+                                 uu.y * u_mult[half] - acc[tile][2 * half + 1]);
+    }
+  }
+}
 
 __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -80,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
       }
     }
     uint32_t vn[kTokenTiles][2];  // V_new^T = U^T - acc, bf16 A fragments
-    v_new<false>(buf, warp, lane, acc, kUnscaled, vn);
+    v_new_bf16(buf, warp, lane, acc, kUnscaled, vn);
 
     // ---- Phase B1: O^T = P^T + V_new^T A_qk^T over the token blocks at or below the diagonal
     // (A_qk is zero above it inside the record).
@@ -123,10 +162,10 @@ __global__ void __launch_bounds__(kThreads, 1) scan_t_kernel(const ScanArgs args
 
 void launch_scan_t(const ScanArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.seqs.num_seqs), static_cast<unsigned>(args.heads));
-  set_dynamic_smem(reinterpret_cast<const void*>(&scan_t_kernel), kSBytes,
-                   "chunk_forward: scan (v2t, transposed state)", /*max_carveout=*/true);
+  detail::set_dynamic_smem(reinterpret_cast<const void*>(&scan_t_kernel), kSBytes,
+                           "chunk_forward: scan (v2t, transposed state)", /*max_carveout=*/true);
   scan_t_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
-  check_launch("chunk_forward: scan (v2t, transposed state)");
+  detail::check_launch("chunk_forward: scan (v2t, transposed state)");
 }
 
-}  // namespace kda::detail
+}  // namespace kda::lab

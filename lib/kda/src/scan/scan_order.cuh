@@ -1,8 +1,8 @@
-// The order in which the SCAN kernels (scan_v1.cu, scan_t.cu) take the sequences of a batch:
-// longest first. CTAs are handed out in linear block order, so a SCAN decodes its linear block
-// index into (rank, head, ...) and asks sequence_of_rank which sequence has that rank: the longest
-// chains start in the first wave instead of wherever their index puts them, and do not run alone
-// at the end (a ragged batch's scan takes as long as its slowest wave).
+// The order in which the SCANs (scan.cu; the lab's scan_v1.cu and scan_t.cu) take the sequences
+// of a batch: longest first. CTAs are handed out in linear block order, so a SCAN decodes its
+// linear block index into (rank, head, ...) and asks sequence_of_rank which sequence has that
+// rank: the longest chains start in the first wave instead of wherever their index puts them, and
+// do not run alone at the end (a ragged batch's scan takes as long as its slowest wave).
 #pragma once
 
 #include "common.cuh"

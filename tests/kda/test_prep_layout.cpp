@@ -1,11 +1,11 @@
-// CPU emulation of the v2 PREP's data movement (ForwardVariant::v2_mma, lib/kda/src/prep_v2.cu):
-// every shared-memory address, fragment element map, task split, anchor, Schur schedule and
-// record offset comes from lib/kda/src/prep_v2.h and mma_layout.h -- the same functions the kernel
+// CPU emulation of the PREP's data movement (lib/kda/src/prep/prep_chunk.cuh): every shared-memory
+// address, fragment element map, task split, anchor, Schur schedule and record offset comes from
+// lib/kda/src/prep/prep_layout.h, record.h and device/fragments.h -- the same functions the kernel
 // uses -- and mma.sync is the PTX model of mma_emulation.h. Phases 2, 3 (grams), 4 (blocked
 // inverse) and 5 (W, U) of the kernel are replayed warp by warp, lane by lane, and compared with
 // plain matrix products. Data are small integers and powers of two, the emulation computes in
-// double, so the gram and W / U comparisons are exact. Unwritten shared memory is NaN, so a read
-// of something the kernel never wrote shows up.
+// double, so the gram and W / U comparisons are exact. Unwritten shared memory is NaN, so a read of
+// something the kernel never wrote shows up.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,13 +17,22 @@
 #include <string>
 #include <vector>
 
+#include "device/fragments.h"  // lib/kda/src
 #include "mma_emulation.h"
-#include "prep_v2.h"  // lib/kda/src
+#include "prep/prep_layout.h"  // lib/kda/src
+#include "record.h"            // lib/kda/src
 
 namespace {
 
-namespace v1 = kda::detail::v1;
-namespace v2 = kda::detail::v2;
+namespace mma = kda::detail::mma;
+namespace prep = kda::detail::prep;
+using kda::detail::rec_a;
+using kda::detail::rec_aqk;
+using kda::detail::rec_kg;
+using kda::detail::rec_qp;
+using kda::detail::rec_u;
+using kda::detail::rec_u_bound;
+using kda::detail::rec_w;
 using namespace kda_test;  // NOLINT: the PTX models
 
 constexpr int kC = kda::kChunk;    // 64
@@ -35,7 +44,7 @@ Frag4 a_frag(F value) {
   Frag4 out{};
   for (int l = 0; l < 32; ++l) {
     for (int r = 0; r < 4; ++r) {
-      for (int e = 0; e < 2; ++e) out[l][r][e] = value(v2::a_row(l, r), v2::a_col(l, r, e));
+      for (int e = 0; e < 2; ++e) out[l][r][e] = value(prep::a_row(l, r), prep::a_col(l, r, e));
     }
   }
   return out;
@@ -48,7 +57,7 @@ Frag4 b_frag2(F value) {
     for (int nt = 0; nt < 2; ++nt) {
       for (int r = 0; r < 2; ++r) {
         for (int e = 0; e < 2; ++e) {
-          out[l][2 * nt + r][e] = value(v2::b_k(l, r, e), 8 * nt + v2::b_n(l));
+          out[l][2 * nt + r][e] = value(prep::b_k(l, r, e), 8 * nt + prep::b_n(l));
         }
       }
     }
@@ -56,10 +65,10 @@ Frag4 b_frag2(F value) {
   return out;
 }
 
-// The record (the v2w record, the larger one), with a write counter per 2-byte unit.
+// The record (record.h), with a write counter per 2-byte unit.
 struct Record {
-  Memory mem{kda::detail::kRecord2Bytes};
-  std::vector<int> hits = std::vector<int>(static_cast<size_t>(kda::detail::kRecord2Bytes / 2), 0);
+  Memory mem{kda::detail::kRecordBytes};
+  std::vector<int> hits = std::vector<int>(static_cast<size_t>(kda::detail::kRecordBytes / 2), 0);
   void put(int64_t byte, double x) {
     mem.at(byte) = x;
     ++hits.at(static_cast<size_t>(byte / 2));
@@ -105,40 +114,40 @@ Chunk random_chunk(std::mt19937_64& rng, int n) {
   return c;
 }
 
-// Shared memory after phase 1 (prep_v2.h addresses).
+// Shared memory after phase 1 (prep_layout.h addresses).
 Memory load_smem(const Chunk& c) {
-  Memory s(v2::kSBytes);
+  Memory s(prep::kSBytes);
   for (int i = 0; i < kC; ++i) {
     for (int d = 0; d < kD; ++d) {
-      s.at(v2::sq(i, d)) = c.at(c.q, i, d);
-      s.at(v2::sk(i, d)) = c.at(c.k, i, d);
-      s.at(v2::sv(i, d)) = c.at(c.v, i, d);
-      s.at(v2::sg(i, d)) = c.at(c.g, i, d);
+      s.at(prep::sq(i, d)) = c.at(c.q, i, d);
+      s.at(prep::sk(i, d)) = c.at(c.k, i, d);
+      s.at(prep::sv(i, d)) = c.at(c.v, i, d);
+      s.at(prep::sg(i, d)) = c.at(c.g, i, d);
     }
-    s.at(v2::kSBeta + 4 * i) = c.beta[static_cast<size_t>(i)];
+    s.at(prep::kSBeta + 4 * i) = c.beta[static_cast<size_t>(i)];
   }
   return s;
 }
 
-// Phase 3 of prep_v2_kernel (scale = 1 here: the kernel multiplies A_qk by 1/sqrt(128)).
+// Phase 3 of the PREP (scale = 1 here: the kernel multiplies A_qk by 1/sqrt(128)).
 void emulate_grams(Memory& s, Record& rec, int n) {
   for (int j = 0; j < kC; ++j) {  // the column operands, once per column block
-    const int m = v2::anchor(j >> 4, n);
+    const int m = prep::anchor(j >> 4, n);
     for (int d = 0; d < kD; ++d) {
-      const double x = s.at(v2::sk(j, d)) * std::exp2(s.at(v2::sg(m, d)) - s.at(v2::sg(j, d)));
-      s.at(v2::scol(j, d)) = j < n ? x : 0.0;
+      const double x = s.at(prep::sk(j, d)) * std::exp2(s.at(prep::sg(m, d)) - s.at(prep::sg(j, d)));
+      s.at(prep::scol(j, d)) = j < n ? x : 0.0;
     }
   }
   double akk[8][2][2][32][4];  // [warp][slot][n tile][lane][reg]
   for (int warp = 0; warp < 8; ++warp) {
     for (int slot = 0; slot < 2; ++slot) {
       const int task = warp + 8 * slot;
-      if (task >= v2::kGramTasks) break;
-      const int p = v2::gram_p(task);
-      const int c = v2::gram_c(task);
+      if (task >= prep::kGramTasks) break;
+      const int p = prep::gram_p(task);
+      const int c = prep::gram_c(task);
       Acc acck[2]{}, accq[2]{};
       if (16 * c < n && 16 * p < n) {
-        const int m = v2::anchor(c, n);
+        const int m = prep::anchor(c, n);
         EXPECT_GE(m, 16 * c);
         EXPECT_LT(m, 16 * c + 16);
         EXPECT_LT(m, n);
@@ -146,13 +155,13 @@ void emulate_grams(Memory& s, Record& rec, int n) {
           const int d0 = 16 * ks;
           auto row_op = [&](int base, int row, int col) {
             const int i = 16 * p + row, d = d0 + col;
-            return s.at(base == 0 ? v2::sk(i, d) : v2::sq(i, d)) *
-                   std::exp2(s.at(v2::sg(i, d)) - s.at(v2::sg(m, d)));
+            return s.at(base == 0 ? prep::sk(i, d) : prep::sq(i, d)) *
+                   std::exp2(s.at(prep::sg(i, d)) - s.at(prep::sg(m, d)));
           };
           const Frag4 ak = a_frag([&](int row, int col) { return row_op(0, row, col); });
           const Frag4 aq = a_frag([&](int row, int col) { return row_op(1, row, col); });
           const Frag4 b =
-              b_frag2([&](int kk, int nn) { return s.at(v2::scol(16 * c + nn, d0 + kk)); });
+              b_frag2([&](int kk, int nn) { return s.at(prep::scol(16 * c + nn, d0 + kk)); });
           for (int nt = 0; nt < 2; ++nt) {
             run_mma(acck[nt], ak, b, 2 * nt);
             run_mma(accq[nt], aq, b, 2 * nt);
@@ -162,13 +171,13 @@ void emulate_grams(Memory& s, Record& rec, int n) {
       for (int nt = 0; nt < 2; ++nt) {
         for (int l = 0; l < 32; ++l) {
           for (int half = 0; half < 2; ++half) {
-            const int i = 16 * p + v1::c_row(l, 2 * half);
-            const double beta = s.at(v2::kSBeta + 4 * i);
+            const int i = 16 * p + mma::c_row(l, 2 * half);
+            const double beta = s.at(prep::kSBeta + 4 * i);
             for (int e = 0; e < 2; ++e) {
-              const int j = 16 * c + 8 * nt + v1::c_col(l, e);
+              const int j = 16 * c + 8 * nt + mma::c_col(l, e);
               const int reg = 2 * half + e;
               akk[warp][slot][nt][l][reg] = (j < i && i < n) ? beta * acck[nt][l][reg] : 0.0;
-              rec.put(v1::rec1_aqk(i, j), (j <= i && i < n) ? accq[nt][l][reg] : 0.0);
+              rec.put(rec_aqk(i, j), (j <= i && i < n) ? accq[nt][l][reg] : 0.0);
             }
           }
         }
@@ -179,13 +188,13 @@ void emulate_grams(Memory& s, Record& rec, int n) {
   for (int warp = 0; warp < 8; ++warp) {
     for (int slot = 0; slot < 2; ++slot) {
       const int task = warp + 8 * slot;
-      if (task >= v2::kGramTasks) break;
-      const int p = v2::gram_p(task);
-      const int c = v2::gram_c(task);
+      if (task >= prep::kGramTasks) break;
+      const int p = prep::gram_p(task);
+      const int c = prep::gram_c(task);
       for (int nt = 0; nt < 2; ++nt) {
         for (int l = 0; l < 32; ++l) {
           for (int reg = 0; reg < 4; ++reg) {
-            s.at(v2::sa(16 * p + v1::c_row(l, reg), 16 * c + 8 * nt + v1::c_col(l, reg))) =
+            s.at(prep::sa(16 * p + mma::c_row(l, reg), 16 * c + 8 * nt + mma::c_col(l, reg))) =
                 akk[warp][slot][nt][l][reg];
           }
         }
@@ -199,20 +208,20 @@ void emulate_aqk_zero(Record& rec) {
   for (int e = 0; e < kC * kC / 2; ++e) {
     const int i = e >> 5, j = 2 * (e & 31);
     if ((i >> 4) < (j >> 4)) {
-      rec.put(v1::rec1_aqk(i, j), 0.0);
-      rec.put(v1::rec1_aqk(i, j + 1), 0.0);
+      rec.put(rec_aqk(i, j), 0.0);
+      rec.put(rec_aqk(i, j + 1), 0.0);
     }
   }
 }
 
-TEST(PrepV2Layout, FragmentMapsCoverTilesOnce) {
+TEST(PrepLayout, FragmentMapsCoverTilesOnce) {
   int a_hits[16][16] = {}, b_hits[16][8] = {};
   for (int l = 0; l < 32; ++l) {
     for (int r = 0; r < 4; ++r) {
-      for (int e = 0; e < 2; ++e) ++a_hits[v2::a_row(l, r)][v2::a_col(l, r, e)];
+      for (int e = 0; e < 2; ++e) ++a_hits[prep::a_row(l, r)][prep::a_col(l, r, e)];
     }
     for (int r = 0; r < 2; ++r) {
-      for (int e = 0; e < 2; ++e) ++b_hits[v2::b_k(l, r, e)][v2::b_n(l)];
+      for (int e = 0; e < 2; ++e) ++b_hits[prep::b_k(l, r, e)][prep::b_n(l)];
     }
   }
   for (auto& row : a_hits) {
@@ -223,49 +232,49 @@ TEST(PrepV2Layout, FragmentMapsCoverTilesOnce) {
   }
   // Gram tasks: the 10 lower block pairs, each once.
   int pairs[4][4] = {};
-  for (int t = 0; t < v2::kGramTasks; ++t) {
-    ASSERT_GE(v2::gram_p(t), v2::gram_c(t));
-    ++pairs[v2::gram_p(t)][v2::gram_c(t)];
+  for (int t = 0; t < prep::kGramTasks; ++t) {
+    ASSERT_GE(prep::gram_p(t), prep::gram_c(t));
+    ++pairs[prep::gram_p(t)][prep::gram_c(t)];
   }
   for (int p = 0; p < 4; ++p) {
     for (int c = 0; c <= p; ++c) EXPECT_EQ(pairs[p][c], 1);
   }
 }
 
-TEST(PrepV2Layout, SharedMemoryRegions) {
+TEST(PrepLayout, SharedMemoryRegions) {
   // Regions in order, disjoint, 16-byte aligned rows (cp.async, uint4 / float4 stores).
-  EXPECT_EQ(v2::kSQ, 0);
-  EXPECT_LE(v2::sq(kC - 1, kD - 1) + 2, v2::kSK);
-  EXPECT_LE(v2::sa(kC - 1, kC - 1) + 4, v2::kSK);
-  EXPECT_LE(v2::sk(kC - 1, kD - 1) + 2, v2::kSV);
-  EXPECT_LE(v2::sv(kC - 1, kD - 1) + 2, v2::kSG);
-  EXPECT_LE(v2::sg(kC - 1, kD - 1) + 4, v2::kSX);
-  EXPECT_LE(v2::sx(kC - 1, kC - 1) + 4, v2::kSY);
-  EXPECT_LE(v2::scol(kC - 1, kD - 1) + 2, v2::kSY);
-  EXPECT_LE(v2::sy(v2::schur_units(1) - 1, 15, 7) + 4, v2::kSBeta);
-  EXPECT_LE(v2::schur_units(1), 8) << "one warp per Schur unit";
-  EXPECT_LE(v2::kSBeta + 4 * kC, v2::kSBytes);
+  EXPECT_EQ(prep::kSQ, 0);
+  EXPECT_LE(prep::sq(kC - 1, kD - 1) + 2, prep::kSK);
+  EXPECT_LE(prep::sa(kC - 1, kC - 1) + 4, prep::kSK);
+  EXPECT_LE(prep::sk(kC - 1, kD - 1) + 2, prep::kSV);
+  EXPECT_LE(prep::sv(kC - 1, kD - 1) + 2, prep::kSG);
+  EXPECT_LE(prep::sg(kC - 1, kD - 1) + 4, prep::kSX);
+  EXPECT_LE(prep::sx(kC - 1, kC - 1) + 4, prep::kSY);
+  EXPECT_LE(prep::scol(kC - 1, kD - 1) + 2, prep::kSY);
+  EXPECT_LE(prep::sy(prep::schur_units(1) - 1, 15, 7) + 4, prep::kSBeta);
+  EXPECT_LE(prep::schur_units(1), 8) << "one warp per Schur unit";
+  EXPECT_LE(prep::kSBeta + 4 * kC, prep::kSBytes);
   for (int i = 0; i < kC; ++i) {
-    EXPECT_EQ(v2::sq(i, 0) % 16, 0);
-    EXPECT_EQ(v2::sk(i, 0) % 16, 0);
-    EXPECT_EQ(v2::sv(i, 0) % 16, 0);
-    EXPECT_EQ(v2::sg(i, 0) % 16, 0);
-    EXPECT_EQ(v2::sx(i, 0) % 16, 0);  // float2 fragment reads, float4 Schur row reads
-    EXPECT_EQ(v2::sa(i, 0) % 16, 0);  // float4 Schur row reads
+    EXPECT_EQ(prep::sq(i, 0) % 16, 0);
+    EXPECT_EQ(prep::sk(i, 0) % 16, 0);
+    EXPECT_EQ(prep::sv(i, 0) % 16, 0);
+    EXPECT_EQ(prep::sg(i, 0) % 16, 0);
+    EXPECT_EQ(prep::sx(i, 0) % 16, 0);  // float2 fragment reads, float4 Schur row reads
+    EXPECT_EQ(prep::sa(i, 0) % 16, 0);  // float4 Schur row reads
   }
-  EXPECT_LE(2 * (v2::kSBytes + 1024), 228 * 1024) << "two CTAs per SM";
+  EXPECT_LE(2 * (prep::kSBytes + 1024), 228 * 1024) << "two CTAs per SM";
   // Reuse: beta k Gamma over the G region (stored after the barrier that ends phase 4a, when G
   // is dead), T's copies over the A_kk region.
-  EXPECT_LE(v2::skt(kC - 1, kD - 1) + 2, v2::kSX);
+  EXPECT_LE(prep::skt(kC - 1, kD - 1) + 2, prep::kSX);
   for (int t = 0; t < kC; ++t) {
-    EXPECT_EQ(v2::skt(t, 0) % 16, 0);
-    EXPECT_GE(v2::skt(t, 0), v2::kSG);
+    EXPECT_EQ(prep::skt(t, 0) % 16, 0);
+    EXPECT_GE(prep::skt(t, 0), prep::kSG);
   }
-  EXPECT_LE(v2::stb(kC - 1, kC - 1) + 2, v2::kSK);
-  EXPECT_EQ(v2::st16(0, 0), v2::kSA);
+  EXPECT_LE(prep::stb(kC - 1, kC - 1) + 2, prep::kSK);
+  EXPECT_EQ(prep::st16(0, 0), prep::kSA);
 }
 
-TEST(PrepV2Layout, GramsMatchDirectSums) {
+TEST(PrepLayout, GramsMatchDirectSums) {
   std::mt19937_64 rng(77);
   for (const int n : {64, 57, 37, 17, 16, 9, 1}) {
     const Chunk c = random_chunk(rng, n);
@@ -283,10 +292,10 @@ TEST(PrepV2Layout, GramsMatchDirectSums) {
         }
         const std::string what = "n " + std::to_string(n) + " (" + std::to_string(i) + ", " +
                                  std::to_string(j) + ")";
-        ASSERT_EQ(rec.get(v1::rec1_aqk(i, j)), (j <= i && i < n) ? qk : 0.0) << what << " A_qk";
-        ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec1_aqk(i, j) / 2)], 1) << what;
+        ASSERT_EQ(rec.get(rec_aqk(i, j)), (j <= i && i < n) ? qk : 0.0) << what << " A_qk";
+        ASSERT_EQ(rec.hits[static_cast<size_t>(rec_aqk(i, j) / 2)], 1) << what;
         if (i / 16 >= j / 16) {  // the blocks the inverse reads
-          ASSERT_EQ(s.at(v2::sa(i, j)), (j < i && i < n) ? c.beta[static_cast<size_t>(i)] * kk : 0.0)
+          ASSERT_EQ(s.at(prep::sa(i, j)), (j < i && i < n) ? c.beta[static_cast<size_t>(i)] * kk : 0.0)
               << what << " A_kk";
         }
       }
@@ -302,79 +311,79 @@ void emulate_inverse(Memory& s) {
       double x[16];
       for (int i = 0; i < 16; ++i) {
         double acc = 0;
-        for (int r = 0; r < i; ++r) acc += s.at(v2::sa(base + i, base + r)) * x[r];
+        for (int r = 0; r < i; ++r) acc += s.at(prep::sa(base + i, base + r)) * x[r];
         x[i] = (i == lane ? 1.0 : 0.0) - acc;
       }
-      for (int i = 0; i < 16; ++i) s.at(v2::sx(base + i, base + lane)) = x[i];
+      for (int i = 0; i < 16; ++i) s.at(prep::sx(base + i, base + lane)) = x[i];
     }
   }
   // Phase 4b on tensor cores: the fragments of each unit through the kernel's maps and the PTX
   // mma model (values are exact doubles here, so the kernel's hi + lo splits are x + 0).
   for (int level = 1; level <= 3; ++level) {
     std::set<std::pair<int, int>> written;  // (block, column) pairs, each exactly once
-    for (int u = 0; u < v2::schur_units(level); ++u) {
-      const int e = v2::schur_block(u);
-      const int p = v2::schur_p(level, e), c = v2::schur_c(level, e);
+    for (int u = 0; u < prep::schur_units(level); ++u) {
+      const int e = prep::schur_block(u);
+      const int p = prep::schur_p(level, e), c = prep::schur_c(level, e);
       EXPECT_EQ(p - c, level);
-      const int n0 = 16 * c + 8 * v2::schur_ntile(u);
+      const int n0 = 16 * c + 8 * prep::schur_ntile(u);
       Acc y{};
       for (int r = c; r < p; ++r) {
-        const Frag4 a = a_frag([&](int row, int col) { return s.at(v2::sa(16 * p + row, 16 * r + col)); });
+        const Frag4 a = a_frag([&](int row, int col) { return s.at(prep::sa(16 * p + row, 16 * r + col)); });
         const Frag4 b = b_frag2([&](int k, int n) {
-          return n < 8 ? s.at(v2::sx(16 * r + k, n0 + n)) : 0.0;
+          return n < 8 ? s.at(prep::sx(16 * r + k, n0 + n)) : 0.0;
         });
         run_mma(y, a, b, 0);
       }
       for (int l = 0; l < 32; ++l) {
-        for (int reg = 0; reg < 4; ++reg) s.at(v2::sy(u, v1::c_row(l, reg), v1::c_col(l, reg))) = y[l][reg];
+        for (int reg = 0; reg < 4; ++reg) s.at(prep::sy(u, mma::c_row(l, reg), mma::c_col(l, reg))) = y[l][reg];
       }
-      const Frag4 a = a_frag([&](int row, int col) { return s.at(v2::sx(16 * p + row, 16 * p + col)); });
-      const Frag4 b = b_frag2([&](int k, int n) { return n < 8 ? s.at(v2::sy(u, k, n)) : 0.0; });
+      const Frag4 a = a_frag([&](int row, int col) { return s.at(prep::sx(16 * p + row, 16 * p + col)); });
+      const Frag4 b = b_frag2([&](int k, int n) { return n < 8 ? s.at(prep::sy(u, k, n)) : 0.0; });
       Acc x{};
       run_mma(x, a, b, 0);
       for (int l = 0; l < 32; ++l) {
         for (int reg = 0; reg < 4; ++reg) {
-          const int row = 16 * p + v1::c_row(l, reg), col = n0 + v1::c_col(l, reg);
-          s.at(v2::sx(row, col)) = -x[l][reg];
+          const int row = 16 * p + mma::c_row(l, reg), col = n0 + mma::c_col(l, reg);
+          s.at(prep::sx(row, col)) = -x[l][reg];
           EXPECT_TRUE(written.insert({row, col}).second) << "written twice: " << row << ", " << col;
         }
       }
     }
-    EXPECT_EQ(written.size(), static_cast<size_t>(v2::schur_blocks(level) * 256));
+    EXPECT_EQ(written.size(), static_cast<size_t>(prep::schur_blocks(level) * 256));
   }
 }
 
-TEST(PrepV2Layout, BlockedInverseSolves) {
+TEST(PrepLayout, BlockedInverseSolves) {
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> u(-0.25, 0.25);
   for (int trial = 0; trial < 3; ++trial) {
-    Memory s(v2::kSBytes);
+    Memory s(prep::kSBytes);
     std::vector<double> a(static_cast<size_t>(kC * kC), 0.0);
     for (int i = 0; i < kC; ++i) {
       for (int j = 0; j < kC; ++j) {
         if (j < i) a[static_cast<size_t>(i * kC + j)] = u(rng);
-        if (i / 16 >= j / 16) s.at(v2::sa(i, j)) = a[static_cast<size_t>(i * kC + j)];
+        if (i / 16 >= j / 16) s.at(prep::sa(i, j)) = a[static_cast<size_t>(i * kC + j)];
       }
     }
     emulate_inverse(s);
     for (int i = 0; i < kC; ++i) {
       for (int j = 0; j <= i; ++j) {  // (I + A) X = I on the lower triangle (X is lower)
-        double acc = s.at(v2::sx(i, j));
-        for (int r = j; r < i; ++r) acc += a[static_cast<size_t>(i * kC + r)] * s.at(v2::sx(r, j));
+        double acc = s.at(prep::sx(i, j));
+        for (int r = j; r < i; ++r) acc += a[static_cast<size_t>(i * kC + r)] * s.at(prep::sx(r, j));
         ASSERT_NEAR(acc, i == j ? 1.0 : 0.0, 1e-12) << "(" << i << ", " << j << ")";
       }
       for (int j = i + 1; j < kC; ++j) {
         if (i / 16 == j / 16) {
-          ASSERT_EQ(s.at(v2::sx(i, j)), 0.0) << "diagonal block upper part";
+          ASSERT_EQ(s.at(prep::sx(i, j)), 0.0) << "diagonal block upper part";
         }
       }
     }
   }
 }
 
-// Phase 5: W = T (beta k Gamma), U = (T diag beta) v scaled per column (the v2w record), record
+// Phase 5: W = T (beta k Gamma), U = (T diag beta) v scaled per column (the record), record
 // rows >= n zero.
-TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
+TEST(PrepLayout, WUProductsMatchMatrixProducts) {
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<int> small(-2, 2);
   for (const int n : {64, 37, 1}) {
@@ -385,7 +394,7 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
     for (int i = 0; i < kC; ++i) {
       for (int j = 0; j < kC; ++j) {
         if (j <= i) t[static_cast<size_t>(i * kC + j)] = j == i ? 1.0 : small(rng);
-        if (i / 16 >= j / 16) s.at(v2::sx(i, j)) = t[static_cast<size_t>(i * kC + j)];
+        if (i / 16 >= j / 16) s.at(prep::sx(i, j)) = t[static_cast<size_t>(i * kC + j)];
       }
     }
     // Phase 4a (warps 4..7): W's right-hand side, computed from shared memory before the G
@@ -394,51 +403,51 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
     std::vector<double> kt(static_cast<size_t>(kC * kD));
     for (int tok = 0; tok < kC; ++tok) {
       for (int d = 0; d < kD; ++d) {
-        const double beta = s.at(v2::kSBeta + 4 * tok);
+        const double beta = s.at(prep::kSBeta + 4 * tok);
         kt[static_cast<size_t>(tok * kD + d)] =
-            beta * s.at(v2::sk(tok, d)) * std::exp2(s.at(v2::sg(tok, d)));
+            beta * s.at(prep::sk(tok, d)) * std::exp2(s.at(prep::sg(tok, d)));
       }
     }
     for (int tok = 0; tok < kC; ++tok) {
-      for (int d = 0; d < kD; ++d) s.at(v2::skt(tok, d)) = kt[static_cast<size_t>(tok * kD + d)];
+      for (int d = 0; d < kD; ++d) s.at(prep::skt(tok, d)) = kt[static_cast<size_t>(tok * kD + d)];
     }
     for (int i = 0; i < kC; ++i) {
       for (int j = 0; j < kC; ++j) {
         if (i / 16 < j / 16) continue;
-        s.at(v2::st16(i, j)) = s.at(v2::sx(i, j));
-        s.at(v2::stb(i, j)) = i == j ? 0.0 : s.at(v2::sx(i, j)) * s.at(v2::kSBeta + 4 * j);
+        s.at(prep::st16(i, j)) = s.at(prep::sx(i, j));
+        s.at(prep::stb(i, j)) = i == j ? 0.0 : s.at(prep::sx(i, j)) * s.at(prep::kSBeta + 4 * j);
       }
     }
     bank_conflicts = 0;
     Record rec;
     for (int warp = 0; warp < 8; ++warp) {
-      const int n0 = v2::wu_n0(warp);
+      const int n0 = prep::wu_n0(warp);
       for (int pass = 0; pass < 2; ++pass) {
         const bool is_w = pass == 0;
-        const int rhs = is_w ? v2::kSKT : v2::kSV;
+        const int rhs = is_w ? prep::kSKT : prep::kSV;
         Acc acc[4][2]{};
         if (!is_w) {  // U: the accumulators start from beta_i v_i
           for (int mt = 0; mt < 4; ++mt)
             for (int nt = 0; nt < 2; ++nt)
               for (int l = 0; l < 32; ++l)
                 for (int reg = 0; reg < 4; ++reg) {
-                  const int i = 16 * mt + v1::c_row(l, reg), d = n0 + 8 * nt + v1::c_col(l, reg);
-                  acc[mt][nt][l][reg] = s.at(v2::kSBeta + 4 * i) * s.at(v2::sv(i, d));
+                  const int i = 16 * mt + mma::c_row(l, reg), d = n0 + 8 * nt + mma::c_col(l, reg);
+                  acc[mt][nt][l][reg] = s.at(prep::kSBeta + 4 * i) * s.at(prep::sv(i, d));
                 }
         }
         for (int ks = 0; ks < kC / 16; ++ks) {
           const Frag4 b = ldmatrix_x4(s, per_lane([&](int l) {
-            return rhs + 2 * ((16 * ks + v2::ldsm_bt_row(l)) * v2::kLdH + n0 + v2::ldsm_bt_col(l));
+            return rhs + 2 * ((16 * ks + prep::ldsm_bt_row(l)) * prep::kLdH + n0 + prep::ldsm_bt_col(l));
           }), /*trans=*/true);
           for (int mt = ks; mt < kC / 16; ++mt) {
             const Frag4 a = ldmatrix_x4(s, per_lane([&](int l) {
-              const int row = 16 * mt + v2::ldsm_a_row(l), col = 16 * ks + v2::ldsm_a_col(l);
-              return is_w ? v2::st16(row, col) : v2::stb(row, col);
+              const int row = 16 * mt + prep::ldsm_a_row(l), col = 16 * ks + prep::ldsm_a_col(l);
+              return is_w ? prep::st16(row, col) : prep::stb(row, col);
             }), /*trans=*/false);
             for (int nt = 0; nt < 2; ++nt) run_mma(acc[mt][nt], a, b, 2 * nt);
           }
         }
-        // v2w record: U's column scales (prep_v2.cu u_column_scales), lane by lane: a lane's max
+        // The record: U's column scales (prep_chunk.cuh u_column_scales), lane by lane: a lane's max
         // over its valid rows, then over the lanes of its column (xor 4, 8, 16).
         double u_mult[32][2][2];
         for (int l = 0; l < 32; ++l)
@@ -451,7 +460,7 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
                 lane_max[l] = 0.0;
                 for (int mt = 0; mt < 4; ++mt)
                   for (int half = 0; half < 2; ++half)
-                    if (16 * mt + v1::c_row(l, 2 * half) < n)
+                    if (16 * mt + mma::c_row(l, 2 * half) < n)
                       lane_max[l] = std::max(lane_max[l], std::fabs(acc[mt][nt][l][2 * half + e]));
               }
               for (int l = 0; l < 32; ++l) {
@@ -461,7 +470,7 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
                 std::frexp(m, &ex);
                 u_mult[l][nt][e] = m > 0.0 ? std::ldexp(1.0, 15 - ex) : 1.0;
                 if (l < 4) {
-                  rec.put(kda::detail::v1::rec2_u_bound(n0 + 8 * nt + v1::c_col(l, e)),
+                  rec.put(rec_u_bound(n0 + 8 * nt + mma::c_col(l, e)),
                           m > 0.0 ? std::ldexp(1.0, ex) : 0.0);
                 }
               }
@@ -472,10 +481,10 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
           for (int nt = 0; nt < 2; ++nt) {
             for (int l = 0; l < 32; ++l) {
               for (int half = 0; half < 2; ++half) {
-                const int i = 16 * mt + v1::c_row(l, 2 * half);
-                const int d = n0 + 8 * nt + v1::c_col(l, 0);
+                const int i = 16 * mt + mma::c_row(l, 2 * half);
+                const int d = n0 + 8 * nt + mma::c_col(l, 0);
                 for (int e = 0; e < 2; ++e) {
-                  const int64_t byte = (is_w ? v1::rec2_w(i, d) : v1::rec1_u(i, d)) + 2 * e;
+                  const int64_t byte = (is_w ? rec_w(i, d) : rec_u(i, d)) + 2 * e;
                   rec.put(byte, i < n ? acc[mt][nt][l][2 * half + e] * u_mult[l][nt][e] : 0.0);
                 }
               }
@@ -505,7 +514,7 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
       EXPECT_TRUE(b == 0.0 || b > 1.0) << "integer data: every non-zero column max is >= 1";
     }
     for (int d = 0; d < kD; ++d) {
-      ASSERT_EQ(rec.get(kda::detail::v1::rec2_u_bound(d)), bound[static_cast<size_t>(d)]) << "column " << d;
+      ASSERT_EQ(rec.get(rec_u_bound(d)), bound[static_cast<size_t>(d)]) << "column " << d;
     }
     for (int i = 0; i < kC; ++i) {
       for (int d = 0; d < kD; ++d) {
@@ -519,11 +528,11 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
         const double u = i < n && b > 0.0 ? u_exact[static_cast<size_t>(i * kD + d)] * 32768.0 / b : 0.0;
         const std::string what = "n " + std::to_string(n) + " (" + std::to_string(i) + ", " +
                                  std::to_string(d) + ")";
-        ASSERT_EQ(rec.get(v1::rec2_w(i, d)), i < n ? w : 0.0) << what << " W";
-        ASSERT_EQ(rec.get(v1::rec1_u(i, d)), u) << what << " U";
+        ASSERT_EQ(rec.get(rec_w(i, d)), i < n ? w : 0.0) << what << " W";
+        ASSERT_EQ(rec.get(rec_u(i, d)), u) << what << " U";
         ASSERT_LT(std::fabs(u), 32768.0) << what << " stored U stays below 2^15";
-        ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec2_w(i, d) / 2)], 1) << what;
-        ASSERT_EQ(rec.hits[static_cast<size_t>(v1::rec1_u(i, d) / 2)], 1) << what;
+        ASSERT_EQ(rec.hits[static_cast<size_t>(rec_w(i, d) / 2)], 1) << what;
+        ASSERT_EQ(rec.hits[static_cast<size_t>(rec_u(i, d) / 2)], 1) << what;
       }
     }
   }
@@ -535,33 +544,33 @@ TEST(PrepV2Layout, WUProductsMatchMatrixProducts) {
 // one ldmatrix.x4 per k-step serving as both A and B). The rows are exactly the ones the warp
 // loads itself (2a runs before the CTA's load barrier), each diagonal lands in one lane, the
 // values are the row sums, and no ldmatrix phase has a shared-memory bank conflict.
-TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
+TEST(PrepLayout, RowSumsOfSquaresOnTheDiagonal) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> value(-9, 9);
-  Memory smem(v2::kSBytes);
+  Memory smem(prep::kSBytes);
   std::vector<std::vector<double>> q(kC, std::vector<double>(kD));
   for (int i = 0; i < kC; ++i) {
-    for (int c = 0; c < kD; ++c) smem.at(v2::sq(i, c)) = q[i][c] = value(rng);
+    for (int c = 0; c < kD; ++c) smem.at(prep::sq(i, c)) = q[i][c] = value(rng);
   }
   std::set<int> all_rows;
   std::set<std::pair<int, int>> loaded_units;
   for (int warp = 0; warp < 8; ++warp) {
     std::set<int> rows, loaded_rows;
-    for (int j = 0; j < 8; ++j) rows.insert(v2::ssq_row(warp, j));
+    for (int j = 0; j < 8; ++j) rows.insert(prep::ssq_row(warp, j));
     for (int lane = 0; lane < 32; ++lane) {
       for (int it = 0; it < 4; ++it) {
-        const int row = v2::q_load_row(warp, lane, it);
+        const int row = prep::q_load_row(warp, lane, it);
         loaded_rows.insert(row);
-        EXPECT_TRUE(loaded_units.insert({row, v2::q_load_col(lane)}).second)
+        EXPECT_TRUE(loaded_units.insert({row, prep::q_load_col(lane)}).second)
             << "q unit loaded twice: warp " << warp << " lane " << lane << " it " << it;
       }
     }
     EXPECT_EQ(rows, loaded_rows) << "warp " << warp << " reads only rows it loaded";
     all_rows.insert(rows.begin(), rows.end());
-    static_assert(v2::kSsqChains == 4, "the kernel adds (0 + 1) + (2 + 3)");
-    std::array<Acc, v2::kSsqChains> chains{};
+    static_assert(prep::kSsqChains == 4, "the kernel adds (0 + 1) + (2 + 3)");
+    std::array<Acc, prep::kSsqChains> chains{};
     for (int ks = 0; ks < kD / 16; ++ks) {
-      const auto address = per_lane([&](int l) { return v2::ssq_ldsm(warp, l, ks); });
+      const auto address = per_lane([&](int l) { return prep::ssq_ldsm(warp, l, ks); });
       // Each matrix's 8 row addresses (one shared-memory wavefront when conflict-free) fall in
       // 8 distinct 16-byte bank groups.
       for (int m = 0; m < 4; ++m) {
@@ -571,7 +580,7 @@ TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
       }
       // One ldmatrix.x4: the registers are the A fragment, registers 0 and 1 the B fragment.
       const Frag4 x = ldmatrix_x4(smem, address, /*trans=*/false);
-      run_mma(chains[ks % v2::kSsqChains], x, x, /*b_reg0=*/0);
+      run_mma(chains[ks % prep::kSsqChains], x, x, /*b_reg0=*/0);
     }
     Acc acc{};
     for (int l = 0; l < 32; ++l) {
@@ -581,12 +590,12 @@ TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
     }
     int holders = 0;
     for (int l = 0; l < 32; ++l) {
-      if (!v2::ssq_holds_diagonal(l)) continue;
+      if (!prep::ssq_holds_diagonal(l)) continue;
       ++holders;
-      const int row = v2::ssq_row(warp, l / 4);
+      const int row = prep::ssq_row(warp, l / 4);
       double ssq = 0;
       for (int c = 0; c < kD; ++c) ssq += q[row][c] * q[row][c];
-      EXPECT_EQ(acc[l][v2::ssq_diagonal_reg(l)], ssq) << "warp " << warp << " lane " << l;
+      EXPECT_EQ(acc[l][prep::ssq_diagonal_reg(l)], ssq) << "warp " << warp << " lane " << l;
     }
     EXPECT_EQ(holders, 8);
   }
@@ -594,30 +603,30 @@ TEST(PrepV2Layout, RowSumsOfSquaresOnTheDiagonal) {
   EXPECT_EQ(loaded_units.size(), static_cast<size_t>(kC * kD / 8)) << "every q unit is loaded";
 }
 
-TEST(PrepV2Layout, RecordIsExactlyCovered) {
-  // The v2w record: the v1 parts (W, q', kg at their key-half-split places, mma_layout.h
-  // rec2_split), then U's 128 column bounds (phase 5, lanes 0..3 of each warp).
-  std::vector<int> hits(static_cast<size_t>(kda::detail::kRecord2Bytes), 0);
+TEST(PrepLayout, RecordIsExactlyCovered) {
+  // The record: W, q', kg at their key-half-split places (record.h rec_split), A_qk, U, a,
+  // then U's 128 column bounds (phase 5, lanes 0..3 of each warp).
+  std::vector<int> hits(static_cast<size_t>(kda::detail::kRecordBytes), 0);
   auto mark = [&](int64_t byte, int size) {
     for (int b = 0; b < size; ++b) ++hits.at(static_cast<size_t>(byte + b));
   };
   for (int e = 0; e < kC * kD / 2; ++e) {  // phase 2
     const int i = e >> 6, d = 2 * (e & 63);
-    mark(v1::rec2_qp(i, d), 4);
-    mark(v1::rec2_kg(i, d), 4);
+    mark(rec_qp(i, d), 4);
+    mark(rec_kg(i, d), 4);
   }
-  for (int d = 0; d < kD; ++d) mark(v1::rec1_a(d), 4);
+  for (int d = 0; d < kD; ++d) mark(rec_a(d), 4);
   for (int e = 0; e < kC * kC / 2; ++e) {
     const int i = e >> 5, j = 2 * (e & 31);
-    if ((i >> 4) < (j >> 4)) mark(v1::rec1_aqk(i, j), 4);
+    if ((i >> 4) < (j >> 4)) mark(rec_aqk(i, j), 4);
   }
-  for (int task = 0; task < v2::kGramTasks; ++task) {  // phase 3
+  for (int task = 0; task < prep::kGramTasks; ++task) {  // phase 3
     for (int l = 0; l < 32; ++l) {
       for (int nt = 0; nt < 2; ++nt) {
         for (int half = 0; half < 2; ++half) {
-          const int i = 16 * v2::gram_p(task) + v1::c_row(l, 2 * half);
-          const int j = 16 * v2::gram_c(task) + 8 * nt + v1::c_col(l, 0);
-          mark(v1::rec1_aqk(i, j), 4);
+          const int i = 16 * prep::gram_p(task) + mma::c_row(l, 2 * half);
+          const int j = 16 * prep::gram_c(task) + 8 * nt + mma::c_col(l, 0);
+          mark(rec_aqk(i, j), 4);
         }
       }
     }
@@ -627,20 +636,20 @@ TEST(PrepV2Layout, RecordIsExactlyCovered) {
       for (int mt = 0; mt < 4; ++mt) {
         for (int nt = 0; nt < 2; ++nt) {
           for (int half = 0; half < 2; ++half) {
-            const int i = 16 * mt + v1::c_row(l, 2 * half);
-            const int d = v2::wu_n0(warp) + 8 * nt + v1::c_col(l, 0);
-            EXPECT_EQ(v1::rec2_w(i, d) % 4, 0);
-            EXPECT_EQ(v1::rec1_u(i, d) % 4, 0);
-            EXPECT_EQ(v1::rec2_w(i, d + 1), v1::rec2_w(i, d) + 2) << "pair stays contiguous";
-            EXPECT_EQ(v1::rec1_u(i, d + 1), v1::rec1_u(i, d) + 2) << "pair stays contiguous";
-            mark(v1::rec2_w(i, d), 4);
-            mark(v1::rec1_u(i, d), 4);
+            const int i = 16 * mt + mma::c_row(l, 2 * half);
+            const int d = prep::wu_n0(warp) + 8 * nt + mma::c_col(l, 0);
+            EXPECT_EQ(rec_w(i, d) % 4, 0);
+            EXPECT_EQ(rec_u(i, d) % 4, 0);
+            EXPECT_EQ(rec_w(i, d + 1), rec_w(i, d) + 2) << "pair stays contiguous";
+            EXPECT_EQ(rec_u(i, d + 1), rec_u(i, d) + 2) << "pair stays contiguous";
+            mark(rec_w(i, d), 4);
+            mark(rec_u(i, d), 4);
           }
         }
       }
       for (int nt = 0; nt < 2; ++nt) {
         for (int e = 0; e < 2; ++e) {
-          if (l < 4) mark(v1::rec2_u_bound(v2::wu_n0(warp) + 8 * nt + v1::c_col(l, e)), 4);
+          if (l < 4) mark(rec_u_bound(prep::wu_n0(warp) + 8 * nt + mma::c_col(l, e)), 4);
         }
       }
     }

@@ -1,13 +1,13 @@
-// CPU emulation of how the wgmma SCAN (ForwardVariant::v2w_mma, lib/kda/src/scan_w.cu) reads its
-// B operands: the v2w record is written with the PREP's own address helpers (mma_layout.h rec2_*
-// for W, q', kg; rec1_* for A_qk), copied verbatim into a record buffer (the kernel's single bulk
-// copy), and every element of every wgmma B operand
-// the kernel issues is fetched through the descriptor the kernel builds (scan_w.h desc_sw128),
-// decoded and addressed with the canonical 128-byte-swizzle formulas of the PTX ISA (repeated
-// here independently of scan_w.h: K-major start + 128 (n % 8) + SBO (n / 8) + 2 k, MN-major
-// start + 2 (n % 64) + LBO (n / 64) + 128 (k % 8) + SBO (k / 8), then bits 4-6 ^= bits 7-9).
-// Each fetched element must be the matrix element the product needs. The register-side maps
-// (state, V_new, U^T, O^T) are scan_t.h's, emulated by test_scan_t_layout.cpp.
+// CPU emulation of how the SCAN (lib/kda/src/scan/scan.cu, wgmma) reads its B operands: the
+// record is written with the PREP's own address helpers (record.h rec_*), copied verbatim into a
+// record buffer (the kernel's single bulk copy), and every element of every wgmma B operand the
+// kernel issues is fetched through the descriptor the kernel builds (scan/scan_layout.h
+// desc_sw128), decoded and addressed with the canonical 128-byte-swizzle formulas of the PTX ISA
+// (repeated here independently of scan_layout.h: K-major start + 128 (n % 8) + SBO (n / 8) + 2 k,
+// MN-major start + 2 (n % 64) + LBO (n / 64) + 128 (k % 8) + SBO (k / 8), then bits 4-6 ^= bits
+// 7-9). Each fetched element must be the matrix element the product needs. The register-side maps
+// (state, V_new, U^T, O^T) are scan/transposed.h's, emulated by tests/lab/test_scan_t_layout.cpp
+// through the lab's mma.sync twin of the SCAN.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -16,14 +16,20 @@
 #include <string>
 #include <vector>
 
-#include "mma_layout.h"  // lib/kda/src
-#include "scan_t.h"      // lib/kda/src
-#include "scan_w.h"      // lib/kda/src
+#include "device/fragments.h"  // lib/kda/src
+#include "record.h"             // lib/kda/src
+#include "scan/scan_layout.h"   // lib/kda/src
+#include "scan/transposed.h"    // lib/kda/src
 
 namespace {
 
-namespace ws = kda::detail::wscan;
-namespace v1 = kda::detail::v1;
+namespace ws = kda::detail::scan;
+using kda::detail::rec_aqk;
+using kda::detail::rec_kg;
+using kda::detail::rec_qp;
+using kda::detail::rec_split;
+using kda::detail::rec_u_bound;
+using kda::detail::rec_w;
 
 constexpr int kC = kda::kChunk;    // 64
 constexpr int kD = kda::kHeadDim;  // 128
@@ -33,17 +39,17 @@ uint16_t tag(int matrix, int row, int col) {
   return static_cast<uint16_t>((matrix << 13) | (row << 7) | col);
 }
 
-// The record as the v2 PREP writes it (tags in place of the 16-bit values).
+// The record as the PREP writes it (tags in place of the 16-bit values).
 std::vector<uint8_t> tagged_record() {
-  std::vector<uint8_t> rec(kda::detail::kRecord2Bytes, 0);
+  std::vector<uint8_t> rec(kda::detail::kRecordBytes, 0);
   auto put = [&](int64_t offset, uint16_t value) { std::memcpy(&rec[offset], &value, 2); };
   for (int i = 0; i < kC; ++i) {
     for (int d = 0; d < kD; ++d) {
-      put(v1::rec2_w(i, d), tag(0, i, d));
-      put(v1::rec2_qp(i, d), tag(1, i, d));
-      put(v1::rec2_kg(i, d), tag(2, i, d));
+      put(rec_w(i, d), tag(0, i, d));
+      put(rec_qp(i, d), tag(1, i, d));
+      put(rec_kg(i, d), tag(2, i, d));
     }
-    for (int j = 0; j < kC; ++j) put(v1::rec1_aqk(i, j), tag(3, i, j));
+    for (int j = 0; j < kC; ++j) put(rec_aqk(i, j), tag(3, i, j));
   }
   return rec;
 }
@@ -78,33 +84,39 @@ uint32_t mnmajor(const Desc& d, int n, int k) {
   return d.start + 2 * (n % 64) + d.lbo * (n / 64) + 128 * (k % 8) + d.sbo * (k / 8);
 }
 
-// rec2_split moves every 16-bit slot of the W, q', kg part to a distinct slot of the same part,
+// The unsplit byte offset of element (i, d) of tile t (0 = W, 1 = q', 2 = kg): [64][128] 16-bit
+// tiles with 256-byte swz128 rows, the form rec_split starts from (the lab's v1 record's).
+int64_t unsplit(int t, int i, int d) { return 16384 * t + 2 * kda::detail::mma::swz128(i, d); }
+
+// rec_split moves every 16-bit slot of the W, q', kg part to a distinct slot of the same part,
 // keeps 4-byte pairs and 16-byte groups contiguous (PREP writes both), and the record fits the
 // buffer whose image it is.
-TEST(ScanWLayout, SplitRecordIsAPermutation) {
+TEST(ScanLayout, SplitRecordIsAPermutation) {
   std::set<int64_t> slots;
   for (int64_t off = 0; off < ws::kSplitBytes; off += 2) {
-    const int64_t to = v1::rec2_split(off);
+    const int64_t to = rec_split(off);
     EXPECT_GE(to, 0);
     EXPECT_LT(to, ws::kSplitBytes);
-    if (off % 16 != 0) EXPECT_EQ(to, v1::rec2_split(off - 2) + 2) << "16-byte groups stay whole";
+    if (off % 16 != 0) {
+      EXPECT_EQ(to, rec_split(off - 2) + 2) << "16-byte groups stay whole";
+    }
     slots.insert(to);
   }
   EXPECT_EQ(static_cast<int64_t>(slots.size()), ws::kSplitBytes / 2);
   // Key half h of row r of tile t is the canonical [64][128 B] tile at t 16 KB + h 8 KB.
   for (int i = 0; i < kC; ++i) {
     for (int d = 0; d < kD; ++d) {
-      const int64_t to = v1::rec2_w(i, d);
+      const int64_t to = rec_w(i, d);
       EXPECT_EQ(to / ws::kHalfTile, d / 64) << "W key half";
       EXPECT_EQ((to % ws::kHalfTile) / 128, i) << "row";
-      EXPECT_EQ(v1::rec2_qp(i, d) - to, ws::kQP);
-      EXPECT_EQ(v1::rec2_kg(i, d) - to, ws::kKG);
-      EXPECT_EQ(to, v1::rec2_split(v1::rec1_w(i, d))) << "closed form = split v1 offset";
-      EXPECT_EQ(v1::rec2_qp(i, d), v1::rec2_split(v1::rec1_qp(i, d)));
-      EXPECT_EQ(v1::rec2_kg(i, d), v1::rec2_split(v1::rec1_kg(i, d)));
+      EXPECT_EQ(rec_qp(i, d) - to, ws::kQP);
+      EXPECT_EQ(rec_kg(i, d) - to, ws::kKG);
+      EXPECT_EQ(to, rec_split(unsplit(0, i, d))) << "closed form = split unsplit offset";
+      EXPECT_EQ(rec_qp(i, d), rec_split(unsplit(1, i, d)));
+      EXPECT_EQ(rec_kg(i, d), rec_split(unsplit(2, i, d)));
     }
   }
-  EXPECT_EQ(ws::kCopyBytes, kda::detail::kRecord2Bytes) << "the whole v2w record";
+  EXPECT_EQ(ws::kCopyBytes, kda::detail::kRecordBytes) << "the whole record";
   EXPECT_LE(ws::kCopyBytes, ws::kBuffer);
   for (int c = 0; c < 4; ++c) EXPECT_EQ(ws::buffer(c) % 1024, 0);
   EXPECT_EQ(ws::kSO % 1024, 0);
@@ -116,7 +128,7 @@ TEST(ScanWLayout, SplitRecordIsAPermutation) {
 
 // Every B element of every wgmma of one chunk, through the kernel's descriptors, for both
 // buffers at a 1024-aligned base.
-TEST(ScanWLayout, DescriptorsFetchTheOperands) {
+TEST(ScanLayout, DescriptorsFetchTheOperands) {
   const std::vector<uint8_t> rec = tagged_record();
   for (int chunk = 0; chunk < 2; ++chunk) {
     const uint32_t sbase = 3 * 1024;  // any 1024-aligned shared address
@@ -160,13 +172,13 @@ TEST(ScanWLayout, DescriptorsFetchTheOperands) {
   }
 }
 
-// The row scales (scan_w.cu plan_row_scales, load_u_bounds, row_max_abs, operand_row_max): a thread's state
-// registers 2 h, 2 h + 1 belong to one value row, as do its A registers q with q & 1 == h; the
-// row's max is reduced over lanes xor 1 and xor 2, and those four lanes hold all 128 keys of the
-// row exactly once; the U bound the thread reads for that row is the record's.
-TEST(ScanWLayout, RowScalesSeeTheirWholeRow) {
-  namespace ts = kda::detail::tscan;
-  for (int warp = 0; warp < ws::kWarps; ++warp) {
+// The row scales (scan.cu plan_row_scales, load_u_bounds, row_max_abs, operand_row_max): a
+// thread's state registers 2 h, 2 h + 1 belong to one value row, as do its A registers q with
+// q & 1 == h; the row's max is reduced over lanes xor 1 and xor 2, and those four lanes hold all
+// 128 keys of the row exactly once; the U bound the thread reads for that row is the record's.
+TEST(ScanLayout, RowScalesSeeTheirWholeRow) {
+  namespace ts = kda::detail::scan;
+  for (int warp = 0; warp < kda::detail::kWarps; ++warp) {
     for (int lane = 0; lane < 32; ++lane) {
       for (int h = 0; h < 2; ++h) {
         const int row = ts::state_value(warp, lane, 2 * h);
@@ -185,14 +197,14 @@ TEST(ScanWLayout, RowScalesSeeTheirWholeRow) {
           EXPECT_EQ(ts::state_value(warp, lane, 2 * ts::a_half(q)), row) << "A register " << q;
         }
         // The bound the thread loads (from the record in global memory) is U_BOUND[value row].
-        EXPECT_GE(v1::rec2_u_bound(row), ws::kSplitBytes);
-        EXPECT_EQ(v1::rec2_u_bound(row), kda::detail::kRec2UBound + 4 * row);
+        EXPECT_GE(rec_u_bound(row), ws::kSplitBytes);
+        EXPECT_EQ(rec_u_bound(row), kda::detail::kRecUBound + 4 * row);
       }
     }
   }
   // Every value row is some thread's row.
   std::set<int> rows;
-  for (int warp = 0; warp < ws::kWarps; ++warp)
+  for (int warp = 0; warp < kda::detail::kWarps; ++warp)
     for (int lane = 0; lane < 32; ++lane)
       for (int reg = 0; reg < 4; ++reg) rows.insert(ts::state_value(warp, lane, reg));
   EXPECT_EQ(rows.size(), static_cast<size_t>(kD));

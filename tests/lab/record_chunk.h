@@ -1,15 +1,15 @@
-// One random chunk of v1 record contents and PREP's writes of it (mma_layout.h rec1_*), shared by
-// the CPU emulations of the two SCANs that read the v1 record (test_mma_layout.cpp: v1 SCAN,
-// test_scan_t_layout.cpp: the transposed-state SCAN). Small integers and power-of-two decays, so
-// the emulations' double arithmetic is exact.
+// One random chunk of v1 record contents and PREP's writes of it (lab/src/records.h rec1_*), shared
+// by the CPU emulations of the two SCANs that read the v1 record (test_scan_v1_layout.cpp: v1 SCAN,
+// test_scan_t_layout.cpp: the transposed-state SCAN on mma.sync). Small integers and power-of-two
+// decays, so the emulations' double arithmetic is exact.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "mma_emulation.h"
-#include "mma_layout.h"  // lib/kda/src
+#include "mma_emulation.h"  // tests/kda
+#include "records.h"        // lab/src
 
 namespace kda_test {
 
@@ -47,11 +47,12 @@ inline ChunkData random_chunk(std::mt19937_64& rng, int n) {
   return c;
 }
 
-// PREP's writes of the chunk (RecordV1 in forward.cu and prep_v2.cu use exactly these offsets).
+// PREP's writes of the chunk (RecordV1 in lab/src/forward_v0.cu and V1Record in prep_v2.cu use
+// exactly these offsets).
 inline Memory write_record(const ChunkData& c) {
-  namespace v1 = kda::detail::v1;
+  namespace v1 = kda::lab::v1;
   constexpr int kC = kda::kChunk, kD = kda::kHeadDim;
-  Memory rec(kda::detail::kRecord1Bytes);
+  Memory rec(kda::lab::kRecord1Bytes);
   for (int i = 0; i < kC; ++i) {
     for (int d = 0; d < kD; ++d) {
       const size_t e = static_cast<size_t>(i * kD + d);

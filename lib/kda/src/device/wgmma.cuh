@@ -1,14 +1,14 @@
-// Warpgroup MMA (wgmma, sm_90a only) for the SCAN of v2w_mma (scan_w.cu): the fences and groups,
-// and the register-A shapes that kernel issues (m64n64k16 accumulating or starting from zero,
-// m64n128k16 with an MN-major B). PTX ISA facts used:
-//   - wgmma.mma_async m64nNk16, fp16 in (the v2w record's factors and the scan's scaled state and
+// Warpgroup MMA (wgmma, sm_90a only) for the SCAN (scan/scan.cu): the fences and groups, and the
+// register-A shapes that kernel issues (m64n64k16 accumulating or starting from zero, m64n128k16
+// with an MN-major B), and the bulk copies that feed it. PTX ISA facts used:
+//   - wgmma.mma_async m64nNk16, fp16 in (the record's factors and the scan's scaled state and
 //     V_new, docs/precision.md), fp32 accumulate, issued by the 4 warps of a warpgroup;
 //     warp w of the group owns rows 16 w .. 16 w + 15 of A and D. The register A fragment of a
-//     warp is mma.sync m16n8k16's (mma_layout.h), and D register 4 j + r of a thread is mma.sync
-//     C register r of n8 tile j: the accumulators of one product are the A operand of the next
-//     after a pairwise fp16 pack, as the mma.sync SCANs do with bf16.
-//   - B comes from shared memory through a 64-bit descriptor (scan_w.h desc_sw128, where the
-//     canonical 128-byte-swizzle layouts are spelled out and emulated by a CPU test).
+//     warp is mma.sync m16n8k16's (device/fragments.h), and D register 4 j + r of a thread is
+//     mma.sync C register r of n8 tile j: the accumulators of one product are the A operand of
+//     the next after a pairwise fp16 pack, as the lab's mma.sync SCANs do with bf16.
+//   - B comes from shared memory through a 64-bit descriptor (scan/scan_layout.h desc_sw128,
+//     where the canonical 128-byte-swizzle layouts are spelled out and emulated by a CPU test).
 //   - wgmma.fence before the first wgmma that reads registers written by other instructions;
 //     commit_group / wait_group N; registers of an in-flight wgmma are not touched until its
 //     group is waited for.

@@ -1,20 +1,21 @@
-// Device pieces shared by the two transposed-state SCANs, scan_t.cu (mma.sync) and scan_w.cu
-// (wgmma): the CTA's (sequence, head) chain, the register state's load, decay and store, V_new^T
-// from U^T, O^T into an O tile and the tile's rows out. Every map is scan_t.h's: warp w owns
-// value rows 16 w .. 16 w + 15 in both kernels, with mma.sync's C-fragment layout (wgmma's
-// accumulators give each warp the same fragments).
+// Device pieces of the transposed-state SCAN (scan.cu, wgmma), shared with the lab's v2t SCAN
+// (mma.sync): the CTA's (sequence, head) chain, the register state's load, decay and store,
+// V_new^T from U^T, O^T into an O tile and the tile's rows out. Every map is transposed.h's:
+// warp w owns value rows 16 w .. 16 w + 15 in both kernels, with mma.sync's C-fragment layout
+// (wgmma's accumulators give each warp the same fragments).
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
-#include "ptx.cuh"
-#include "scan_order.cuh"
-#include "scan_t.h"
-#include "scan_v1.cuh"
+#include "config.h"
+#include "device/ptx.cuh"
+#include "scan/scan.h"
+#include "scan/scan_order.cuh"
+#include "scan/transposed.h"
 
-namespace kda::detail::tscan {
+namespace kda::detail::scan {
 
 inline constexpr int kKeyTiles = kHeadDim / 8;  // 16 state n-tiles per warp
 inline constexpr int kTokenTiles = kChunk / 8;  // 8 output n-tiles per warp
@@ -54,8 +55,8 @@ __device__ __forceinline__ void load_state(const ScanArgs& args, const Chain& ch
 }
 
 // The final state from the fp32 registers (initial state or zeros when empty), times
-// row_mult[h] for the thread's value rows h = 0 (registers 0, 1) and 1 (registers 2, 3): 1 for
-// scan_t, the exact power of two 1 / lambda that undoes scan_w's row scale.
+// row_mult[h] for the thread's value rows h = 0 (registers 0, 1) and 1 (registers 2, 3): the exact
+// power of two 1 / lambda that undoes the SCAN's row scale (1 for the lab's v2t).
 __device__ __forceinline__ void store_state(const ScanArgs& args, const Chain& chain, int warp,
                                             int lane, const float (&st)[kKeyTiles][4],
                                             const float (&row_mult)[2]) {
@@ -84,14 +85,13 @@ __device__ __forceinline__ void decay_state(const unsigned char* rec_smem, int l
   }
 }
 
-// V_new^T = u_mult U^T - acc (fp32), rounded once to the MMA operand type (bf16 for scan_t's
-// v1 record, fp16 for scan_w's): vn[tile][half] holds the pair of registers (2 half, 2 half + 1)
-// of token tile `tile`, the form the C -> A reuse needs; half h is the thread's value row h, and
-// u_mult[h] its factor (1 for scan_t; scan_w's row scale over the record's U scale). U^T comes
-// from the record buffer at shared address `buf` by ldmatrix.trans.
-// With abs_sum, also adds each row's sum of |V_new| (fp32, before the rounding) over the thread's
-// tokens into (*abs_sum)[h] (scan_w's state bound).
-template <bool kF16>
+// V_new^T = u_mult U^T - acc (fp32), rounded once to fp16, the MMA operand type:
+// vn[tile][half] holds the pair of registers (2 half, 2 half + 1) of token tile `tile`, the form
+// the C -> A reuse needs; half h is the thread's value row h, and u_mult[h] its factor (the row
+// scale over the record's U scale). U^T comes from the record buffer at shared address `buf` by
+// ldmatrix.trans. With abs_sum, also adds each row's sum of |V_new| (fp32, before the rounding)
+// over the thread's tokens into (*abs_sum)[h] (the SCAN's state bound). (The lab's v2t SCAN has
+// the bf16 twin, v_new_bf16.)
 __device__ __forceinline__ void v_new(uint32_t buf, int warp, int lane,
                                       const float (&acc)[kTokenTiles][4],
                                       const float (&u_mult)[2],
@@ -105,17 +105,11 @@ __device__ __forceinline__ void v_new(uint32_t buf, int warp, int lane,
     for (int i = 0; i < 4; ++i) {
       const int tile = 2 * p + (i >> 1);
       const int half = i & 1;
-      if constexpr (kF16) {
-        const float2 uu = ptx::unpack_f16(u[i]);
-        const float x = fmaf(uu.x, u_mult[half], -acc[tile][2 * half]);
-        const float y = fmaf(uu.y, u_mult[half], -acc[tile][2 * half + 1]);
-        vn[tile][half] = ptx::pack_f16(x, y);
-        if (abs_sum != nullptr) (*abs_sum)[half] += fabsf(x) + fabsf(y);
-      } else {
-        const float2 uu = ptx::unpack_bf16(u[i]);
-        vn[tile][half] = ptx::pack_bf16(uu.x * u_mult[half] - acc[tile][2 * half],
-                                        uu.y * u_mult[half] - acc[tile][2 * half + 1]);
-      }
+      const float2 uu = ptx::unpack_f16(u[i]);
+      const float x = fmaf(uu.x, u_mult[half], -acc[tile][2 * half]);
+      const float y = fmaf(uu.y, u_mult[half], -acc[tile][2 * half + 1]);
+      vn[tile][half] = ptx::pack_f16(x, y);
+      if (abs_sum != nullptr) (*abs_sum)[half] += fabsf(x) + fabsf(y);
     }
   }
 }
@@ -127,7 +121,7 @@ __device__ __forceinline__ void v_new_a(const uint32_t (&vn)[kTokenTiles][2], in
   for (int q = 0; q < 4; ++q) a[q] = vn[2 * kt + a_tile(q)][a_half(q)];
 }
 
-// O^T times row_mult[h] for the thread's value row h (1 for scan_t; scan_w's 1 / lambda), as
+// O^T times row_mult[h] for the thread's value row h (the SCAN's 1 / lambda; 1 for v2t), as
 // bf16 -> the O tile at shared address `tile` as [token][value] rows (stmatrix.trans).
 __device__ __forceinline__ void store_o_tile(uint32_t tile, int warp, int lane,
                                              const float (&pq)[kTokenTiles][4],
@@ -170,4 +164,4 @@ __device__ __forceinline__ void copy_out_rows(const ScanArgs& args, const Chain&
   }
 }
 
-}  // namespace kda::detail::tscan
+}  // namespace kda::detail::scan

@@ -1,27 +1,23 @@
-// Index maps of the v2 PREP (ForwardVariant::v2_mma, prep_v2.cu): shared-memory layout, mma.sync
-// fragment element maps, the work split of the grams and of the W / U products, and the schedule
-// of the blocked inverse. Host and device, no CUDA includes: the CPU test
-// tests/kda/test_prep_v2_layout.cpp emulates the kernel's fragment traffic on top of exactly these
-// functions (and the PTX definition of mma.sync m16n8k16) and checks it against plain matrix
-// products.
-//
-// The v2 PREP writes the v1 record (layout.h kRec1*, mma_layout.h rec1_*) byte for byte in the
-// same format; only how it computes the factors differs from the v0/v1 PREP.
+// Index maps of the PREP (prep_chunk.cuh): shared-memory layout, mma.sync fragment element maps,
+// the work split of the grams and of the W / U products, and the schedule of the blocked inverse.
+// Host and device, no CUDA includes: the CPU test tests/kda/test_prep_layout.cpp emulates the
+// kernel's fragment traffic on top of exactly these functions (and the PTX definition of mma.sync
+// m16n8k16) and checks it against plain matrix products.
 #pragma once
 
 #include <cstdint>
 
-#include "layout.h"
-#include "mma_layout.h"
+#include "device/fragments.h"
+#include "record.h"
 
-namespace kda::detail::v2 {
+namespace kda::detail::prep {
 
 // ------------------------------------------------------------------------------------------------
 // Fragment element maps of mma.sync.m16n8k16 (g = lane >> 2, t = lane & 3; PTX ISA):
 //   A (16x16 row-major), register r (0..3), half e (0 = low 16 bits):
 //     row g + 8 (r & 1), column 2t + 8 (r >> 1) + e
 //   B (16x8, k x n), register r (0..1), half e: k = 2t + 8 r + e, n = g
-//   C/D: mma_layout.h c_row / c_col.
+//   C/D: device/fragments.h c_row / c_col.
 KDA_HD constexpr int a_row(int lane, int reg) { return (lane >> 2) + 8 * (reg & 1); }
 KDA_HD constexpr int a_col(int lane, int reg, int e) {
   return 2 * (lane & 3) + 8 * (reg >> 1) + e;
@@ -103,8 +99,8 @@ inline constexpr int kSsqChains = 4;
 // row j = k_j 2^(G_{m_c} - G_j) of column block c = j / 16, rounded once (zero for j >= n).
 KDA_HD constexpr int scol(int row, int col) { return kSX + 2 * (row * kLdH + col); }
 KDA_HD constexpr int skt(int row, int col) { return kSKT + 2 * (row * kLdH + col); }
-KDA_HD constexpr int st16(int row, int col) { return kST16 + 2 * v1::swz64(row, col); }
-KDA_HD constexpr int stb(int row, int col) { return kSTB + 2 * v1::swz64(row, col); }
+KDA_HD constexpr int st16(int row, int col) { return kST16 + 2 * mma::swz64(row, col); }
+KDA_HD constexpr int stb(int row, int col) { return kSTB + 2 * mma::swz64(row, col); }
 // ldmatrix.x4 lane -> (row, column) of a 16x16 tile at (r0, c0):
 //   A operand (T): matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) are
 //   a0..a3 of mma.m16n8k16; lane l addresses row r0 + (l & 15), column c0 + 8 (l >> 4).
@@ -138,7 +134,7 @@ KDA_HD constexpr int anchor(int c, int n) { return 16 * c + 8 < n - 1 ? 16 * c +
 // ------------------------------------------------------------------------------------------------
 // Blocked inverse X = (I + A)^-1 (A strictly lower, 4 x 4 blocks of 16): diagonal blocks by
 // forward substitution, then X_pc = -X_pp (sum_{c <= r < p} A_pr X_rc) level by level
-// (mma.sync, fp16 operands with hi + lo splits, fp32 accumulation: prep_v2.cu phase 4b).
+// (mma.sync, fp16 operands with hi + lo splits, fp32 accumulation: prep_chunk.cuh phase 4b).
 // Level l (1..3) holds the blocks p - c = l; element e of a level is block e's (p, c).
 // On tensor cores (v2.3) a level's unit u (= warp u < schur_units(level)) computes block
 // schur_block(u)'s 8-column n tile schur_ntile(u).
@@ -154,4 +150,4 @@ KDA_HD constexpr int schur_p(int level, int e) { return e + level; }
 // (two n8 tiles) and all 64 rows (4 m tiles, k-steps ks <= m tile: T is lower triangular).
 KDA_HD constexpr int wu_n0(int warp) { return 16 * warp; }
 
-}  // namespace kda::detail::v2
+}  // namespace kda::detail::prep

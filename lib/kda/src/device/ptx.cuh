@@ -1,6 +1,6 @@
 // Thin wrappers over the PTX instructions the tensor-core kernels use (sm_80+ forms that run on
 // sm_90a): shared-memory addresses, 16-byte cp.async, ldmatrix, mma.sync m16n8k16 and 16-bit
-// packing. One definition for PREP v2 and SCAN v1.
+// packing. One definition for the PREP, the SCAN and the lab's kernels.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,11 +1,12 @@
-// CPU emulation of the transposed-state SCAN's data movement (ForwardVariant::v2t_mma,
-// lib/kda/src/scan_t.cu): ldmatrix, stmatrix and mma.sync.m16n8k16 modelled from the PTX ISA
-// (mma_emulation.h), every address, register map and record offset taken from
-// lib/kda/src/scan_t.h -- the functions the kernel uses. Whole chunks (a tail chunk included) run
-// through the emulated kernel and are compared, exactly (small integers, powers-of-two decays,
-// double arithmetic), with the chunk recurrence written as plain matrix products on S [key][value].
-// Also checks that the C -> A register reuse covers each A element once, that the O tile is
-// written exactly once per element, and that no ldmatrix / stmatrix phase has bank conflicts.
+// CPU emulation of the lab's transposed-state SCAN's data movement (v2t_mma, lab/src/scan_t.cu):
+// ldmatrix, stmatrix and mma.sync.m16n8k16 modelled from the PTX ISA (mma_emulation.h), every
+// address, register map and record offset taken from lab/src/scan_t_layout.h and the library's
+// lib/kda/src/scan/transposed.h -- the functions the kernel uses. Whole chunks (a tail chunk
+// included) run through the emulated kernel and are compared, exactly (small integers,
+// powers-of-two decays, double arithmetic), with the chunk recurrence written as plain matrix
+// products on S [key][value]. Also checks that the C -> A register reuse covers each A element
+// once, that the O tile is written exactly once per element, and that no ldmatrix / stmatrix phase
+// has bank conflicts.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -16,14 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "mma_emulation.h"
+#include "mma_emulation.h"  // tests/kda
 #include "record_chunk.h"
-#include "scan_t.h"  // lib/kda/src
+#include "scan_t_layout.h"  // lab/src
 
 namespace {
 
-namespace ts = kda::detail::tscan;
-namespace v1 = kda::detail::v1;
+namespace ts = kda::lab::tscan;
 using namespace kda_test;  // NOLINT: the PTX models
 
 constexpr int kC = kda::kChunk;    // 64
@@ -94,7 +94,7 @@ void reference_chunk(const ChunkData& c, std::vector<double>& s, std::vector<dou
 
 using Tiles = std::vector<Acc>;  // [tile][lane][reg]
 
-// The A fragment of k-block kb from the C fragments of tiles 2 kb, 2 kb + 1 (scan_t.h C -> A).
+// The A fragment of k-block kb from the C fragments of tiles 2 kb, 2 kb + 1 (transposed.h C -> A).
 Frag4 c_to_a(const Tiles& c, int kb) {
   Frag4 a{};
   for (int l = 0; l < 32; ++l) {
@@ -276,7 +276,7 @@ TEST(ScanTLayout, ChunksMatchTheRecurrence) {
 TEST(ScanTLayout, RegionsAndCopies) {
   // The copy loop moves exactly one record into each buffer; the buffers and the O tile are
   // disjoint and 128-byte aligned (ldmatrix / stmatrix rows are 16-byte units).
-  EXPECT_EQ(int64_t{ts::kCopyUnits} * 16, kda::detail::kRecord1Bytes);
+  EXPECT_EQ(int64_t{ts::kCopyUnits} * 16, kda::lab::kRecord1Bytes);
   EXPECT_EQ(ts::buffer(0), 0);
   EXPECT_EQ(ts::buffer(1), ts::kBuffer);
   EXPECT_EQ(ts::buffer(2), 0);

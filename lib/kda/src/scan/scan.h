@@ -1,5 +1,5 @@
-// SCAN arguments (both SCAN kernels: v0 in forward.cu, v1 in scan_v1.cu) and the v1 (tensor-core)
-// launcher (scan_v1.cu).
+// SCAN arguments (the library's SCAN, scan.cu, and the lab's four) and the launcher of the
+// library's.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,7 +12,7 @@
 namespace kda::detail {
 
 struct ScanArgs {
-  const void* records;  // records of the variant (layout.h), head-major: [heads][capacity]
+  const void* records;  // head-major: [heads][capacity] records of record_bytes each
   __nv_bfloat16* out;
   int64_t out_stride;          // elements between tokens
   const float* initial_state;  // nullable
@@ -20,10 +20,11 @@ struct ScanArgs {
   int heads;
   int64_t capacity;
   Sequences seqs;
-  int64_t record_bytes;  // layout.h record_bytes(variant): kRecord1Bytes, or kRecord2Bytes (v2w)
+  int64_t record_bytes;  // record.h kRecordBytes, or a lab record's size
 };
 
-// The chain one CTA of a v1-record SCAN (scan_v1.cu, scan_t.cu) walks: sequence s of head h.
+// The chain one CTA of a SCAN that reads 16-bit records (scan.cu, the lab's v1 and v2t SCANs)
+// walks: sequence s of head h.
 struct ScanChain {
   int64_t begin;             // packed token index of its first token
   int64_t length;            // tokens
@@ -41,15 +42,9 @@ __device__ __forceinline__ ScanChain scan_chain(const ScanArgs& args, int s, int
   return chain;
 }
 
-// Grid (4 N, H), 256 threads, mma_layout.h kS1Bytes of dynamic shared memory.
-void launch_scan_v1(const ScanArgs& args, cudaStream_t stream);
-
-// The transposed-state SCAN of v2t_mma (scan_t.cu): grid (N, H), 256 threads, scan_t.h kSBytes of
-// dynamic shared memory (one CTA per SM); reads the same v1 record.
-void launch_scan_t(const ScanArgs& args, cudaStream_t stream);
-
-// The wgmma SCAN of v2w_mma (scan_w.cu): scan_t's grid and work split, the products on warpgroup
-// MMA; scan_w.h kSBytes of dynamic shared memory (one CTA per SM); reads the same v1 record.
-void launch_scan_w(const ScanArgs& args, cudaStream_t stream);
+// The SCAN (scan.cu): one CTA per (sequence, head), the transposed state on warpgroup MMA; grid
+// (N, H), 256 threads, scan_layout.h kSBytes of dynamic shared memory (one CTA per SM); reads the
+// record of record.h.
+void launch_scan(const ScanArgs& args, cudaStream_t stream);
 
 }  // namespace kda::detail

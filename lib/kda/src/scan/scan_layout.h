@@ -1,44 +1,43 @@
-// Shared-memory plan of the wgmma SCAN (ForwardVariant::v2w_mma, scan_w.cu): scan_t's
-// transposed-state recurrence with the products on warpgroup MMA. Host and device, no CUDA
-// includes. It reads the v2w record (layout.h kRecord2Bytes: the v1 byte layout in fp16, plus U's
-// column bounds). The register maps (state, V_new, U^T, O^T) are scan_t.h's: warp w of the CTA owns
-// value rows 16 w .. 16 w + 15 in both kernels, and a wgmma m64nNk16 of warpgroup g = w / 4 gives
-// warp w exactly the mma.sync fragments of those rows (wgmma.cuh).
+// Shared-memory plan of the SCAN (scan.cu): the transposed-state recurrence with the products on
+// warpgroup MMA. Host and device, no CUDA includes. It reads the record of record.h (fp16
+// factors, U's column bounds). The register maps (state, V_new, U^T, O^T) are transposed.h's:
+// warp w of the CTA owns value rows 16 w .. 16 w + 15, and a wgmma m64nNk16 of warpgroup
+// g = w / 4 gives warp w exactly the mma.sync fragments of those rows (device/wgmma.cuh).
 //
 // wgmma reads its B operands from shared memory in the canonical 128-byte-swizzle tiles (8 rows
-// of 128 bytes, 16-byte unit u of row r at u ^ (r & 7)). The v1 record stores W, q' and kg as
-// [64 tokens][128 keys] 16-bit values with 256-byte rows, unit u of row r at (u ^ (r & 7)) | (u & 8)
-// (mma_layout.h swz128): each 128-byte half-row is already a canonical row, and the v2w record
-// stores the two halves of each tile as two [64][128 B] tiles, one per key half (mma_layout.h
-// rec2_split), without touching the order of the 16-byte units inside a half-row. A_qk ([64][64],
-// swz64: 128-byte rows, u ^ (r & 7)) is canonical as it is, and so is everything after it (U, a,
-// U's bounds). So the record is the buffer's image and moves by one bulk copy.
+// of 128 bytes, 16-byte unit u of row r at u ^ (r & 7)). W, q' and kg are [64 tokens][128 keys]
+// 16-bit tiles with 256-byte swz128 rows, unit u of row r at (u ^ (r & 7)) | (u & 8)
+// (device/fragments.h): each 128-byte half-row is already a canonical row, and the record stores
+// the two halves of each tile as two [64][128 B] tiles, one per key half (record.h rec_split),
+// without touching the order of the 16-byte units inside a half-row. A_qk ([64][64], swz64:
+// 128-byte rows, u ^ (r & 7)) is canonical as it is, and so is everything after it (U, a, U's
+// bounds). So the record is the buffer's image and moves by one bulk copy.
 #pragma once
 
 #include <cstdint>
 
-#include "layout.h"
-#include "mma_layout.h"
-#include "scan_t.h"
+#include "config.h"
+#include "device/fragments.h"
+#include "record.h"
+#include "scan/transposed.h"
 
-namespace kda::detail::wscan {
+namespace kda::detail::scan {
 
-inline constexpr int kWarps = tscan::kWarps;  // 8 = two warpgroups of 64 value rows
-inline constexpr int kThreads = tscan::kThreads;
+static_assert(kWarps == 8, "two warpgroups of 64 value rows");
 
 // ------------------------------------------------------------------------------------------------
 // One record buffer (bytes from its 1024-byte-aligned base).
 inline constexpr int kHalfTile = kChunk * 128;                   // [64 rows][128 B] = 8 KB
-inline constexpr int kSplitBytes = static_cast<int>(kRec1AQK);   // W, q', kg: the split part
+inline constexpr int kSplitBytes = static_cast<int>(kRecAQK);    // W, q', kg: the split part
 inline constexpr int kW = 0;                                     // W  key half h at kW + h 8 KB
-inline constexpr int kQP = static_cast<int>(kRec1QP);            // q' (16 KB further)
-inline constexpr int kKG = static_cast<int>(kRec1KG);            // kg
-inline constexpr int kAQK = static_cast<int>(kRec1AQK);          // verbatim from here on
-static_assert(kRec1W == 0 && kRec1QP == 2 * kHalfTile && kRec1KG == 4 * kHalfTile,
-              "W, q', kg: three [64][128] bf16 tiles, each split into two key halves in place");
+inline constexpr int kQP = static_cast<int>(kRecQP);             // q' (16 KB further)
+inline constexpr int kKG = static_cast<int>(kRecKG);             // kg
+inline constexpr int kAQK = static_cast<int>(kRecAQK);           // verbatim from here on
+static_assert(kRecW == 0 && kRecQP == 2 * kHalfTile && kRecKG == 4 * kHalfTile,
+              "W, q', kg: three [64][128] 16-bit tiles, each split into two key halves in place");
 static_assert(kAQK % 1024 == 0 && kKG % 1024 == 0, "wgmma tiles are 1024-byte aligned");
 inline constexpr int kBuffer = 74 * 1024;                        // record (74,752 B) rounded up
-static_assert(kBuffer >= kRecord2Bytes && kBuffer % 1024 == 0, "buffers stay 1024-aligned");
+static_assert(kBuffer >= kRecordBytes && kBuffer % 1024 == 0, "buffers stay 1024-aligned");
 // Two output tiles O [64 tokens][128 values] bf16 swz128: chunk c's in tile c % 2, copied out
 // to global memory during chunk c + 1, so a chunk needs no CTA barrier after its epilogue.
 inline constexpr int kOTile = kChunk * kHeadDim * 2;              // 16 KB
@@ -47,10 +46,10 @@ inline constexpr int kSUsed = kSO + 2 * kOTile + 16;              // 184,336 (+ 
 inline constexpr int kSBytes = kSUsed + 1024;                    // + the base's alignment slack
 static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
 KDA_HD constexpr int buffer(int chunk) { return (chunk & 1) * kBuffer; }
-// The record is the buffer's exact image (mma_layout.h rec2_split: W, q', kg already split into
+// The record is the buffer's exact image (record.h rec_split: W, q', kg already split into
 // key halves), so one bulk copy (cp.async.bulk, completing on mbarrier kSBar + 8 (c % 2)) moves
 // record c into buffer c % 2.
-inline constexpr int kCopyBytes = static_cast<int>(kRecord2Bytes);
+inline constexpr int kCopyBytes = static_cast<int>(kRecordBytes);
 static_assert(kCopyBytes % 16 == 0 && kCopyBytes < (1 << 20), "bulk copy size and tx count");
 inline constexpr int kSBar = kSO + 2 * kOTile;                    // two 8-byte mbarriers
 
@@ -64,7 +63,7 @@ inline constexpr int kSBar = kSO + 2 * kOTile;                    // two 8-byte 
 //            inside the 64-element row is +32 bytes on the start address; LBO unused;
 //   MN-major (k rows of n, trans-b 1): start + 2 (n % 64) + LBO (n / 64) + 128 (k % 8)
 //            + SBO (k / 8).
-// tests/kda/test_scan_w_layout.cpp decodes the descriptors below with exactly these formulas.
+// tests/kda/test_scan_layout.cpp decodes the descriptors below with exactly these formulas.
 KDA_HD constexpr uint64_t desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) |
          (static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16) |
@@ -84,7 +83,7 @@ KDA_HD constexpr int b2_kg(int kt) { return kKG + kt * 2048; }
 inline constexpr int kSBO = 1024;
 inline constexpr int kKeyHalfLBO = kHalfTile;
 
-// Base of O tile `tile` (0, 1); inside it scan_t.h's o_trans_in_tile / o_row_in_tile maps.
+// Base of O tile `tile` (0, 1); inside it transposed.h's o_trans_in_tile / o_row_in_tile maps.
 KDA_HD constexpr int o_tile(int tile) { return kSO + tile * kOTile; }
 
-}  // namespace kda::detail::wscan
+}  // namespace kda::detail::scan

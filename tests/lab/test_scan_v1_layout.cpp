@@ -1,7 +1,8 @@
 // CPU emulation of the v1 (tensor-core) SCAN's data movement (no GPU): ldmatrix and
 // mma.sync.m16n8k16 are modelled here from their PTX ISA definitions, independently of the
 // library, while every address, lane map, tile assignment, record offset and copy size comes from
-// lib/kda/src/mma_layout.h -- the same functions the kernels use. Running whole chunks of the v1
+// lab/src/scan_v1_layout.h and records.h (on lib/kda/src/device/fragments.h) -- the same
+// functions the kernels use. Running whole chunks of the v1
 // SCAN this way and comparing with plain matrix products catches layout and address bugs (wrong
 // swizzle, wrong ldmatrix lane map, wrong fragment order, wrong .trans use, wrong record offset)
 // before the kernel ever runs. Values are small integers and the emulation computes in double, so
@@ -17,31 +18,33 @@
 #include <string>
 #include <vector>
 
-#include "mma_emulation.h"
+#include "mma_emulation.h"  // tests/kda
 #include "record_chunk.h"
-#include "mma_layout.h"  // lib/kda/src
+#include "records.h"         // lab/src
+#include "scan_v1_layout.h"  // lab/src
+#include "scans.h"           // lab/src
 
 namespace {
 
-namespace v1 = kda::detail::v1;
-using kda::detail::kRec1A;
-using kda::detail::kRec1AQK;
-using kda::detail::kRec1KG;
-using kda::detail::kRec1U;
-using kda::detail::kRec1USlice;
-using kda::detail::kRec1W;
-using kda::detail::kRecord1Bytes;
+namespace v1 = kda::lab::v1;
+using kda::lab::kRec1A;
+using kda::lab::kRec1AQK;
+using kda::lab::kRec1KG;
+using kda::lab::kRec1U;
+using kda::lab::kRec1USlice;
+using kda::lab::kRec1W;
+using kda::lab::kRecord1Bytes;
 
 constexpr int kC = kda::kChunk;      // 64
 constexpr int kD = kda::kHeadDim;    // 128
-constexpr int kBV = kda::detail::kScanSliceColumns;  // 32
+constexpr int kBV = kda::lab::kScanSliceColumns;  // 32
 
 using namespace kda_test;  // NOLINT: the PTX models (mma_emulation.h)
 
 // ------------------------------------------------------------------------------------------------
 // Layout properties
 
-TEST(MmaLayout, SwizzlesArePermutationsOf16ByteGroups) {
+TEST(ScanV1Layout, SwizzlesArePermutationsOf16ByteGroups) {
   auto check = [](auto swz, int rows, int cols, const char* name) {
     std::vector<int> hits(static_cast<size_t>(rows * cols), 0);
     for (int r = 0; r < rows; ++r) {
@@ -64,7 +67,7 @@ TEST(MmaLayout, SwizzlesArePermutationsOf16ByteGroups) {
   check([](int r, int c) { return v1::swz32(r, c); }, 128, 32, "swz32");
 }
 
-TEST(MmaLayout, RecordIsExactlyCovered) {
+TEST(ScanV1Layout, RecordIsExactlyCovered) {
   std::vector<int> hits(static_cast<size_t>(kRecord1Bytes), 0);
   auto mark = [&](int64_t byte, int size) {
     for (int b = 0; b < size; ++b) ++hits.at(static_cast<size_t>(byte + b));
@@ -130,7 +133,7 @@ struct Emulator {
 
   // One chunk; returns O [64][32] (NaN where never written) and V_new [64][32].
   void chunk(Memory& rec, int n, std::vector<double>& out, std::vector<double>& vnew) {
-    // cp.async groups WQU and KGA (mma_layout.h copy plan).
+    // cp.async groups WQU and KGA (scan_v1_layout.h copy plan).
     for (int e = 0; e < v1::kCopyWQ; ++e) copy16(smem, v1::kS1W + 16 * e, rec, kRec1W + 16 * e);
     for (int e = 0; e < v1::kCopyU; ++e) {
       copy16(smem, v1::kS1U + 16 * e, rec, kRec1U + slice * kRec1USlice + 16 * e);
@@ -257,9 +260,9 @@ struct Emulator {
   }
 };
 
-TEST(MmaLayout, ScanChunksMatchMatrixProducts) {
+TEST(ScanV1Layout, ScanChunksMatchMatrixProducts) {
   std::mt19937_64 rng(2024);
-  for (int slice = 0; slice < kda::detail::kScanSlices; ++slice) {
+  for (int slice = 0; slice < kda::lab::kScanSlices; ++slice) {
     bank_conflicts = 0;
     Emulator emu;
     emu.slice = slice;
@@ -334,7 +337,7 @@ TEST(MmaLayout, ScanChunksMatchMatrixProducts) {
 }
 
 // Shared-memory regions do not overlap and every ldmatrix / pair access stays inside its region.
-TEST(MmaLayout, AccessesStayInTheirRegions) {
+TEST(ScanV1Layout, AccessesStayInTheirRegions) {
   struct Region {
     int begin, end;
   };

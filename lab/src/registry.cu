@@ -1,0 +1,175 @@
+// The registry of forward variants (include/kda/lab/variants.h): each ladder step's PREP and
+// SCAN (ladder.h) on the library's host side (lib/kda/src/forward.h: the plan, the arguments, the
+// stages, the tail zeroing) and validation (validate.h, with the step's record size, SCAN grid
+// and inputs), and the library's own forward as the last entry.
+#include "kda/lab/variants.h"
+
+#include "common.cuh"  // lib/kda/src
+#include "forward.h"   // lib/kda/src
+#include "validate.h"  // lib/kda/src
+
+#if KDA_LAB_LADDER
+#include "ladder.h"
+#include "records.h"
+#endif
+
+namespace kda::lab {
+namespace {
+
+#if KDA_LAB_LADDER
+
+using detail::ForwardKernels;
+using detail::Plan;
+
+// What validation knows of each step: record size, SCAN CTAs per (sequence, head) chain, and
+// whether its PREP reads the raw inputs (v0's does not; v2's is the library's, which does).
+constexpr ForwardKernels kV0Kernels{
+    kRecord0Bytes, kScanSlices,
+    "need a v2 variant (v2_mma, v2t_mma, v2w_mma); variant v0_fp32 reads only the contract "
+    "inputs: run l2norm / gate_cumsum / the sigmoid first"};
+constexpr ForwardKernels kV1Kernels{
+    kRecord1Bytes, kScanSlices,
+    "need a v2 variant (v2_mma, v2t_mma, v2w_mma); variant v1_mma reads only the contract "
+    "inputs: run l2norm / gate_cumsum / the sigmoid first"};
+// v2's SCAN is v1's (4 CTAs per chain) below its threshold: its grid limit.
+constexpr ForwardKernels kV2Kernels{kRecord1Bytes, kScanSlices, nullptr};
+constexpr ForwardKernels kV2tKernels{kRecord1Bytes, 1, nullptr};
+
+void prep_v0(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  launch_prep_v0(detail::prep_args(p, plan), /*v1_record=*/false, stream);
+}
+void prep_v1(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  launch_prep_v0(detail::prep_args(p, plan), /*v1_record=*/true, stream);
+}
+void prep_v2(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  launch_prep_v2(detail::prep_args(p, plan), detail::raw_prep_args(p), stream);
+}
+void scan_v0(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  launch_scan_v0(detail::scan_args(p, plan, kRecord0Bytes), stream);
+}
+void scan_v1(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  launch_scan_v1(detail::scan_args(p, plan, kRecord1Bytes), stream);
+}
+void scan_v2t(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  launch_scan_t(detail::scan_args(p, plan, kRecord1Bytes), stream);
+}
+// v2_mma: the SCAN picked per call (ladder.h transposed_scan_pays).
+void scan_v2(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  const int64_t chains = int64_t{plan.seqs.num_seqs} * p.heads;
+  if (transposed_scan_pays(chains, detail::multiprocessor_count("chunk_forward: scan"))) {
+    scan_v2t(p, plan, stream);
+  } else {
+    scan_v1(p, plan, stream);
+  }
+}
+
+using StageFn = void (*)(const ForwardParams&, const Plan&, cudaStream_t);
+struct Step {
+  const ForwardKernels* kernels;
+  StageFn prep;
+  StageFn scan;
+};
+constexpr Step kV0{&kV0Kernels, prep_v0, scan_v0};
+constexpr Step kV1{&kV1Kernels, prep_v1, scan_v1};
+constexpr Step kV2{&kV2Kernels, prep_v2, scan_v2};
+constexpr Step kV2t{&kV2tKernels, prep_v2, scan_v2t};
+
+// kda.h's entry points for one step, as the library's are for its own kernels (forward.cu).
+template <const Step& kStep>
+void run_stage(const ForwardParams& p, const Plan& plan, int stage, cudaStream_t stream) {
+  switch (stage) {
+    case detail::kStagePrep:
+      kStep.prep(p, plan, stream);
+      break;
+    case detail::kStageScan:
+      kStep.scan(p, plan, stream);
+      break;
+    case detail::kStageZeroTail:
+      detail::run_zero_tail(p, plan, stream);
+      break;
+    default:
+      break;
+  }
+}
+template <const Step& kStep>
+size_t workspace_bytes(const ForwardParams& p) {
+  return detail::forward_workspace_bytes(p, *kStep.kernels);
+}
+template <const Step& kStep>
+void validate(const ForwardParams& p) {
+  detail::validate(p, *kStep.kernels);
+}
+template <const Step& kStep>
+void forward(const ForwardParams& p, cudaStream_t stream) {
+  validate<kStep>(p);
+  detail::current_device("chunk_forward");
+  const Plan plan = detail::make_plan(p);
+  for (int stage = 0; stage < detail::kStageCount; ++stage) {
+    run_stage<kStep>(p, plan, stage, stream);
+  }
+}
+template <const Step& kStep>
+void forward_stage(const ForwardParams& p, int stage, cudaStream_t stream) {
+  detail::check_stage("chunk_forward_stage", stage);
+  validate<kStep>(p);
+  detail::current_device("chunk_forward");
+  run_stage<kStep>(p, detail::make_plan(p), stage, stream);
+}
+
+template <const Step& kStep>
+constexpr Variant ladder_variant(const char* name, const char* summary, bool raw_inputs,
+                                 bool fused_q_norm_exact) {
+  return {name, summary, /*ships=*/false, raw_inputs, fused_q_norm_exact,
+          workspace_bytes<kStep>, validate<kStep>, forward<kStep>, forward_stage<kStep>};
+}
+
+#endif  // KDA_LAB_LADDER
+
+void validate_library(const ForwardParams& p) { kda::validate(p); }
+
+const Variant kVariants[] = {
+#if KDA_LAB_LADDER
+    ladder_variant<kV0>("v0_fp32",
+                        "fp32 records, CUDA-core PREP and SCAN: the correct-first oracle",
+                        /*raw_inputs=*/false, /*fused_q_norm_exact=*/true),
+    ladder_variant<kV1>("v1_mma",
+                        "v0's PREP writing bf16 records; the SCAN on mma.sync, the fp32 state "
+                        "slice in registers",
+                        false, true),
+    ladder_variant<kV2>("v2_mma",
+                        "the PREP on tensor cores (grams, W, U; blocked fp32 inverse) and raw "
+                        "inputs; v1's record; the SCAN picked per call (v2t's when the chains "
+                        "fill the SMs, else v1's)",
+                        true, false),
+    ladder_variant<kV2t>("v2t_mma",
+                         "v2's PREP; the transposed-state SCAN, one CTA per (sequence, head), on "
+                         "mma.sync",
+                         true, false),
+#endif
+    {"v2w_mma",
+     "the library's chunk_forward: v2t's SCAN on wgmma, fp16 records with per-column U scales",
+     /*ships=*/true, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, kda::chunk_forward,
+     kda::chunk_forward_stage},
+};
+
+}  // namespace
+
+std::span<const Variant> variants() { return kVariants; }
+
+const Variant* find_variant(std::string_view name) {
+  for (const Variant& v : kVariants) {
+    if (name == v.name) return &v;
+  }
+  return nullptr;
+}
+
+const Variant& shipping_variant() { return kVariants[std::size(kVariants) - 1]; }
+
+std::vector<std::string> variant_names() {
+  std::vector<std::string> names;
+  for (const Variant& v : kVariants) names.emplace_back(v.name);
+  return names;
+}
+
+}  // namespace kda::lab

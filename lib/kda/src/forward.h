@@ -1,0 +1,42 @@
+// The host side of chunk_forward that every set of forward kernels shares (forward.cu): the
+// sequences and record slots of a call, the PREP and SCAN arguments from the params, the stages
+// and the tail zeroing. The library's chunk_forward runs its own PREP and SCAN on them; the lab's
+// variants (lab/src/registry.cu) run theirs.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "common.cuh"
+#include "kda/kda.h"
+#include "prep/prep.h"
+#include "scan/scan.h"
+
+namespace kda::detail {
+
+// Stages (kda.h forward_stage_*): every forward runs these three in order.
+inline constexpr int kStagePrep = 0;
+inline constexpr int kStageScan = 1;
+inline constexpr int kStageZeroTail = 2;
+inline constexpr int kStageCount = 3;
+
+struct Plan {
+  Sequences seqs;
+  int64_t capacity = 0;  // record slots per head (record.h chunk_capacity)
+  bool packed = false;
+};
+Plan make_plan(const ForwardParams& p);
+
+// PREP's arguments: PrepArgs for the contract inputs (typed: gate and beta fp32), RawPrepArgs
+// for the raw ones (read only by a PREP that takes them).
+PrepArgs prep_args(const ForwardParams& p, const Plan& plan);
+RawPrepArgs raw_prep_args(const ForwardParams& p);
+// SCAN's arguments for records of `record_bytes`.
+ScanArgs scan_args(const ForwardParams& p, const Plan& plan, int64_t record_bytes);
+// ZERO_TAIL: packed inputs only, output rows at or after cu[N] become zeros.
+void run_zero_tail(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
+// Throws invalid_argument unless 0 <= stage < kStageCount (`op` names the entry point).
+void check_stage(const char* op, int stage);
+
+}  // namespace kda::detail

@@ -1,0 +1,39 @@
+// PREP (prep_chunk.cuh has the phases): the two kernels and their launcher. The contract kernel
+// takes PrepArgs only (its parameter block, and so its code, as before raw inputs existed); the
+// raw-input kernel adds RawPrepArgs (kda.h GateInput::raw, BetaInput::logits, bf16 beta,
+// fuse_k_l2norm).
+#include "prep/prep.h"
+
+#include "prep/prep_chunk.cuh"
+#include "prep/prep_layout.h"
+
+namespace kda::detail {
+namespace {
+
+__global__ void __launch_bounds__(kThreads, 2) prep_kernel(const PrepArgs args) {
+  prep::prep_chunk<prep::F16Record, false>(args, RawPrepArgs{});
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    prep_raw_kernel(const PrepArgs args, const RawPrepArgs raw) {
+  prep::prep_chunk<prep::F16Record, true>(args, raw);
+}
+
+}  // namespace
+
+void launch_prep(const PrepArgs& args, const RawPrepArgs& raw, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
+  const char* what = "chunk_forward: prep";
+  if (raw.any()) {
+    set_dynamic_smem(reinterpret_cast<const void*>(&prep_raw_kernel), prep::kSBytes, what,
+                     /*max_carveout=*/true);
+    prep_raw_kernel<<<grid, kThreads, prep::kSBytes, stream>>>(args, raw);
+  } else {
+    set_dynamic_smem(reinterpret_cast<const void*>(&prep_kernel), prep::kSBytes, what,
+                     /*max_carveout=*/true);
+    prep_kernel<<<grid, kThreads, prep::kSBytes, stream>>>(args);
+  }
+  check_launch(what);
+}
+
+}  // namespace kda::detail
