@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"  // tests/kda: fake pointers, expect_error
 #include "kda/kda.h"
 #include "record.h"  // lib/kda/src: record size and chunk-slot formula
 
@@ -17,24 +18,8 @@ namespace {
 using kda::DType;
 using kda::ErrorCode;
 
-template <class T = void>
-T* fake(uintptr_t address) {
-  return reinterpret_cast<T*>(address);
-}
-
-// Calls `call` and checks that it throws kda::Error with `code` and a message containing
-// `fragment`.
-template <class Call>
-void expect_error(Call call, ErrorCode code, const std::string& fragment) {
-  try {
-    call();
-    ADD_FAILURE() << "expected kda::Error containing \"" << fragment << "\", nothing thrown";
-  } catch (const kda::Error& error) {
-    EXPECT_EQ(static_cast<int>(error.code()), static_cast<int>(code)) << error.what();
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)
-        << "message: " << error.what() << "\nexpected fragment: " << fragment;
-  }
-}
+using kda::test::expect_error;
+using kda::test::fake;
 
 template <class Params>
 void expect_invalid(const Params& p, ErrorCode code, const std::string& fragment) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"  // tests/kda: fake pointers, expect_error
 #include "kda/kda.h"
 #include "kda/lab/variants.h"
 #include "records.h"  // lab/src: the v0 and v1 record sizes
@@ -18,24 +19,8 @@ namespace {
 using kda::ErrorCode;
 using kda::lab::Variant;
 
-template <class T = void>
-T* fake(uintptr_t address) {
-  return reinterpret_cast<T*>(address);
-}
-
-// Calls `call` and checks that it throws kda::Error with `code` and a message containing
-// `fragment`.
-template <class Call>
-void expect_error(Call call, ErrorCode code, const std::string& fragment) {
-  try {
-    call();
-    ADD_FAILURE() << "expected kda::Error containing \"" << fragment << "\", nothing thrown";
-  } catch (const kda::Error& error) {
-    EXPECT_EQ(static_cast<int>(error.code()), static_cast<int>(code)) << error.what();
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)
-        << "message: " << error.what() << "\nexpected fragment: " << fragment;
-  }
-}
+using kda::test::expect_error;
+using kda::test::fake;
 
 const Variant& variant(const char* name) {
   const Variant* v = kda::lab::find_variant(name);
