@@ -310,8 +310,7 @@ class OursPeer:
         else:  # a stand-in module (test_peers.py checks the argument mapping without a GPU)
             library = "(given)"
         self.kda = kda
-        self.version = (f"kda_torch {getattr(kda, '__version__', '?')} (lib/kda chunk_forward, default "
-                        f"variant) with {library}")
+        self.version = f"kda_torch {getattr(kda, '__version__', '?')} (lib/kda chunk_forward) with {library}"
 
     def prepare(self, inp, contract: str) -> Call:
         if contract not in CONTRACTS:
