@@ -1,7 +1,7 @@
 // The L2-ring experiment's kernel (l2_ring.h says what it measures and why).
-#include "l2_ring.h"
-
 #include <string>
+
+#include "l2_ring.h"
 
 namespace kda::lab::l2ring {
 namespace {
@@ -38,8 +38,8 @@ __device__ __forceinline__ uint4 load_l2(const uint4* p, bool hint, uint64_t pol
 }
 __device__ __forceinline__ void store(uint4* p, uint4 v, bool hint, uint64_t policy) {
   if (hint) {
-    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p),
-                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
+    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x),
+                 "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
                  : "memory");
   } else {
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y),
@@ -97,7 +97,8 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(const RingArgs a) {
   const uint64_t stream = policy_evict_first();
   unsigned long long local = 0;  // producer: an input checksum; consumer: mismatched units
   for (int c = 0; c < a.chunks; ++c) {
-    uint4* slot = a.records + (static_cast<int64_t>(chain) * a.slots + c % a.slots) * a.record_units;
+    uint4* slot =
+        a.records + (static_cast<int64_t>(chain) * a.slots + c % a.slots) * a.record_units;
     if (producer) {
       const uint4* in = a.input + (static_cast<int64_t>(chain) * a.chunks + c) * a.input_units;
       for (int64_t u0 = threadIdx.x; u0 < a.input_units; u0 += kBatch * kThreads) {
@@ -131,7 +132,8 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(const RingArgs a) {
         for (int j = 0; j < kBatch; ++j) {
           const uint4 want = record_word(chain, c, u0 + j * kThreads);
           local += (v[j].x != want.x || v[j].y != want.y || v[j].z != want.z || v[j].w != want.w)
-                       ? 1 : 0;
+                       ? 1
+                       : 0;
           fold ^= v[j].x;
         }
       }
@@ -166,7 +168,8 @@ std::string ring_refusal(const RingShape& s) {
     return "chains and chunks must be >= 1 and slots in [1, chunks]";
   }
   for (const int64_t b : {s.input_bytes, s.record_bytes, s.output_bytes}) {
-    if (b < 16 || b % 16 != 0) return "every per-chunk byte count must be a positive multiple of 16";
+    if (b < 16 || b % 16 != 0)
+      return "every per-chunk byte count must be a positive multiple of 16";
   }
   if (s.producer_delay_ns < 0 || s.producer_delay_ns > 1000000) {
     return "producer delay must be in [0, 1e6] ns";
@@ -188,12 +191,14 @@ std::string ring_refusal(const RingShape& s) {
 
 void fill_input(const RingShape& s, const RingBuffers& b, cudaStream_t stream) {
   const int64_t units = ring_buffer_bytes(s).input / 16;
-  fill_kernel<<<1024, kThreads, 0, stream>>>(static_cast<uint4*>(const_cast<void*>(b.input)), units);
+  fill_kernel<<<1024, kThreads, 0, stream>>>(static_cast<uint4*>(const_cast<void*>(b.input)),
+                                             units);
 }
 
 cudaError_t run_ring(const RingShape& s, const RingBuffers& b, cudaStream_t stream) {
   const RingSizes sizes = ring_buffer_bytes(s);
-  if (cudaError_t e = cudaMemsetAsync(b.counters, 0, sizes.counters, stream); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaMemsetAsync(b.counters, 0, sizes.counters, stream); e != cudaSuccess)
+    return e;
   if (cudaError_t e = cudaMemsetAsync(b.stats, 0, sizes.stats, stream); e != cudaSuccess) return e;
   RingArgs a;
   a.input = static_cast<const uint4*>(b.input);

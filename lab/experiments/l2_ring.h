@@ -19,22 +19,22 @@
 namespace kda::lab::l2ring {
 
 struct RingShape {
-  int chains = 96;                // (sequence, head) chains: h96-fixed has 96
-  int chunks = 128;               // 64-token chunks per chain: 8192 tokens
-  int slots = 4;                  // records per chain in the ring
-  int64_t input_bytes = 82176;    // per chunk: (q, k, v 768 + G 512 + beta 4) B x 64 tokens
-  int64_t record_bytes = 74240;   // per chunk: the fp16 record, 1,160 B x 64 tokens
-  int64_t output_bytes = 16384;   // per chunk: out, 256 B x 64 tokens
-  bool cache_hints = true;        // evict_last on the ring, evict_first on inputs and outputs
-  int producer_delay_ns = 0;      // extra time per chunk in the producer (PREP's compute)
+  int chains = 96;               // (sequence, head) chains: h96-fixed has 96
+  int chunks = 128;              // 64-token chunks per chain: 8192 tokens
+  int slots = 4;                 // records per chain in the ring
+  int64_t input_bytes = 82176;   // per chunk: (q, k, v 768 + G 512 + beta 4) B x 64 tokens
+  int64_t record_bytes = 74240;  // per chunk: the fp16 record, 1,160 B x 64 tokens
+  int64_t output_bytes = 16384;  // per chunk: out, 256 B x 64 tokens
+  bool cache_hints = true;       // evict_last on the ring, evict_first on inputs and outputs
+  int producer_delay_ns = 0;     // extra time per chunk in the producer (PREP's compute)
 };
 
 // Device buffers for one shape (sized by ring_buffer_bytes), owned by the caller.
 struct RingBuffers {
-  const void* input = nullptr;    // chains x chunks x input_bytes, any non-zero pattern
-  void* records = nullptr;        // chains x slots x record_bytes
-  void* output = nullptr;         // chains x chunks x output_bytes
-  int* counters = nullptr;        // 2 x chains ints (produced, consumed), zeroed by run_ring
+  const void* input = nullptr;          // chains x chunks x input_bytes, any non-zero pattern
+  void* records = nullptr;              // chains x slots x record_bytes
+  void* output = nullptr;               // chains x chunks x output_bytes
+  int* counters = nullptr;              // 2 x chains ints (produced, consumed), zeroed by run_ring
   unsigned long long* stats = nullptr;  // 2 (mismatched 16-byte units, an input checksum)
 };
 

@@ -3,7 +3,6 @@
 // outputs alone need, and against the two-kernel design's traffic (the records written and read
 // back through DRAM). Exit codes: 0 done (every record read back intact), 1 a record came back
 // wrong, 2 bad usage, 3 no usable GPU or a CUDA error.
-#include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,6 +10,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "l2_ring.h"
 
@@ -68,11 +69,13 @@ int main(int argc, char** argv) {
   std::vector<int> slot_list = {2, 4, 8};
   int warmup = 2, runs = 10, device = 0;
   bool with_unreused = true;
-  CLI::App app{"kda-lab-l2-ring: does a per-chain record ring between PREP and SCAN stay in L2? "
-               "(lab/README.md, docs/perf-notes.md)"};
+  CLI::App app{
+      "kda-lab-l2-ring: does a per-chain record ring between PREP and SCAN stay in L2? "
+      "(lab/README.md, docs/perf-notes.md)"};
   app.add_option("--chains", shape.chains, "(sequence, head) chains (h96-fixed: 96, h64-fixed: 64)")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--chunks", shape.chunks, "64-token chunks per chain")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--chunks", shape.chunks, "64-token chunks per chain")
+      ->check(CLI::Range(1, 1 << 16));
   app.add_option("--slots", slot_list, "ring sizes to try, records per chain")
       ->check(CLI::Range(1, 1 << 16));
   app.add_flag("!--no-unreused", with_unreused,
@@ -117,36 +120,43 @@ int main(int argc, char** argv) {
   check(cudaStreamSynchronize(stream), "fill kernel");
 
   const double in_out = static_cast<double>(sizes.input + sizes.output);
-  const double records = static_cast<double>(static_cast<int64_t>(shape.chains) * shape.chunks * shape.record_bytes);
-  std::printf("chains %d, chunks %d; per chunk: input %lld B, record %lld B, output %lld B; "
-              "producer delay %d ns\n",
-              shape.chains, shape.chunks, static_cast<long long>(shape.input_bytes),
-              static_cast<long long>(shape.record_bytes), static_cast<long long>(shape.output_bytes),
-              shape.producer_delay_ns);
+  const double records =
+      static_cast<double>(static_cast<int64_t>(shape.chains) * shape.chunks * shape.record_bytes);
+  std::printf(
+      "chains %d, chunks %d; per chunk: input %lld B, record %lld B, output %lld B; "
+      "producer delay %d ns\n",
+      shape.chains, shape.chunks, static_cast<long long>(shape.input_bytes),
+      static_cast<long long>(shape.record_bytes), static_cast<long long>(shape.output_bytes),
+      shape.producer_delay_ns);
   std::printf("inputs + outputs %.3f GB; records written and read back %.3f GB each\n\n",
               in_out * 1e-9, records * 1e-9);
-  std::printf("| slots | ring (MB) | cache hints | median (ms) | min (ms) | (in + out) / median "
-              "(TB/s) | (in + out + 2 records) / median (TB/s) | records wrong |\n");
+  std::printf(
+      "| slots | ring (MB) | cache hints | median (ms) | min (ms) | (in + out) / median "
+      "(TB/s) | (in + out + 2 records) / median (TB/s) | records wrong |\n");
   std::printf("|---:|---:|---|---:|---:|---:|---:|---:|\n");
   unsigned long long wrong = 0;
   for (const int slots : slot_list) {
     for (const bool hints : {true, false}) {
       const Row r = measure(shape, slots, hints, b, warmup, runs, stream);
       wrong += r.mismatched;
-      const double ring_mb = static_cast<double>(static_cast<int64_t>(shape.chains) * slots * shape.record_bytes) * 1e-6;
+      const double ring_mb =
+          static_cast<double>(static_cast<int64_t>(shape.chains) * slots * shape.record_bytes) *
+          1e-6;
       std::printf("| %d | %.1f | %s | %.3f | %.3f | %.2f | %.2f | %llu |\n", r.slots, ring_mb,
                   r.hints ? "evict_last ring" : "none", r.median_ms, r.min_ms,
                   in_out / (r.median_ms * 1e-3) * 1e-12,
                   (in_out + 2 * records) / (r.median_ms * 1e-3) * 1e-12, r.mismatched);
     }
   }
-  std::printf("\nA ring that stays in L2 runs near the inputs-and-outputs time (first bandwidth "
-              "column near the ~4 TB/s the H200 streams); one that spills runs near the second.\n");
+  std::printf(
+      "\nA ring that stays in L2 runs near the inputs-and-outputs time (first bandwidth "
+      "column near the ~4 TB/s the H200 streams); one that spills runs near the second.\n");
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
   for (void* q : {const_cast<void*>(b.input), b.records, b.output, static_cast<void*>(b.counters),
                   static_cast<void*>(b.stats)}) {
     check(cudaFree(q), "cudaFree");
   }
-  if (wrong != 0) std::fprintf(stderr, "kda-lab-l2-ring: %llu record units came back wrong\n", wrong);
+  if (wrong != 0)
+    std::fprintf(stderr, "kda-lab-l2-ring: %llu record units came back wrong\n", wrong);
   return wrong == 0 ? 0 : 1;
 }

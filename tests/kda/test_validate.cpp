@@ -1,7 +1,5 @@
 // Host-side validation of the kda entry points and the workspace size (no GPU: the pointers
 // below are fake, aligned addresses that are never dereferenced).
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -9,9 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "expect_error.h"  // tests/kda: fake pointers, expect_error
+#include <gtest/gtest.h>
+
 #include "kda/kda.h"
-#include "record.h"  // lib/kda/src: record size and chunk-slot formula
+#include "record.h"              // lib/kda/src: record size and chunk-slot formula
+#include "validation_support.h"  // tests/kda: fake pointers, a valid call, expect_error
 
 namespace {
 
@@ -34,17 +34,7 @@ constexpr int64_t kRecordBytes = 74752;
 // chunk_forward
 
 kda::ForwardParams dense_forward() {
-  kda::ForwardParams p;
-  p.q = fake(0x100000);
-  p.k = fake(0x200000);
-  p.v = fake(0x300000);
-  p.gate = fake<const float>(0x400000);
-  p.beta = fake<const float>(0x500000);
-  p.out = fake(0x600000);
-  p.batch = 2;
-  p.tokens = 130;
-  p.heads = 2;
-  p.workspace = fake(0x10000000);
+  kda::ForwardParams p = kda::test::dense_forward_on_fake_pointers();
   p.workspace_bytes = kda::forward_workspace_bytes(p);
   return p;
 }
@@ -587,8 +577,9 @@ TEST(ValidateGate, Errors) {
   p.raw_gate_dtype = kda::DType::f32;
   EXPECT_NO_THROW(kda::validate(p));
   p.raw_gate_dtype = static_cast<kda::DType>(5);
-  expect_invalid(p, ErrorCode::invalid_argument,
-                 "gate_cumsum: raw_gate_dtype = 5 is not a DType: the raw gate must be bf16 or f32");
+  expect_invalid(
+      p, ErrorCode::invalid_argument,
+      "gate_cumsum: raw_gate_dtype = 5 is not a DType: the raw gate must be bf16 or f32");
   p = valid_gate();
   p.a_log = nullptr;
   expect_invalid(p, ErrorCode::invalid_argument, "gate_cumsum: a_log is null");

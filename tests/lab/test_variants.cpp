@@ -1,18 +1,18 @@
 // The lab's registry of forward variants (lab/include/kda/lab/variants.h): names, capabilities,
 // workspace sizes and the refusals each variant's validation adds to the library's (no GPU: the
 // pointers below are fake, aligned addresses that are never dereferenced).
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "expect_error.h"  // tests/kda: fake pointers, expect_error
+#include <gtest/gtest.h>
+
 #include "kda/kda.h"
 #include "kda/lab/variants.h"
-#include "records.h"  // lab/src: the v0 and v1 record sizes
-#include "scans.h"    // lab/src: v2_mma's SCAN choice
+#include "records.h"             // lab/src: the v0 and v1 record sizes
+#include "scans.h"               // lab/src: v2_mma's SCAN choice
+#include "validation_support.h"  // tests/kda: fake pointers, a valid call, expect_error
 
 namespace {
 
@@ -30,17 +30,7 @@ const Variant& variant(const char* name) {
 
 // A valid dense call, its workspace sized for `v`.
 kda::ForwardParams dense_forward(const Variant& v) {
-  kda::ForwardParams p;
-  p.q = fake(0x100000);
-  p.k = fake(0x200000);
-  p.v = fake(0x300000);
-  p.gate = fake<const float>(0x400000);
-  p.beta = fake<const float>(0x500000);
-  p.out = fake(0x600000);
-  p.batch = 2;
-  p.tokens = 130;
-  p.heads = 2;
-  p.workspace = fake(0x10000000);
+  kda::ForwardParams p = kda::test::dense_forward_on_fake_pointers();
   p.workspace_bytes = v.workspace_bytes(p);
   return p;
 }
@@ -146,8 +136,9 @@ TEST(LabVariants, RawInputs) {
     const Variant& v = variant(name);
     const kda::ForwardParams raw = raw_forward(v);
     const std::string fragment =
-        std::string("chunk_forward: raw inputs (GateInput::raw, BetaInput::logits, bf16 beta, "
-                    "fuse_k_l2norm) need a v2 variant (v2_mma, v2t_mma, v2w_mma); variant ") +
+        std::string(
+            "chunk_forward: raw inputs (GateInput::raw, BetaInput::logits, bf16 beta, "
+            "fuse_k_l2norm) need a v2 variant (v2_mma, v2t_mma, v2w_mma); variant ") +
         name + " reads only the contract inputs";
     expect_error([&] { v.validate(raw); }, ErrorCode::unsupported, fragment);
     expect_error([&] { v.forward(raw, nullptr); }, ErrorCode::unsupported, fragment);
