@@ -191,8 +191,7 @@ std::string ring_refusal(const RingShape& s) {
 
 void fill_input(const RingShape& s, const RingBuffers& b, cudaStream_t stream) {
   const int64_t units = ring_buffer_bytes(s).input / 16;
-  fill_kernel<<<1024, kThreads, 0, stream>>>(static_cast<uint4*>(const_cast<void*>(b.input)),
-                                             units);
+  fill_kernel<<<1024, kThreads, 0, stream>>>(static_cast<uint4*>(b.input), units);
 }
 
 cudaError_t run_ring(const RingShape& s, const RingBuffers& b, cudaStream_t stream) {

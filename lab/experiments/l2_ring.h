@@ -31,7 +31,7 @@ struct RingShape {
 
 // Device buffers for one shape (sized by ring_buffer_bytes), owned by the caller.
 struct RingBuffers {
-  const void* input = nullptr;          // chains x chunks x input_bytes, any non-zero pattern
+  void* input = nullptr;                // chains x chunks x input_bytes, any non-zero pattern
   void* records = nullptr;              // chains x slots x record_bytes
   void* output = nullptr;               // chains x chunks x output_bytes
   int* counters = nullptr;              // 2 x chains ints (produced, consumed), zeroed by run_ring

@@ -106,9 +106,7 @@ int main(int argc, char** argv) {
   largest.slots = *std::max_element(slot_list.begin(), slot_list.end());
   const auto sizes = kda::lab::l2ring::ring_buffer_bytes(largest);
   RingBuffers b;
-  void* p = nullptr;
-  check(cudaMalloc(&p, sizes.input), "cudaMalloc input");
-  b.input = p;
+  check(cudaMalloc(&b.input, sizes.input), "cudaMalloc input");
   check(cudaMalloc(&b.records, sizes.records), "cudaMalloc records");
   check(cudaMalloc(&b.output, sizes.output), "cudaMalloc output");
   check(cudaMalloc(reinterpret_cast<void**>(&b.counters), sizes.counters), "cudaMalloc counters");
@@ -152,7 +150,7 @@ int main(int argc, char** argv) {
       "\nA ring that stays in L2 runs near the inputs-and-outputs time (first bandwidth "
       "column near the ~4 TB/s the H200 streams); one that spills runs near the second.\n");
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
-  for (void* q : {const_cast<void*>(b.input), b.records, b.output, static_cast<void*>(b.counters),
+  for (void* q : {b.input, b.records, b.output, static_cast<void*>(b.counters),
                   static_cast<void*>(b.stats)}) {
     check(cudaFree(q), "cudaFree");
   }

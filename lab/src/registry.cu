@@ -2,10 +2,9 @@
 // SCAN (ladder.h) on the library's host side (lib/kda/src/forward.h: the plan, the arguments, the
 // stages, the tail zeroing) and validation (validate.h, with the step's record size, SCAN grid
 // and inputs), and the library's own forward as the last entry.
-#include "kda/lab/variants.h"
-
 #include "common.cuh"  // lib/kda/src
 #include "forward.h"   // lib/kda/src
+#include "kda/lab/variants.h"
 #include "validate.h"  // lib/kda/src
 
 #if KDA_LAB_LADDER
@@ -63,34 +62,16 @@ void scan_v2(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   }
 }
 
-using StageFn = void (*)(const ForwardParams&, const Plan&, cudaStream_t);
 struct Step {
   const ForwardKernels* kernels;
-  StageFn prep;
-  StageFn scan;
+  detail::ForwardLaunches launches;
 };
-constexpr Step kV0{&kV0Kernels, prep_v0, scan_v0};
-constexpr Step kV1{&kV1Kernels, prep_v1, scan_v1};
-constexpr Step kV2{&kV2Kernels, prep_v2, scan_v2};
-constexpr Step kV2t{&kV2tKernels, prep_v2, scan_v2t};
+constexpr Step kV0{&kV0Kernels, {prep_v0, scan_v0}};
+constexpr Step kV1{&kV1Kernels, {prep_v1, scan_v1}};
+constexpr Step kV2{&kV2Kernels, {prep_v2, scan_v2}};
+constexpr Step kV2t{&kV2tKernels, {prep_v2, scan_v2t}};
 
 // kda.h's entry points for one step, as the library's are for its own kernels (forward.cu).
-template <const Step& kStep>
-void run_stage(const ForwardParams& p, const Plan& plan, int stage, cudaStream_t stream) {
-  switch (stage) {
-    case detail::kStagePrep:
-      kStep.prep(p, plan, stream);
-      break;
-    case detail::kStageScan:
-      kStep.scan(p, plan, stream);
-      break;
-    case detail::kStageZeroTail:
-      detail::run_zero_tail(p, plan, stream);
-      break;
-    default:
-      break;
-  }
-}
 template <const Step& kStep>
 size_t workspace_bytes(const ForwardParams& p) {
   return detail::forward_workspace_bytes(p, *kStep.kernels);
@@ -102,25 +83,27 @@ void validate(const ForwardParams& p) {
 template <const Step& kStep>
 void forward(const ForwardParams& p, cudaStream_t stream) {
   validate<kStep>(p);
-  detail::current_device("chunk_forward");
-  const Plan plan = detail::make_plan(p);
-  for (int stage = 0; stage < detail::kStageCount; ++stage) {
-    run_stage<kStep>(p, plan, stage, stream);
-  }
+  detail::run_forward(p, kStep.launches, stream);
 }
 template <const Step& kStep>
 void forward_stage(const ForwardParams& p, int stage, cudaStream_t stream) {
   detail::check_stage("chunk_forward_stage", stage);
   validate<kStep>(p);
-  detail::current_device("chunk_forward");
-  run_stage<kStep>(p, detail::make_plan(p), stage, stream);
+  detail::run_forward_stage(p, kStep.launches, stage, stream);
 }
 
 template <const Step& kStep>
 constexpr Variant ladder_variant(const char* name, const char* summary, bool raw_inputs,
                                  bool fused_q_norm_exact) {
-  return {name, summary, /*ships=*/false, raw_inputs, fused_q_norm_exact,
-          workspace_bytes<kStep>, validate<kStep>, forward<kStep>, forward_stage<kStep>};
+  return {name,
+          summary,
+          /*ships=*/false,
+          raw_inputs,
+          fused_q_norm_exact,
+          workspace_bytes<kStep>,
+          validate<kStep>,
+          forward<kStep>,
+          forward_stage<kStep>};
 }
 
 #endif  // KDA_LAB_LADDER
@@ -149,8 +132,7 @@ const Variant kVariants[] = {
     {"v2w_mma",
      "the library's chunk_forward: v2t's SCAN on wgmma, fp16 records with per-column U scales",
      /*ships=*/true, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_library, kda::chunk_forward,
-     kda::chunk_forward_stage},
+     kda::forward_workspace_bytes, validate_library, kda::chunk_forward, kda::chunk_forward_stage},
 };
 
 }  // namespace

@@ -13,9 +13,9 @@
 //
 // Every reduction has a fixed order (plain k-loops, no atomics, no split-K), so results are
 // bitwise reproducible. docs/design.md has the design; lab/ the kernels that led to these.
-#include "forward.h"
-
 #include <string>
+
+#include "forward.h"
 
 namespace kda::detail {
 
@@ -106,23 +106,38 @@ namespace {
 
 constexpr const char* kStageNames[kStageCount] = {"prep", "scan", "zero_tail"};
 
-void run_stage(const ForwardParams& p, const Plan& plan, int stage, cudaStream_t stream) {
+void run_stage(const ForwardParams& p, const Plan& plan, const ForwardLaunches& kernels, int stage,
+               cudaStream_t stream) {
   switch (stage) {
-    case kStagePrep:
-      launch_prep(prep_args(p, plan), raw_prep_args(p), stream);
-      break;
-    case kStageScan:
-      launch_scan(scan_args(p, plan, kRecordBytes), stream);
-      break;
-    case kStageZeroTail:
-      run_zero_tail(p, plan, stream);
-      break;
-    default:
-      break;
+    case kStagePrep: kernels.prep(p, plan, stream); break;
+    case kStageScan: kernels.scan(p, plan, stream); break;
+    case kStageZeroTail: run_zero_tail(p, plan, stream); break;
+    default: break;
   }
 }
 
+void prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  launch_prep(prep_args(p, plan), raw_prep_args(p), stream);
+}
+void scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  launch_scan(scan_args(p, plan, kRecordBytes), stream);
+}
+constexpr ForwardLaunches kLibraryLaunches{prep, scan};
+
 }  // namespace
+
+void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream) {
+  current_device("chunk_forward");
+  const Plan plan = make_plan(p);
+  for (int stage = 0; stage < kStageCount; ++stage) run_stage(p, plan, kernels, stage, stream);
+}
+
+void run_forward_stage(const ForwardParams& p, const ForwardLaunches& kernels, int stage,
+                       cudaStream_t stream) {
+  current_device("chunk_forward");
+  run_stage(p, make_plan(p), kernels, stage, stream);
+}
+
 }  // namespace kda::detail
 
 namespace kda {
@@ -137,17 +152,12 @@ const char* forward_stage_name(int stage) {
 void chunk_forward_stage(const ForwardParams& params, int stage, cudaStream_t stream) {
   detail::check_stage("chunk_forward_stage", stage);
   validate(params);
-  detail::current_device("chunk_forward");
-  detail::run_stage(params, detail::make_plan(params), stage, stream);
+  detail::run_forward_stage(params, detail::kLibraryLaunches, stage, stream);
 }
 
 void chunk_forward(const ForwardParams& params, cudaStream_t stream) {
   validate(params);
-  detail::current_device("chunk_forward");
-  const detail::Plan plan = detail::make_plan(params);
-  for (int stage = 0; stage < detail::kStageCount; ++stage) {
-    detail::run_stage(params, plan, stage, stream);
-  }
+  detail::run_forward(params, detail::kLibraryLaunches, stream);
 }
 
 }  // namespace kda

@@ -39,4 +39,18 @@ void run_zero_tail(const ForwardParams& p, const Plan& plan, cudaStream_t stream
 // Throws invalid_argument unless 0 <= stage < kStageCount (`op` names the entry point).
 void check_stage(const char* op, int stage);
 
+// One set of forward kernels: its PREP and SCAN launches (ZERO_TAIL is everyone's). The entry
+// points below run them after the caller's validation, the library's for its own kernels
+// (forward.cu), the lab's for each of its steps (lab/src/registry.cu).
+using StageLaunch = void (*)(const ForwardParams&, const Plan&, cudaStream_t);
+struct ForwardLaunches {
+  StageLaunch prep;
+  StageLaunch scan;
+};
+// chunk_forward's body: every stage in order on one plan.
+void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream);
+// chunk_forward_stage's body (the stage already checked).
+void run_forward_stage(const ForwardParams& p, const ForwardLaunches& kernels, int stage,
+                       cudaStream_t stream);
+
 }  // namespace kda::detail
