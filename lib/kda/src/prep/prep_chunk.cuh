@@ -553,45 +553,34 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
   __syncthreads();
 }
 
-// One chunk of PREP, inlined into the library's two kernels (prep.cu) and the lab's. kRawInputs:
-// raw inputs are read (load_raw_inputs); otherwise the contract load, whose code, with the
-// contract kernel's parameters, is what it was before raw inputs existed (cuobjdump: identical
-// SASS), so adding them cannot slow the contract path.
-// Phases 3 to 5 stay in this body: as force-inlined functions of their own (tried for each of
-// the grams, the inverse, T's copies and the W / U products) they compile to the same
-// instructions in another order (the PTX differs only in the numbering of the loop-carried
-// accumulators, and ptxas allocates and schedules them differently), and the kernels' SASS is
-// kept identical to what was measured (scripts/sass_compare.py).
-template <class Record, bool kRawInputs>
-__device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepArgs& raw) {
-  extern __shared__ __align__(128) unsigned char smem[];
+// ------------------------------------------------------------------------------------------------
+// Phases 3 to 5, one function each, called by prep_chunk with the CTA barriers between them. The
+// register arrays of phases 3, 4a, 5a and 5 are prep_chunk's own, passed in by reference (see
+// prep_chunk for why); each function's comment says what it reads and writes in shared memory.
 
-  ChunkRef chunk;
-  if (!find_chunk(args.seqs, blockIdx.x, chunk)) return;  // unused slot
-  const int h = blockIdx.y;
-  const int n = chunk.rows;
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
-  char* const rec = static_cast<char*>(args.records) +
-                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
-
-  load_chunk<kRawInputs>(args, raw, chunk, h, n, tid, lane, warp, smem);
-  store_factors<Record>(n, tid, smem, rec);
-
-  // ---- 3. Grams on tensor cores. Block pair (p, c), anchor m = m_c:
-  //   A[i][j] = sum_d bf16(x_i[d] 2^(G_i[d] - G_m[d])) bf16(k_j[d] 2^(G_m[d] - G_j[d])),
-  // each operand's factor in fp32 and the product rounded once. Then A_kk = beta_i A (j < i),
-  // A_qk = scale A (j <= i); rows >= n zero.
-  float akk[2][2][4];  // [task slot][n tile][C register]
+// ---- 3. Grams on tensor cores: warp w runs block pairs w and w + 8 (prep_layout.h). Block pair
+// (p, c), anchor m = m_c:
+//   A[i][j] = sum_d bf16(x_i[d] 2^(G_i[d] - G_m[d])) bf16(k_j[d] 2^(G_m[d] - G_j[d])),
+// each operand's factor in fp32 and the product rounded once. Then A_kk = beta_i A (j < i),
+// A_qk = scale A (j <= i); rows >= n zero. Reads q, k, G, the column operands (scol), beta and
+// the q row factors from shared memory; A_qk goes into the record, A_kk stays in akk (its smem
+// region is q's, which other warps may still be reading: store_akk after the barrier).
+// acck, accq: the accumulators of one block pair, zeroed per pair.
+template <class Record>
+__device__ __forceinline__ void compute_grams(int n, int lane, int warp, const unsigned char* smem,
+                                              char* rec, float (&akk)[2][2][4], float (&acck)[2][4],
+                                              float (&accq)[2][4]) {
 #pragma unroll
   for (int slot = 0; slot < 2; ++slot) {
     const int task = warp + 8 * slot;
     if (task >= kGramTasks) break;  // warp-uniform
     const int p = gram_p(task);
     const int c = gram_c(task);
-    float acck[2][4] = {};
-    float accq[2][4] = {};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int reg = 0; reg < 4; ++reg) acck[nt][reg] = accq[nt][reg] = 0.0f;
+    }
     if (16 * c < n && 16 * p < n) {  // uniform; otherwise the block is zero
       const int m = anchor(c, n);
 #pragma unroll 2
@@ -644,7 +633,11 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
       }
     }
   }
-  __syncthreads();  // q is dead: its region becomes A_kk
+}
+
+// Phase 3's A_kk from akk into shared memory (sa: fp32, over the dead q region).
+__device__ __forceinline__ void store_akk(int lane, int warp, const float (&akk)[2][2][4],
+                                          unsigned char* smem) {
 #pragma unroll
   for (int slot = 0; slot < 2; ++slot) {
     const int task = warp + 8 * slot;
@@ -660,128 +653,137 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
       }
     }
   }
-  __syncthreads();
+}
 
-  // ---- 4a. Diagonal blocks of X = (I + A_kk)^-1: lane jj of warps 0..3 solves column jj of
-  // block p by forward substitution, x_i = delta_ij - sum_{r<i} A[i][r] x_r (fixed order).
-  // Meanwhile warps 4..7 (idle otherwise) build W's right-hand side (prep_layout.h): beta k Gamma
-  // (fp16, the v0 expression) over the dead G region. U's is v itself (beta goes into T). (No
-  // named barrier: an earlier version ordered the in-place G overwrite with bar.sync 1, 128,
-  // correct, but compute-sanitizer's racecheck then reported hazards between phases 5a and 5.)
-  uint4 rhs_w[kC / 8];  // warps 4..7: beta k Gamma (fp16) of rows 8 b + tid / 16 - 8, b = 0..7
-  if (warp < 4) {
-    if (lane < 16) {
-      const int base = 16 * warp;
-      float x[16];
+// ---- 4a (warps 0..3). Diagonal blocks of X = (I + A_kk)^-1: lane jj < 16 of warp p solves
+// column jj of block p by forward substitution, x_i = delta_ij - sum_{r<i} A[i][r] x_r (fixed
+// order), x its column. Reads A_kk (sa); writes the block into the fp32 inverse (sx).
+__device__ __forceinline__ void invert_diagonal_blocks(int lane, int warp, unsigned char* smem,
+                                                       float (&x)[16]) {
+  if (lane < 16) {
+    const int base = 16 * warp;
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        float s = 0.0f;
+    for (int i = 0; i < 16; ++i) {
+      float s = 0.0f;
 #pragma unroll
-        for (int r = 0; r < i; ++r) s = fmaf(ldf(smem, sa(base + i, base + r)), x[r], s);
-        x[i] = (i == lane ? 1.0f : 0.0f) - s;
-      }
-#pragma unroll
-      for (int i = 0; i < 16; ++i) stf(smem, sx(base + i, base + lane), x[i]);
+      for (int r = 0; r < i; ++r) s = fmaf(ldf(smem, sa(base + i, base + r)), x[r], s);
+      x[i] = (i == lane ? 1.0f : 0.0f) - s;
     }
-  } else {
-    // Row t's fp16 output lands in the bytes of G row t / 2, so no output is stored before every
-    // G value has been read: the 8 rows of each thread are computed into registers here and
-    // stored after the CTA barrier that ends this phase (G is read by nobody after it).
-    const int t4 = tid - 4 * 32;
 #pragma unroll
-    for (int batch = 0; batch < kC / 8; ++batch) {
-      const int t = 8 * batch + (t4 >> 4);
-      const int d0 = 8 * (t4 & 15);
-      float g[8], kv[8];
-      load8_f32(smem, sg(t, d0), g);
-      load8_bf16(smem, sk(t, d0), kv);
-      const float b = ldf(smem, kSBeta + 4 * t);  // 0 for rows >= n (k = v = 0 there too)
-      float kt[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) kt[e] = b * kv[e] * ex2_approx(g[e]);
-      rhs_w[batch] = pack8_f16(kt);
-    }
+    for (int i = 0; i < 16; ++i) stf(smem, sx(base + i, base + lane), x[i]);
   }
-  __syncthreads();
-  if (warp >= 4) {  // G is dead now: beta k Gamma over it (read in phase 5, barriers later)
+}
+
+// ---- 4a (warps 4..7, idle otherwise). W's right-hand side (prep_layout.h): beta k Gamma (fp16,
+// the v0 expression) into rhs_w; U's is v itself (beta goes into T). Reads G, k and beta from
+// shared memory and writes none: row t's fp16 output lands in the bytes of G row t / 2, so no
+// output is stored before every G value has been read; store_w_rhs stores the thread's 8 rows
+// after the CTA barrier that ends this phase (G is read by nobody after it). g, kv, kt: one
+// row's 8 values.
+__device__ __forceinline__ void compute_w_rhs(int tid, const unsigned char* smem,
+                                              uint4 (&rhs_w)[kC / 8], float (&g)[8], float (&kv)[8],
+                                              float (&kt)[8]) {
+  const int t4 = tid - 4 * 32;
+#pragma unroll
+  for (int batch = 0; batch < kC / 8; ++batch) {
+    const int t = 8 * batch + (t4 >> 4);
+    const int d0 = 8 * (t4 & 15);
+    load8_f32(smem, sg(t, d0), g);
+    load8_bf16(smem, sk(t, d0), kv);
+    const float b = ldf(smem, kSBeta + 4 * t);  // 0 for rows >= n (k = v = 0 there too)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) kt[e] = b * kv[e] * ex2_approx(g[e]);
+    rhs_w[batch] = pack8_f16(kt);
+  }
+}
+
+// Phase 4a's beta k Gamma from rhs_w (warps 4..7) into shared memory (skt, over the dead G
+// region), read by phase 5, barriers later.
+__device__ __forceinline__ void store_w_rhs(int tid, int warp, const uint4 (&rhs_w)[kC / 8],
+                                            unsigned char* smem) {
+  if (warp >= 4) {
     const int t4 = tid - 4 * 32;
 #pragma unroll
     for (int batch = 0; batch < kC / 8; ++batch) {
       *reinterpret_cast<uint4*>(smem + skt(8 * batch + (t4 >> 4), 8 * (t4 & 15))) = rhs_w[batch];
     }
   }
+}
 
-  // ---- 4b. Off-diagonal blocks on tensor cores, level l = p - c = 1, 2, 3. Warp u of the level
-  // (u < 2 (4 - l)) owns 8 columns (n tile u % 2) of block u / 2:
-  //   Y     = sum_{c <= r < p} A_pr X_rc   (r ascending)
-  //   X_pc  = -X_pp Y
-  // fp16 operands, fp32 accumulation. A_kk in plain fp16 (|A| <= 1 and already carrying the
-  // bf16 grams' 2^-9); X and Y, which carry the inverse from level to level, as hi + lo fp16
-  // pairs (x = hi + lo to ~2^-22), so T keeps ~fp32 accuracy until phase 5 rounds it once.
-  // Y moves from the C to the B layout through the warp's own scratch tile (a __syncwarp, not a
-  // CTA barrier); one CTA barrier per level (the next level reads blocks other warps wrote).
+// ---- 4b. One level l = p - c (1, 2, 3) of X's off-diagonal blocks on tensor cores. Warp u of
+// the level (u < schur_units(l) = 2 (4 - l): the caller's test) owns 8 columns (n tile u % 2) of
+// block u / 2:
+//   Y     = sum_{c <= r < p} A_pr X_rc   (r ascending)
+//   X_pc  = -X_pp Y
+// fp16 operands, fp32 accumulation. A_kk in plain fp16 (|A| <= 1 and already carrying the
+// bf16 grams' 2^-9); X and Y, which carry the inverse from level to level, as hi + lo fp16
+// pairs (x = hi + lo to ~2^-22), so T keeps ~fp32 accuracy until phase 5 rounds it once.
+// Reads A_kk (sa) and the blocks of X that phase 4a and the earlier levels wrote (sx); writes
+// X_pc into sx. Y moves from the C to the B layout through the warp's own scratch tile sy(u) (a
+// __syncwarp, not a CTA barrier); the next level reads blocks other warps wrote: a CTA barrier
+// after each level.
+__device__ __forceinline__ void invert_off_diagonal_level(int level, int lane, int warp,
+                                                          unsigned char* smem) {
+  const int e = schur_block(warp);
+  const int p = schur_p(level, e);
+  const int c = schur_c(level, e);
+  const int n0 = 16 * c + 8 * schur_ntile(warp);
+  float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 1
-  for (int level = 1; level <= 3; ++level) {
-    if (warp < schur_units(level)) {  // warp-uniform
-      const int e = schur_block(warp);
-      const int p = schur_p(level, e);
-      const int c = schur_c(level, e);
-      const int n0 = 16 * c + 8 * schur_ntile(warp);
-      float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 1
-      for (int r = c; r < p; ++r) {
-        uint32_t a[4];
+  for (int r = c; r < p; ++r) {
+    uint32_t a[4];
 #pragma unroll
-        for (int reg = 0; reg < 4; ++reg) {
-          const float2 v = ldf2(smem, sa(16 * p + a_row(lane, reg), 16 * r + a_col(lane, reg, 0)));
-          a[reg] = pack_f16(v.x, v.y);
-        }
-        uint32_t bhi[2], blo[2];
-#pragma unroll
-        for (int reg = 0; reg < 2; ++reg) {
-          split_f16(ldf(smem, sx(16 * r + b_k(lane, reg, 0), n0 + b_n(lane))),
-                    ldf(smem, sx(16 * r + b_k(lane, reg, 1), n0 + b_n(lane))), bhi[reg], blo[reg]);
-        }
-        mma_f16(y, a, bhi[0], bhi[1]);
-        mma_f16(y, a, blo[0], blo[1]);
-      }
-#pragma unroll
-      for (int reg = 0; reg < 4; ++reg) stf(smem, sy(warp, c_row(lane, reg), c_col(lane, reg)), y[reg]);
-      __syncwarp();
-      uint32_t xhi[4], xlo[4];
-#pragma unroll
-      for (int reg = 0; reg < 4; ++reg) {
-        const float2 v = ldf2(smem, sx(16 * p + a_row(lane, reg), 16 * p + a_col(lane, reg, 0)));
-        split_f16(v.x, v.y, xhi[reg], xlo[reg]);
-      }
-      uint32_t yhi[2], ylo[2];
-#pragma unroll
-      for (int reg = 0; reg < 2; ++reg) {
-        split_f16(ldf(smem, sy(warp, b_k(lane, reg, 0), b_n(lane))),
-                  ldf(smem, sy(warp, b_k(lane, reg, 1), b_n(lane))), yhi[reg], ylo[reg]);
-      }
-      float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_f16(x, xhi, yhi[0], yhi[1]);
-      mma_f16(x, xhi, ylo[0], ylo[1]);
-      mma_f16(x, xlo, yhi[0], yhi[1]);
-#pragma unroll
-      for (int reg = 0; reg < 4; ++reg) {
-        stf(smem, sx(16 * p + c_row(lane, reg), n0 + c_col(lane, reg)), -x[reg]);
-      }
+    for (int reg = 0; reg < 4; ++reg) {
+      const float2 v = ldf2(smem, sa(16 * p + a_row(lane, reg), 16 * r + a_col(lane, reg, 0)));
+      a[reg] = pack_f16(v.x, v.y);
     }
-    __syncthreads();
+    uint32_t bhi[2], blo[2];
+#pragma unroll
+    for (int reg = 0; reg < 2; ++reg) {
+      split_f16(ldf(smem, sx(16 * r + b_k(lane, reg, 0), n0 + b_n(lane))),
+                ldf(smem, sx(16 * r + b_k(lane, reg, 1), n0 + b_n(lane))), bhi[reg], blo[reg]);
+    }
+    mma_f16(y, a, bhi[0], bhi[1]);
+    mma_f16(y, a, blo[0], blo[1]);
   }
+#pragma unroll
+  for (int reg = 0; reg < 4; ++reg) stf(smem, sy(warp, c_row(lane, reg), c_col(lane, reg)), y[reg]);
+  __syncwarp();
+  uint32_t xhi[4], xlo[4];
+#pragma unroll
+  for (int reg = 0; reg < 4; ++reg) {
+    const float2 v = ldf2(smem, sx(16 * p + a_row(lane, reg), 16 * p + a_col(lane, reg, 0)));
+    split_f16(v.x, v.y, xhi[reg], xlo[reg]);
+  }
+  uint32_t yhi[2], ylo[2];
+#pragma unroll
+  for (int reg = 0; reg < 2; ++reg) {
+    split_f16(ldf(smem, sy(warp, b_k(lane, reg, 0), b_n(lane))),
+              ldf(smem, sy(warp, b_k(lane, reg, 1), b_n(lane))), yhi[reg], ylo[reg]);
+  }
+  float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mma_f16(x, xhi, yhi[0], yhi[1]);
+  mma_f16(x, xhi, ylo[0], ylo[1]);
+  mma_f16(x, xlo, yhi[0], yhi[1]);
+#pragma unroll
+  for (int reg = 0; reg < 4; ++reg) {
+    stf(smem, sx(16 * p + c_row(lane, reg), n0 + c_col(lane, reg)), -x[reg]);
+  }
+}
 
-  // ---- 5a. T -> fp16 (for W) and (T - I) diag(beta) -> bf16 (for U) copies for ldmatrix (lower
-  // blocks only: phase 5 reads no other). U = (T - I) diag(beta) v + beta v: beta goes into T's
-  // columns and v stays as loaded, and the diagonal term beta_i v_i, which dominates U_i, is
-  // added in fp32 by phase 5 instead of being rounded (a bf16 beta v operand, or beta_i as a bf16
-  // entry of T diag(beta), would round every U_i by up to 2^-9: docs/precision.md).
+// ---- 5a. T -> fp16 (for W) and (T - I) diag(beta) -> bf16 (for U) copies for ldmatrix (lower
+// blocks only: phase 5 reads no other). U = (T - I) diag(beta) v + beta v: beta goes into T's
+// columns and v stays as loaded, and the diagonal term beta_i v_i, which dominates U_i, is
+// added in fp32 by phase 5 instead of being rounded (a bf16 beta v operand, or beta_i as a bf16
+// entry of T diag(beta), would round every U_i by up to 2^-9: docs/precision.md). Reads the
+// fp32 inverse (sx) and beta; writes st16 and stb (over the dead A_kk region). t, b, tb: one
+// unit's 8 values of T, beta and T diag(beta).
+__device__ __forceinline__ void copy_t_operands(int tid, unsigned char* smem, float (&t)[8],
+                                                float (&b)[8], float (&tb)[8]) {
   for (int u = tid; u < kC * kC / 8; u += kThreads) {  // row i, 8 columns
     const int i = u >> 3;
     const int j0 = 8 * (u & 7);
     if ((j0 >> 4) <= (i >> 4)) {
-      float t[8], b[8], tb[8];
       load8_f32(smem, sx(i, j0), t);
       load8_f32(smem, kSBeta + 4 * j0, b);
 #pragma unroll
@@ -790,20 +792,33 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
       *reinterpret_cast<uint4*>(smem + stb(i, j0)) = pack8_bf16(tb);
     }
   }
-  __syncthreads();
+}
 
-  // ---- 5. W = T (beta k Gamma) (fp16 operands), then U = beta v + (T - I) diag(beta) v (bf16
-  // operands onto the fp32 diagonal term). Warp w:
-  // columns n0 .. n0 + 15, all 64 rows (accumulators of the 4 m tiles in registers); k-steps in
-  // ascending order, only blocks ks <= mt (T is lower triangular). Every operand by ldmatrix:
-  // the right-hand side tile (.trans) once per k-step, the T tile once per (m tile, k-step).
+// ---- 5. W = T (beta k Gamma) (fp16 operands), then U = beta v + (T - I) diag(beta) v (bf16
+// operands onto the fp32 diagonal term), into the record. Warp w: columns n0 .. n0 + 15, all 64
+// rows (acc: the accumulators of the 4 m tiles, zeroed per pass); k-steps in ascending order,
+// only blocks ks <= mt (T is lower triangular). Every operand by ldmatrix: the right-hand side
+// tile (.trans) once per k-step, the T tile once per (m tile, k-step). Reads beta k Gamma (skt),
+// v (sv), beta and the copies of T (st16, stb); writes no shared memory. u_mult: U's column
+// multipliers (u_column_scales).
+template <class Record>
+__device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned char* smem,
+                                             char* rec, float (&acc)[4][2][4],
+                                             float (&u_mult)[2][2]) {
 #pragma unroll 1
   for (int pass = 0; pass < 2; ++pass) {
     const bool is_w = pass == 0;  // warp-uniform
     const int n0 = wu_n0(warp);
     const uint32_t rhs = smem_u32(smem + (is_w ? kSKT : kSV));  // both [64][kLdH] 16-bit
     const uint32_t tmat = smem_u32(smem + (is_w ? kST16 : kSTB));
-    float acc[4][2][4] = {};  // [m tile][n tile][C register]
+#pragma unroll
+    for (int mt = 0; mt < kC / 16; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int reg = 0; reg < 4; ++reg) acc[mt][nt][reg] = 0.0f;
+      }
+    }
     if (!is_w) {
       // U's diagonal term beta_i v_i in fp32 (phase 5a left it out of the bf16 T copy). The v
       // tile of rows 16 mt .., columns n0 .. n0 + 15 by one ldmatrix.x4: register 2 nt + half is
@@ -845,7 +860,11 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
     }
     // The record: U column d as fp16 U * 2^15 / U_BOUND[d] (record.h), U_BOUND a power of two
     // above the column's max |U|, so the fp16 values stay below 2^15 for any scale of v.
-    float u_mult[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};  // [n tile][column of the pair]
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) u_mult[nt][e] = 1.0f;  // [n tile][column of the pair]
+    }
     if (Record::kUBounds && !is_w) u_column_scales(rec, n0, lane, acc, u_mult);
 #pragma unroll
     for (int mt = 0; mt < kC / 16; ++mt) {
@@ -857,14 +876,85 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
           const int d = n0 + 8 * nt + c_col(lane, 0);
           const bool valid = i < n;
           const int64_t w_at = Record::w(i, d);
-          put_pair(rec, is_w ? w_at : Record::u(i, d),
-                   pack_record<Record::kF16>(
-                       valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
-                       valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f));
+          put_pair(
+              rec, is_w ? w_at : Record::u(i, d),
+              pack_record<Record::kF16>(valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
+                                        valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f));
         }
       }
     }
   }
+}
+
+// One chunk of PREP, inlined into the library's two kernels (prep.cu) and the lab's. kRawInputs:
+// raw inputs are read (load_raw_inputs); otherwise the contract load, whose code, with the
+// contract kernel's parameters, is what it was before raw inputs existed (cuobjdump: identical
+// SASS), so adding them cannot slow the contract path.
+// The body is the phases in order, one force-inlined function each, with the CTA barriers
+// between them. The register arrays of phases 3, 4a, 5a and 5 are declared here and passed by
+// reference: declared inside the phase functions (tried), they compile to the same instructions
+// in another order. The PTX then numbers the loop-carried and branch-merged values of those
+// arrays, and of arrays in other phases (phase 1's among them), in another order, and ptxas
+// allocates and schedules them differently; the likely cause is that a function's own arrays are
+// promoted to registers when it is optimized on its own, before it is inlined. Declared here,
+// all four PREP kernels' SASS is identical to the single-body version's (scripts/sass_compare.py).
+// The Schur level's own arrays make no such difference and stay in invert_off_diagonal_level.
+template <class Record, bool kRawInputs>
+__device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepArgs& raw) {
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  ChunkRef chunk;
+  if (!find_chunk(args.seqs, blockIdx.x, chunk)) return;  // unused slot
+  const int h = blockIdx.y;
+  const int n = chunk.rows;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  char* const rec = static_cast<char*>(args.records) +
+                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
+
+  load_chunk<kRawInputs>(args, raw, chunk, h, n, tid, lane, warp, smem);  // ends in a barrier
+  store_factors<Record>(n, tid, smem, rec);                               // ends in a barrier
+
+  // 3. The grams: A_qk into the record, A_kk into shared memory once q is dead.
+  float akk[2][2][4];            // [task slot][n tile][C register]
+  float acck[2][4], accq[2][4];  // [n tile][C register]
+  compute_grams<Record>(n, lane, warp, smem, rec, akk, acck, accq);
+  __syncthreads();  // q is dead: its region becomes A_kk
+  store_akk(lane, warp, akk, smem);
+  __syncthreads();
+
+  // 4a. X's diagonal blocks (warps 0..3) while warps 4..7 build W's right-hand side. (No named
+  // barrier: an earlier version ordered the in-place G overwrite with bar.sync 1, 128, correct,
+  // but compute-sanitizer's racecheck then reported hazards between phases 5a and 5.)
+  uint4 rhs_w[kC / 8];  // warps 4..7: beta k Gamma (fp16) of rows 8 b + tid / 16 - 8, b = 0..7
+  if (warp < 4) {
+    float x[16];
+    invert_diagonal_blocks(lane, warp, smem, x);
+  } else {
+    float g[8], kv[8], kt[8];
+    compute_w_rhs(tid, smem, rhs_w, g, kv, kt);
+  }
+  __syncthreads();  // G is dead
+  store_w_rhs(tid, warp, rhs_w, smem);
+
+  // 4b. X's off-diagonal blocks, level by level (the next level reads blocks other warps wrote).
+  // The warp test stays here: inside the function, ptxas inverts one compare and branch.
+#pragma unroll 1
+  for (int level = 1; level <= 3; ++level) {
+    if (warp < schur_units(level)) invert_off_diagonal_level(level, lane, warp, smem);  // uniform
+    __syncthreads();
+  }
+
+  // 5a. T's fp16 and bf16 copies for phase 5's ldmatrix.
+  float t[8], b[8], tb[8];
+  copy_t_operands(tid, smem, t, b, tb);
+  __syncthreads();
+
+  // 5. W and U into the record.
+  float acc[4][2][4];  // [m tile][n tile][C register]
+  float u_mult[2][2];  // [n tile][column of the pair]
+  multiply_w_u<Record>(n, lane, warp, smem, rec, acc, u_mult);
 }
 
 }  // namespace kda::detail::prep
