@@ -7,10 +7,9 @@
 // or reassociation left to the compiler) and the sum uses a fixed butterfly order, so the result
 // depends only on the row's values.
 //
-// Exact for every finite row (kda-forward.md §9.1): a row of ordinary scale (max|x| in
-// [2^-30, 2^30], kPlainRowMin/Max) is normalized as it is; any other is scaled by the power of
-// two 2^-e with max|x| = f * 2^e, f in [0.5, 1) (exact), so the sum of squares lies in
-// [0.25, 128] and neither overflows (rows up to FLT_MAX) nor loses tiny rows to underflow:
+// Exact for every finite row (kda-forward.md §9.1): the row is scaled by the power of two 2^-e
+// with max|x| = f * 2^e, f in [0.5, 1) (exact), so the sum of squares lies in [0.25, 128] and
+// neither overflows (rows up to FLT_MAX) nor loses tiny rows to underflow:
 //   x / sqrt(ssq + eps) = x' / sqrt(ssq' + eps * 2^-2e),   x' = x * 2^-e.
 // When eps * 2^-2e overflows (max|x| < ~2^-74), eps dominates ssq by > 2^120 and the unscaled
 // formula is exact to rounding. Non-finite rows use the unscaled formula too, which propagates:
@@ -37,33 +36,37 @@ __device__ __forceinline__ float group_sum(float v) {
   return v;
 }
 
-// max(a, b) that propagates NaN (PTX max.NaN.f32, sm_80+): a NaN anywhere gives NaN, an inf
-// (and no NaN) inf, so one max over |x| also says whether the row is finite.
-__device__ __forceinline__ float max_nan(float a, float b) {
-  float m;
-  asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(m) : "f"(a), "f"(b));
-  return m;
-}
-
 template <int kLanes>
-__device__ __forceinline__ float group_max_nan(float v) {
+__device__ __forceinline__ float group_max(float v) {
 #pragma unroll
   for (int offset = kLanes / 2; offset > 0; offset >>= 1)
-    v = max_nan(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
-// Whether every element of the group's row is finite, and max|x| over the row (a NaN or inf
-// when it is not finite): the same bits in every thread of the group. All 32 lanes of the warp
-// must call it (it shuffles).
+template <int kLanes>
+__device__ __forceinline__ bool group_all(bool b) {
+  int v = b ? 1 : 0;
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset >>= 1)
+    v &= __shfl_xor_sync(0xffffffffu, v, offset);
+  return v != 0;
+}
+
+// Whether every element of the group's row is finite, and max|x| over the row: the same bits in
+// every thread of the group. All 32 lanes of the warp must call it (it shuffles).
 template <int kLanes, int kN>
 __device__ __forceinline__ void group_finite_max(const float (&x)[kN], bool& finite,
                                                  float& largest) {
+  finite = true;
   largest = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kN; ++i) largest = max_nan(largest, fabsf(x[i]));
-  largest = group_max_nan<kLanes>(largest);  // exact, identical in every thread of the group
-  finite = isfinite(largest);
+  for (int i = 0; i < kN; ++i) {
+    finite = finite && isfinite(x[i]);
+    largest = fmaxf(largest, fabsf(x[i]));
+  }
+  finite = group_all<kLanes>(finite);
+  largest = group_max<kLanes>(largest);  // exact, identical in every thread of the group
 }
 
 // 2^k as a float, exactly, for k in [-149, 127] (subnormal below -126).
@@ -71,47 +74,21 @@ __device__ __forceinline__ float exact_pow2(int k) {
   return k >= -126 ? __int_as_float((k + 127) << 23) : __int_as_float(1 << (k + 149));
 }
 
-// A row of ordinary scale: max|x| in [2^-30, 2^30]. Its sum of squares neither overflows nor
-// loses anything that matters to underflow (squares below 2^-126 against a sum >= 2^-60), so the
-// plain formula is exact to rounding, and the power-of-two scaling below would give the same bits
-// (it commutes with every rounding when nothing is subnormal): such a row skips it.
-inline constexpr float kPlainRowMin = 0x1p-30f;
-inline constexpr float kPlainRowMax = 0x1p30f;
-
-// All 32 lanes of the warp must call this (it shuffles); branches are uniform within a group (or
-// the warp), and the shuffles sit outside the group-dependent ones. kN = 128 / kLanes elements per
-// thread, consecutive channels.
+// All 32 lanes of the warp must call this (it shuffles); branches are uniform within a group,
+// and the shuffles sit outside them. kN = 128 / kLanes elements per thread, consecutive channels.
 template <int kLanes, int kN>
 __device__ __forceinline__ void l2norm_row_bf16(const float (&x)[kN], __nv_bfloat16 (&y)[kN]) {
   static_assert(kLanes * kN == kHeadDim, "a group holds one 128-element row");
   bool finite;
   float largest;
   group_finite_max<kLanes>(x, finite, largest);
-  const bool plain = largest >= kPlainRowMin && largest <= kPlainRowMax;  // false for NaN / inf
 
-  // Sum of squares: sequential inside the thread, then the group butterfly; fixed order.
-  auto row_rstd = [](const float (&v)[kN], float eps) {
-    float s = __fmul_rn(v[0], v[0]);
-#pragma unroll
-    for (int i = 1; i < kN; ++i) s = __fmaf_rn(v[i], v[i], s);
-    const float ssq = group_sum<kLanes>(s);
-    return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ssq, eps)));
-  };
-  if (__all_sync(0xffffffffu, plain)) {  // every row of the warp: the common case
-    const float rstd = row_rstd(x, kL2NormEps);
-#pragma unroll
-    for (int i = 0; i < kN; ++i) y[i] = __float2bfloat16_rn(__fmul_rn(x[i], rstd));
-    return;
-  }
-
-  // Some row of the warp is huge, tiny, zero or not finite. Plain rows take the same operations
-  // as above (down = 1, the same eps), so a row's bits never depend on its neighbours.
   float scaled[kN];
   float eps = kL2NormEps;
   int e = 0;
   frexpf(largest, &e);
   const float eps_scaled = ldexpf(kL2NormEps, -2 * e);
-  const bool rescale = !plain && finite && largest != 0.0f && isfinite(eps_scaled);
+  const bool rescale = finite && largest != 0.0f && isfinite(eps_scaled);
   // Multiplying by the exact power of two rounds exactly like ldexpf (only an underflowing
   // result rounds, to nearest even, in both), at one instruction instead of a library routine
   // per element. With rescale, -e lies in [-128, 74), inside exact_pow2's range.
@@ -119,7 +96,13 @@ __device__ __forceinline__ void l2norm_row_bf16(const float (&x)[kN], __nv_bfloa
 #pragma unroll
   for (int i = 0; i < kN; ++i) scaled[i] = __fmul_rn(x[i], down);
   if (rescale) eps = eps_scaled;
-  const float rstd = row_rstd(scaled, eps);
+
+  // Sum of squares: sequential inside the thread, then the group butterfly; fixed order.
+  float s = __fmul_rn(scaled[0], scaled[0]);
+#pragma unroll
+  for (int i = 1; i < kN; ++i) s = __fmaf_rn(scaled[i], scaled[i], s);
+  const float ssq = group_sum<kLanes>(s);
+  const float rstd = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ssq, eps)));
   const bool zero_row = finite && largest == 0.0f;
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
