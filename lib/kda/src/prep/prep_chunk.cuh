@@ -296,10 +296,13 @@ __device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const
 }
 
 // The k row this thread normalizes with fuse_k_l2norm: one quad per row (64 quads: every row at
-// once), a 32-element run each, the l2norm kernel's row function and layout (its bits). The
-// thread copies exactly the bytes it normalizes, so its own cp.async wait is all it needs.
+// once), a 32-element run each, the l2norm kernel's row function and layout (its bits).
 __device__ __forceinline__ int raw_k_row() { return threadIdx.x >> 2; }
 __device__ __forceinline__ int raw_k_col() { return (threadIdx.x & 3) * kRowRun; }
+// The quad copies its row's 16 units so that in each step u the four threads fetch four adjacent
+// 16-byte units (64 contiguous bytes: whole 32-byte sectors per instruction); thread q's own run
+// is then copied by the whole quad, so normalize_raw_k waits for its copies and syncs the warp.
+__device__ __forceinline__ int raw_k_unit_col(int u) { return 8 * (4 * u + (threadIdx.x & 3)); }
 
 // The raw gate's activation and cumsum over the warp's strips (staged by issue_raw_gate_loads,
 // its group landed and the warp synchronized); kAllRows: n = 64.
@@ -355,7 +358,7 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
     if (i < n) {
 #pragma unroll
       for (int u = 0; u < kRowRun / 8; ++u) {
-        const int c = raw_k_col() + 8 * u;
+        const int c = raw_k_unit_col(u);
         cp_async16(smem_u32(smem + sk(i, c)),
                    args.k + (chunk.first_token + i) * args.k_stride + head_offset + c);
       }
@@ -391,7 +394,8 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
 __device__ __forceinline__ void normalize_raw_k(const RawPrepArgs& raw, const ChunkRef& chunk,
                                                 unsigned char* smem) {
   if (!raw.fuse_k_l2norm) return;  // uniform
-  cp_async_wait_all();  // this thread's own copies of its k run
+  cp_async_wait_all();  // this thread's copies of its row (the quad's run units)
+  __syncwarp();         // ... and its quad partners', all in this warp
   const int i = raw_k_row();
   const int c0 = raw_k_col();
   float k_row[kRowRun];
