@@ -172,33 +172,59 @@ __device__ __forceinline__ float deferred_row_norm(float (&x)[kN], bool& rescale
 // n0 .. n0 + 15 over all 64 rows in its accumulators acc[m tile][n tile][C register]; each lane's
 // columns are n0 + 8 nt + c_col(lane, e), its rows 16 mt + c_row(lane, 2 half). Rows >= n are
 // exactly 0 there (beta, v and T - I vanish on them), so the column max is a max over the lane's
-// 8 rows, then over the 8 row groups (lanes xor 4, 8, 16). From the max's exponent field f (max in
+// 8 rows, then over the 8 row groups (lane bits 2..4). From the max's exponent field f (max in
 // [2^(f-127), 2^(f-126))): bound = 2^(f-126) > max and multiplier 2^(141-f) = 2^15 / bound, so the
 // stored column stays below 2^15; f is clamped to [27, 253] so both are normal floats (a column
 // below 2^-100 is scaled by 2^114; a max >= 2^127 would reach fp16's inf). An all-zero column has
-// bound 0; a non-finite max (a NaN or inf input) bound 1 and multiplier 1, so it propagates.
+// bound 0; a non-finite max (an inf input; fmaxf drops NaNs) bound 1 and multiplier 1, so it
+// propagates.
+//   The row-group reduction is a reduce-scatter: the lane's four columns (slot k = 2 nt + e) are
+// halved across lane bit 4 (slots 2 b4 + {0, 1} stay), then across bit 3 (slot 2 b4 + b3 stays),
+// then the last value is max-reduced across bit 2. Each lane then holds one column's max (two
+// lanes per column), computes that column's bound and multiplier once, and fetches its four
+// multipliers from the lanes that own them: 4 + 10 + 4 warp instructions for the four columns
+// instead of 4 x (6 + 10). A max does not depend on the order of its operands: same bits.
 __device__ __forceinline__ void u_column_scales(char* rec, int n0, int lane,
                                                 const float (&acc)[4][2][4],
                                                 float (&u_mult)[2][2]) {
+  float m[4];  // slot 2 nt + e: the lane's 8 rows of column n0 + 8 nt + c_col(lane, e)
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      float m = 0.0f;
+      float x = 0.0f;
 #pragma unroll
       for (int mt = 0; mt < kC / 16; ++mt) {
-        m = fmaxf(m, fmaxf(fabsf(acc[mt][nt][e]), fabsf(acc[mt][nt][2 + e])));
+        x = fmaxf(x, fmaxf(fabsf(acc[mt][nt][e]), fabsf(acc[mt][nt][2 + e])));
       }
+      m[2 * nt + e] = x;
+    }
+  }
+  const bool b4 = (lane & 16) != 0;
+  const bool b3 = (lane & 8) != 0;
+  // Across bit 4: keep slots 2 b4 + {0, 1}, send the other pair.
+  const float keep0 = b4 ? m[2] : m[0];
+  const float keep1 = b4 ? m[3] : m[1];
+  const float w0 = fmaxf(keep0, __shfl_xor_sync(0xffffffffu, b4 ? m[0] : m[2], 16));
+  const float w1 = fmaxf(keep1, __shfl_xor_sync(0xffffffffu, b4 ? m[1] : m[3], 16));
+  // Across bit 3: keep slot 2 b4 + b3.
+  float mx = fmaxf(b3 ? w1 : w0, __shfl_xor_sync(0xffffffffu, b3 ? w0 : w1, 8));
+  // Across bit 2: the column's max over all 64 rows, in both lanes of the pair.
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+  const int field = static_cast<int>(__float_as_uint(mx) >> 23);  // mx >= 0: no sign bit
+  const int f = min(max(field, 27), 253);
+  const bool finite = field < 255;
+  const float bound = !finite ? 1.0f : mx == 0.0f ? 0.0f : __uint_as_float((f + 1) << 23);
+  const float mult = finite && mx != 0.0f ? __uint_as_float((268 - f) << 23) : 1.0f;
+  if ((lane & 4) == 0) {  // one lane of the pair writes: column n0 + 8 b4 + c_col(lane, b3)
+    *reinterpret_cast<float*>(rec + rec_u_bound(n0 + 8 * b4 + 2 * (lane & 3) + b3)) = bound;
+  }
+  // Slot 2 nt + e of this lane's column class (lane & 3) is held by lane (lane & 3) + 8 e + 16 nt.
 #pragma unroll
-      for (int x = 4; x < 32; x <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
-      const int field = static_cast<int>(__float_as_uint(m) >> 23);  // m >= 0: no sign bit
-      const int f = min(max(field, 27), 253);
-      const bool finite = field < 255;
-      const float bound = !finite ? 1.0f : m == 0.0f ? 0.0f : __uint_as_float((f + 1) << 23);
-      u_mult[nt][e] = finite && m != 0.0f ? __uint_as_float((268 - f) << 23) : 1.0f;
-      if (lane < 4) {  // row group 0 writes its columns' bounds
-        *reinterpret_cast<float*>(rec + rec_u_bound(n0 + 8 * nt + c_col(lane, e))) = bound;
-      }
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      u_mult[nt][e] = __shfl_sync(0xffffffffu, mult, (lane & 3) + 8 * e + 16 * nt);
     }
   }
 }
