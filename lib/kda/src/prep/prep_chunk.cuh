@@ -824,34 +824,6 @@ __device__ __forceinline__ void copy_t_operands(int tid, unsigned char* smem, fl
   }
 }
 
-// Phase 5's record stores of one pass: the warp's 64 rows x 16 columns from the accumulators,
-// rows >= n as zeros; kScaled: U's columns times their multipliers (u_column_scales).
-template <class Record, bool kScaled>
-__device__ __forceinline__ void store_w_u_pairs(char* rec, int n, int lane, int n0, bool is_w,
-                                                const float (&acc)[4][2][4],
-                                                const float (&u_mult)[2][2]) {
-#pragma unroll
-  for (int mt = 0; mt < kC / 16; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = 16 * mt + c_row(lane, 2 * half);
-        const int d = n0 + 8 * nt + c_col(lane, 0);
-        const bool valid = i < n;
-        float x0 = acc[mt][nt][2 * half];
-        float x1 = acc[mt][nt][2 * half + 1];
-        if constexpr (kScaled) {
-          x0 *= u_mult[nt][0];
-          x1 *= u_mult[nt][1];
-        }
-        put_pair(rec, is_w ? Record::w(i, d) : Record::u(i, d),
-                 pack_record<Record::kF16>(valid ? x0 : 0.0f, valid ? x1 : 0.0f));
-      }
-    }
-  }
-}
-
 // ---- 5. W = T (beta k Gamma) (fp16 operands), then U = beta v + (T - I) diag(beta) v (bf16
 // operands onto the fp32 diagonal term), into the record. Warp w: columns n0 .. n0 + 15, all 64
 // rows (acc: the accumulators of the 4 m tiles, zeroed per pass); k-steps in ascending order,
@@ -917,15 +889,29 @@ __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned
       }
     }
     // The record: U column d as fp16 U * 2^15 / U_BOUND[d] (record.h), U_BOUND a power of two
-    // above the column's max |U|, so the fp16 values stay below 2^15 for any scale of v. W (and
-    // U of a record without bounds) is stored as it is: a separate copy of the store loop, so
-    // the W pass does not multiply its 32 values per lane by 1.
-    if (Record::kUBounds && !is_w) {  // warp-uniform
-      u_column_scales(rec, n0, lane, acc, u_mult);
-      store_w_u_pairs<Record, true>(rec, n, lane, n0, is_w, acc, u_mult);
-    } else {
-      const float unit[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
-      store_w_u_pairs<Record, false>(rec, n, lane, n0, is_w, acc, unit);
+    // above the column's max |U|, so the fp16 values stay below 2^15 for any scale of v.
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) u_mult[nt][e] = 1.0f;  // [n tile][column of the pair]
+    }
+    if (Record::kUBounds && !is_w) u_column_scales(rec, n0, lane, acc, u_mult);
+#pragma unroll
+    for (int mt = 0; mt < kC / 16; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = 16 * mt + c_row(lane, 2 * half);
+          const int d = n0 + 8 * nt + c_col(lane, 0);
+          const bool valid = i < n;
+          const int64_t w_at = Record::w(i, d);
+          put_pair(
+              rec, is_w ? w_at : Record::u(i, d),
+              pack_record<Record::kF16>(valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
+                                        valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f));
+        }
+      }
     }
   }
 }
