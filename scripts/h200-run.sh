@@ -25,28 +25,11 @@
 set -uo pipefail
 mode=${1:-full}
 OUT=${OUT:?OUT must be set}
-r=$OUT/r
-mkdir -p "$r"
 bin=${BIN:-build/release/bin}
-{
-  echo "binaries built from: $(strings "$bin/kda-check" | grep -m1 -E '^[0-9a-f]{40}(-dirty)?$' || echo unknown)"
-  date -u +"utc: %Y-%m-%dT%H:%M:%SZ"
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
-} > "$r/machine.txt" 2>&1
-summary=$OUT/summary.txt
-: > "$summary"
-step() {  # step SECONDS NAME CMD...: runs with a time limit, logs to $r/NAME.log, records the exit code
-  local limit=$1 name=$2; shift 2
-  # Keep the whole run inside the device call's limit: later steps are skipped, not killed.
-  if (( SECONDS + limit > ${DEADLINE:-570} )); then
-    limit=$(( ${DEADLINE:-570} - SECONDS ))
-    if (( limit < 20 )); then echo "$name skipped (deadline)" | tee -a "$summary"; return; fi
-  fi
-  local t0=$(date +%s)
-  timeout "$limit" "$@" > "$r/$name.log" 2>&1
-  local rc=$?
-  echo "$name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$summary"
-}
+DEADLINE=${DEADLINE:-570}
+SUMMARY=$OUT/summary.txt  # beside the archive: the device tool returns it as a file of its own
+. "$(dirname "$0")/device-steps.sh"  # r, step, record_machine
+record_machine "binaries built from: $(binary_commit "$bin/kda-check" || echo unknown)"
 variants=(${VARIANTS:-v2_mma v2w_mma})
 vargs=()
 for v in "${variants[@]}"; do vargs+=(--variant "$v"); done
@@ -138,4 +121,4 @@ fi
 tar -C "$OUT" -czf "$OUT/h200.tar.gz" r
 cp "$r"/check-*.md "$OUT"/ 2>/dev/null
 rm -rf "$r"  # only a few files come back from $OUT: the tarball holds everything
-cat "$summary"
+cat "$S"
