@@ -264,12 +264,13 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 }
 
 // Phase 1 for raw inputs (kda.h GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm;
-// each a uniform runtime branch here), in three steps so that the raw gate's arithmetic runs
-// while q, k and v are still in flight and no step needs a CTA barrier:
-//   issue_raw_gate_loads, before q's loads: the raw gate's cp.async group, the first;
-//   load_raw_inputs, after q's: k (unless fuse_k_l2norm: then raw k, into k's place), v, G (a
-//     contract gate) and beta; then the raw gate's activation and cumsum, once its group landed;
-//   normalize_raw_k, after the fused q norm: raw k normalized in place.
+// each a uniform runtime branch here), in three steps so that the raw gate's arithmetic and the
+// k norm run while q and v are still in flight and no step needs a CTA barrier:
+//   issue_raw_early_loads, before q's loads: the raw gate's cp.async group, the first, then raw
+//     k's (fuse_k_l2norm: into k's place), the second;
+//   load_raw_inputs, after q's: k (unless fuse_k_l2norm), v, G (a contract gate) and beta, the
+//     fourth group; then the raw gate's activation and cumsum, once its group landed;
+//   normalize_raw_k, right after: raw k normalized in place, once its group landed.
 // They leave shared memory as the contract load does: k (normalized), v, G (rows >= n: G_{n-1}),
 // beta (rows >= n: 0), for the caller's cp_async_wait_all and CTA barrier.
 //
@@ -285,9 +286,19 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 // nothing, so they repeat G_{n-1}.
 __device__ __forceinline__ int raw_gate_strip(int row, int warp) { return sg(row, 16 * warp); }
 
-__device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const RawPrepArgs& raw,
-                                                     const ChunkRef& chunk, int h,
-                                                     unsigned char* smem) {
+// The k row this thread normalizes with fuse_k_l2norm: one quad per row (64 quads: every row at
+// once), a 32-element run each, the l2norm kernel's row function and layout (its bits).
+__device__ __forceinline__ int raw_k_row() { return threadIdx.x >> 2; }
+__device__ __forceinline__ int raw_k_col() { return (threadIdx.x & 3) * kRowRun; }
+// The quad copies its row's 16 units so that in each step u the four threads fetch four adjacent
+// 16-byte units (64 contiguous bytes: whole 32-byte sectors per instruction); thread q's own run
+// is then copied by the whole quad, so normalize_raw_k waits for its copies and syncs the warp.
+__device__ __forceinline__ int raw_k_unit_col(int u) { return 8 * (4 * u + (threadIdx.x & 3)); }
+
+__device__ __forceinline__ void issue_raw_early_loads(const PrepArgs& args,
+                                                      const RawPrepArgs& raw,
+                                                      const ChunkRef& chunk, int h,
+                                                      unsigned char* smem) {
   if (raw.raw_gate) {  // uniform
     const int n = chunk.rows;
     const int lane = threadIdx.x & 31;
@@ -319,18 +330,21 @@ __device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const
     }
   }
   cp_async_commit();  // (an empty group for a contract gate: the later waits count groups)
+  if (raw.fuse_k_l2norm) {  // uniform; rows >= n: normalize_raw_k writes zero rows
+    const int i = raw_k_row();
+    if (i < chunk.rows) {
+#pragma unroll
+      for (int u = 0; u < kRowRun / 8; ++u) {
+        const int c = raw_k_unit_col(u);
+        cp_async16(smem_u32(smem + sk(i, c)), args.k + (chunk.first_token + i) * args.k_stride +
+                                                  static_cast<int64_t>(h) * kD + c);
+      }
+    }
+  }
+  cp_async_commit();  // raw k's group, the second (empty without fuse_k_l2norm)
 }
 
-// The k row this thread normalizes with fuse_k_l2norm: one quad per row (64 quads: every row at
-// once), a 32-element run each, the l2norm kernel's row function and layout (its bits).
-__device__ __forceinline__ int raw_k_row() { return threadIdx.x >> 2; }
-__device__ __forceinline__ int raw_k_col() { return (threadIdx.x & 3) * kRowRun; }
-// The quad copies its row's 16 units so that in each step u the four threads fetch four adjacent
-// 16-byte units (64 contiguous bytes: whole 32-byte sectors per instruction); thread q's own run
-// is then copied by the whole quad, so normalize_raw_k waits for its copies and syncs the warp.
-__device__ __forceinline__ int raw_k_unit_col(int u) { return 8 * (4 * u + (threadIdx.x & 3)); }
-
-// The raw gate's activation and cumsum over the warp's strips (staged by issue_raw_gate_loads,
+// The raw gate's activation and cumsum over the warp's strips (staged by issue_raw_early_loads,
 // its group landed and the warp synchronized); kAllRows: n = 64.
 template <bool kAllRows>
 __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsigned char* smem,
@@ -374,22 +388,10 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const int64_t head_offset = static_cast<int64_t>(h) * kD;
   const bool raw_gate = raw.raw_gate;
   const bool beta_bf16 = raw.beta_bf16;
   const bool beta_logits = raw.beta_logits;
   load_k_v(args, chunk, h, smem, /*load_k=*/!raw.fuse_k_l2norm);
-  if (raw.fuse_k_l2norm) {  // uniform; rows >= n: normalize_raw_k writes zero rows
-    const int i = raw_k_row();
-    if (i < n) {
-#pragma unroll
-      for (int u = 0; u < kRowRun / 8; ++u) {
-        const int c = raw_k_unit_col(u);
-        cp_async16(smem_u32(smem + sk(i, c)),
-                   args.k + (chunk.first_token + i) * args.k_stride + head_offset + c);
-      }
-    }
-  }
   if (!raw_gate) load_gate(static_cast<const float*>(raw.gate), args, chunk, h, smem);  // uniform
   cp_async_commit();
   if (tid < kC) {
@@ -407,8 +409,8 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
   const int d = 16 * warp + (lane & 15);
   // (Read before the wait below, whose memory clobber would otherwise hold these loads back.)
   const GateChannel channel = gate_channel(raw.a_log[h], raw.dt_bias[h * kD + d]);
-  // The gate's group is the oldest of three (gate, q, k/v): wait for it alone.
-  cp_async_wait_pending<2>();
+  // The gate's group is the oldest of four (gate, raw k, q, k/v): wait for it alone.
+  cp_async_wait_pending<3>();
   __syncwarp();
   if (n == kC) {  // uniform: whole chunks, the common case, need no row predicates
     activate_raw_gate<true>(raw, smem, n, channel);
@@ -420,8 +422,11 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
 __device__ __forceinline__ void normalize_raw_k(const RawPrepArgs& raw, const ChunkRef& chunk,
                                                 unsigned char* smem) {
   if (!raw.fuse_k_l2norm) return;  // uniform
-  cp_async_wait_all();  // this thread's copies of its row (the quad's run units)
-  __syncwarp();         // ... and its quad partners', all in this warp
+  // Raw k's group is the second of four (gate, raw k, q, k/v): this thread's copies of its row
+  // (the quad's run units) have landed after this wait, and its quad partners' (all in this
+  // warp) after the __syncwarp. So the norm runs while q and v are still in flight.
+  cp_async_wait_pending<2>();
+  __syncwarp();
   const int i = raw_k_row();
   const int c0 = raw_k_col();
   float k_row[kRowRun];
@@ -448,7 +453,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   // loads its own 8 rows of q first, in a cp.async group of their own, so that the fused norm's
   // pass 2a runs on them while k, v and G are still in flight.
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
-  if constexpr (kRawInputs) issue_raw_gate_loads(args, raw, chunk, h, smem);
+  if constexpr (kRawInputs) issue_raw_early_loads(args, raw, chunk, h, smem);
 #pragma unroll
   for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 rows of 16 units each
     const int i = q_load_row(warp, lane, it);
@@ -463,6 +468,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   cp_async_commit();
   if constexpr (kRawInputs) {
     load_raw_inputs(args, raw, chunk, h, smem);
+    normalize_raw_k(raw, chunk, smem);
   } else {
     load_k_v(args, chunk, h, smem, /*load_k=*/true);
     load_gate(args.gate, args, chunk, h, smem);
@@ -526,7 +532,6 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   } else if (tid < kC) {
     stf(smem, kSQScale + 4 * tid, kScale);
   }
-  if constexpr (kRawInputs) normalize_raw_k(raw, chunk, smem);
   cp_async_wait_all();
   __syncthreads();
 }
