@@ -268,9 +268,11 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 // k norm run while q and v are still in flight and no step needs a CTA barrier:
 //   issue_raw_early_loads, before q's loads: the raw gate's cp.async group, the first, then raw
 //     k's (fuse_k_l2norm: into k's place), the second;
-//   load_raw_inputs, after q's: k (unless fuse_k_l2norm), v, G (a contract gate) and beta, the
-//     fourth group; then the raw gate's activation and cumsum, once its group landed;
-//   normalize_raw_k, right after: raw k normalized in place, once its group landed.
+//   load_raw_inputs, after q's: k (unless fuse_k_l2norm), v and G (a contract gate), the fourth
+//     group; then the raw gate's activation and cumsum, once its group landed;
+//   normalize_raw_k, right after: raw k normalized in place, once its group landed;
+// beta and the channel parameters are read into registers before all of them (load_raw_scalars)
+// and beta reaches shared memory just before the load barrier (store_raw_beta).
 // They leave shared memory as the contract load does: k (normalized), v, G (rows >= n: G_{n-1}),
 // beta (rows >= n: 0), for the caller's cp_async_wait_all and CTA barrier.
 //
@@ -382,33 +384,56 @@ __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsign
   }
 }
 
-__device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawPrepArgs& raw,
-                                                const ChunkRef& chunk, int h, unsigned char* smem) {
-  const int n = chunk.rows;
+// The raw path's per-thread scalars, read from global memory at the kernel's start so that their
+// latency passes under the cp.async traffic: beta (threads < 64: row tid; 0 past the sequence;
+// still a logit if beta_logits) and the raw gate's channel parameters (thread (d, half) of
+// activate_raw_gate: A_log[h], dt_bias[h, d]). Used late, by then they have long landed: the
+// channel by the gate's activation, beta by store_raw_beta just before the load barrier (read
+// where they are used, the loads would sit behind a cp.async wait's memory clobber and stall
+// warps 0 and 1, the beta rows' threads, before their share of the gate work).
+struct RawScalars {
+  float beta;
+  float a_log;
+  float dt_bias;
+};
+__device__ __forceinline__ RawScalars load_raw_scalars(const PrepArgs& args,
+                                                       const RawPrepArgs& raw,
+                                                       const ChunkRef& chunk, int h) {
   const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
+  RawScalars x{0.0f, 0.0f, 0.0f};
+  if (tid < kC && tid < chunk.rows) {
+    const int64_t at = (chunk.first_token + tid) * args.heads + h;
+    x.beta = raw.beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
+                           : load_as_float(static_cast<const float*>(raw.beta) + at);
+  }
+  if (raw.raw_gate) {  // uniform
+    const int d = 16 * (tid >> 5) + (tid & 15);
+    x.a_log = raw.a_log[h];
+    x.dt_bias = raw.dt_bias[h * kD + d];
+  }
+  return x;
+}
+__device__ __forceinline__ void store_raw_beta(const RawPrepArgs& raw, const RawScalars& x,
+                                               int n, unsigned char* smem) {
+  const int tid = threadIdx.x;
+  if (tid < kC) {  // rows >= n: 0
+    float b = 0.0f;
+    if (tid < n) b = raw.beta_logits ? sigmoid_fast(x.beta) : x.beta;
+    stf(smem, kSBeta + 4 * tid, b);
+  }
+}
+
+__device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawPrepArgs& raw,
+                                                const RawScalars& scalars, const ChunkRef& chunk,
+                                                int h, unsigned char* smem) {
+  const int n = chunk.rows;
   const bool raw_gate = raw.raw_gate;
-  const bool beta_bf16 = raw.beta_bf16;
-  const bool beta_logits = raw.beta_logits;
   load_k_v(args, chunk, h, smem, /*load_k=*/!raw.fuse_k_l2norm);
   if (!raw_gate) load_gate(static_cast<const float*>(raw.gate), args, chunk, h, smem);  // uniform
   cp_async_commit();
-  if (tid < kC) {
-    float b = 0.0f;
-    if (tid < n) {
-      const int64_t at = (chunk.first_token + tid) * args.heads + h;
-      b = beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
-                    : load_as_float(static_cast<const float*>(raw.beta) + at);
-      if (beta_logits) b = sigmoid_fast(b);
-    }
-    stf(smem, kSBeta + 4 * tid, b);
-  }
   if (!raw_gate) return;  // uniform
 
-  const int d = 16 * warp + (lane & 15);
-  // (Read before the wait below, whose memory clobber would otherwise hold these loads back.)
-  const GateChannel channel = gate_channel(raw.a_log[h], raw.dt_bias[h * kD + d]);
+  const GateChannel channel = gate_channel(scalars.a_log, scalars.dt_bias);
   // The gate's group is the oldest of four (gate, raw k, q, k/v): wait for it alone.
   cp_async_wait_pending<3>();
   __syncwarp();
@@ -453,7 +478,11 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   // loads its own 8 rows of q first, in a cp.async group of their own, so that the fused norm's
   // pass 2a runs on them while k, v and G are still in flight.
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
-  if constexpr (kRawInputs) issue_raw_early_loads(args, raw, chunk, h, smem);
+  RawScalars scalars{};
+  if constexpr (kRawInputs) {
+    scalars = load_raw_scalars(args, raw, chunk, h);
+    issue_raw_early_loads(args, raw, chunk, h, smem);
+  }
 #pragma unroll
   for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 rows of 16 units each
     const int i = q_load_row(warp, lane, it);
@@ -467,7 +496,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   }
   cp_async_commit();
   if constexpr (kRawInputs) {
-    load_raw_inputs(args, raw, chunk, h, smem);
+    load_raw_inputs(args, raw, scalars, chunk, h, smem);
     normalize_raw_k(raw, chunk, smem);
   } else {
     load_k_v(args, chunk, h, smem, /*load_k=*/true);
@@ -532,6 +561,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   } else if (tid < kC) {
     stf(smem, kSQScale + 4 * tid, kScale);
   }
+  if constexpr (kRawInputs) store_raw_beta(raw, scalars, n, smem);
   cp_async_wait_all();
   __syncthreads();
 }
