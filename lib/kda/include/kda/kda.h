@@ -153,8 +153,9 @@ struct ForwardParams {
   int num_seqs = 0;
 
   bool fuse_q_l2norm = false;
-  // Raw k, normalized in the kernel exactly as l2norm() would (bf16 result, every finite row
-  // exact): chunk_forward(fuse_k_l2norm) on k equals chunk_forward on l2norm(k), bit for bit.
+  // Raw k, normalized in the kernel as fuse_q_l2norm normalizes q: the norm's factor folded into
+  // k's products in fp32 (never a rounded normalized k), huge, tiny and zero rows taken as
+  // l2norm() takes them; within the error budget of l2norm() then chunk_forward, not bit for bit.
   bool fuse_k_l2norm = false;
 
   void* workspace = nullptr;  // device, at least forward_workspace_bytes(params), 256-B aligned

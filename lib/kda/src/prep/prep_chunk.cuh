@@ -22,7 +22,8 @@
 // Phases (barriers between them):
 //   1  load q, k, v (bf16), G (fp32), beta; rows >= n: zeros by selection, G = G_{n-1}
 //   2a the fused path's row factors r_i = 1 / |q_i| (deferred: q itself is never normalized), each
-//      warp on its own 8 rows of q, before the load barrier (k, v, G still in flight)
+//      warp on its own 8 rows of q, before the load barrier (k, v, G still in flight); raw k's
+//      the same way (fuse_k_l2norm, the raw-input kernel: k's factors go in with k in 2, 3, 4a)
 //   2  q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}), the grams' column
 //      operands, zero upper blocks of A_qk
 //   3  grams: warp w runs block pairs w and w + 8 (prep_layout.h); A_qk -> record, A_kk -> smem
@@ -168,6 +169,53 @@ __device__ __forceinline__ float deferred_row_norm(float (&x)[kN], bool& rescale
   return __frsqrt_rn(ssq + eps);
 }
 
+// The deferred row norm of the warp's 8 rows ssq_row(warp, 0..7) of the bf16 region `region`
+// (kSQ: the fused q norm; kSK: raw k's): factors[i] = scale / |x_i| (deferred_row_norm's
+// semantics, huge rows rescaled in place by a power of two), the rows left as they are. The
+// warp's copies of its rows have landed and the warp is synchronized (rows >= n: zeros).
+__device__ __forceinline__ void deferred_row_factors(unsigned char* smem, int region, int factors,
+                                                     float scale, int warp, int lane) {
+  // The warp's 8 rows' sums of squares as the diagonal of X X^T on the tensor cores, X = the
+  // rows [8][128] (bf16 products are exact in the fp32 accumulation; prep_layout.h ssq_*): per
+  // k16 step one ldmatrix.x4 gives the A fragment (a0 = cols 2t, 2t + 1 of row g, a2 = cols
+  // 8 + 2t, +1; rows 8..15 scrambled, their C rows unused), and registers 0, 1 are B's b0,
+  // b1 (B = X^T: k 2t, 2t + 1 of column n = g). Four accumulators (k-steps ks % 4), added in
+  // a fixed order. The factor takes the MUFU rsqrt (relative error < 2^-22, far below the
+  // bf16 rounding of the operands that follow) instead of the correctly rounded one's ~20
+  // instructions (docs/perf-notes.md v2.7 - v2.9).
+  float diag[kSsqChains][4] = {};
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    uint32_t x[4];
+    ldsm_x4(smem_u32(smem + ssq_ldsm(warp, lane, ks, region)), x);
+    mma_bf16(diag[ks % kSsqChains], x, x[0], x[1]);
+  }
+  const bool odd = ssq_diagonal_reg(lane) != 0;  // selects, not an index: no local memory
+  const bool holds_diagonal = ssq_holds_diagonal(lane);
+  float part[kSsqChains];
+#pragma unroll
+  for (int c = 0; c < kSsqChains; ++c) part[c] = odd ? diag[c][1] : diag[c][0];
+  const float ssq = (part[0] + part[1]) + (part[2] + part[3]);
+  // Rare: a huge or non-finite row in this warp (an fp32 sum of squares that overflowed):
+  // the half-warp path that rescales such rows by a power of two, on the same 8 rows (half
+  // warp h takes the warp's rows 2 k + h, the ones its lanes loaded).
+  if (__any_sync(0xffffffffu, holds_diagonal && isinf(ssq))) {
+#pragma unroll 1
+    for (int it = 0; it < kC / 8 / 2; ++it) {
+      const int i = q_load_row(warp, lane, it);
+      const int c = q_load_col(lane);
+      float qv[8];
+      load8_bf16(smem, s16(region, i, c), qv);
+      bool rescaled = false;
+      const float factor = scale * deferred_row_norm<16>(qv, rescaled);  // same sums
+      if ((lane & 15) == 0) stf(smem, factors + 4 * i, factor);
+      if (rescaled) *reinterpret_cast<uint4*>(smem + s16(region, i, c)) = pack8_bf16(qv);
+    }
+  } else if (holds_diagonal) {
+    stf(smem, factors + 4 * ssq_row(warp, lane >> 2), scale * rsqrtf(ssq + kL2NormEps));
+  }
+}
+
 // The record's U column bounds (record.h rec_u_bound): warp w holds U's columns
 // n0 .. n0 + 15 over all 64 rows in its accumulators acc[m tile][n tile][C register]; each lane's
 // columns are n0 + 8 nt + c_col(lane, e), its rows 16 mt + c_row(lane, 2 half). Rows >= n are
@@ -270,11 +318,13 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 //     k's (fuse_k_l2norm: into k's place), the second;
 //   load_raw_inputs, after q's: k (unless fuse_k_l2norm), v and G (a contract gate), the fourth
 //     group; then the raw gate's activation and cumsum, once its group landed;
-//   normalize_raw_k, right after: raw k normalized in place, once its group landed;
+//   raw_k_row_factors, right after: raw k's deferred norm (its row factors), once its group
+//     landed;
 // beta and the channel parameters are read into registers before all of them (load_raw_scalars)
 // and beta reaches shared memory just before the load barrier (store_raw_beta).
-// They leave shared memory as the contract load does: k (normalized), v, G (rows >= n: G_{n-1}),
-// beta (rows >= n: 0), for the caller's cp_async_wait_all and CTA barrier.
+// They leave shared memory as the contract load does, k aside: k (raw, with its row factors in
+// kSKScale; with fuse_k_l2norm off, as given, factors 1), v, G (rows >= n: G_{n-1}), beta (rows
+// >= n: 0), for the caller's cp_async_wait_all and CTA barrier.
 //
 // The raw gate, thread (d, half) = (16 warp + lane % 16, lane / 16): warp w owns channels
 // 16w .. 16w + 15 of every row, lanes 0 - 15 rows 0 - 31 and lanes 16 - 31 rows 32 - 63. The warp
@@ -287,15 +337,6 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 // (bit for bit); the second half starts from the first's total, a shuffle away. Rows >= n add
 // nothing, so they repeat G_{n-1}.
 __device__ __forceinline__ int raw_gate_strip(int row, int warp) { return sg(row, 16 * warp); }
-
-// The k row this thread normalizes with fuse_k_l2norm: one quad per row (64 quads: every row at
-// once), a 32-element run each, the l2norm kernel's row function and layout (its bits).
-__device__ __forceinline__ int raw_k_row() { return threadIdx.x >> 2; }
-__device__ __forceinline__ int raw_k_col() { return (threadIdx.x & 3) * kRowRun; }
-// The quad copies its row's 16 units so that in each step u the four threads fetch four adjacent
-// 16-byte units (64 contiguous bytes: whole 32-byte sectors per instruction); thread q's own run
-// is then copied by the whole quad, so normalize_raw_k waits for its copies and syncs the warp.
-__device__ __forceinline__ int raw_k_unit_col(int u) { return 8 * (4 * u + (threadIdx.x & 3)); }
 
 __device__ __forceinline__ void issue_raw_early_loads(const PrepArgs& args,
                                                       const RawPrepArgs& raw,
@@ -332,14 +373,19 @@ __device__ __forceinline__ void issue_raw_early_loads(const PrepArgs& args,
     }
   }
   cp_async_commit();  // (an empty group for a contract gate: the later waits count groups)
-  if (raw.fuse_k_l2norm) {  // uniform; rows >= n: normalize_raw_k writes zero rows
-    const int i = raw_k_row();
-    if (i < chunk.rows) {
+  if (raw.fuse_k_l2norm) {  // uniform: raw k into k's place, each warp its 8 rows as q's
+    const int n = chunk.rows;
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
 #pragma unroll
-      for (int u = 0; u < kRowRun / 8; ++u) {
-        const int c = raw_k_unit_col(u);
+    for (int it = 0; it < kC / 8 / 2; ++it) {
+      const int i = q_load_row(warp, lane, it);
+      const int c = q_load_col(lane);
+      if (i < n) {
         cp_async16(smem_u32(smem + sk(i, c)), args.k + (chunk.first_token + i) * args.k_stride +
                                                   static_cast<int64_t>(h) * kD + c);
+      } else {
+        *reinterpret_cast<uint4*>(smem + sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
       }
     }
   }
@@ -444,26 +490,22 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
   }
 }
 
-__device__ __forceinline__ void normalize_raw_k(const RawPrepArgs& raw, const ChunkRef& chunk,
-                                                unsigned char* smem) {
-  if (!raw.fuse_k_l2norm) return;  // uniform
-  // Raw k's group is the second of four (gate, raw k, q, k/v): this thread's copies of its row
-  // (the quad's run units) have landed after this wait, and its quad partners' (all in this
-  // warp) after the __syncwarp. So the norm runs while q and v are still in flight.
+// Raw k's deferred norm (fuse_k_l2norm): its row factors r_i = 1 / |k_i| into kSKScale, k left
+// raw in shared memory (huge rows rescaled in place), as the fused q norm does for q; phases 2, 3
+// and 4a multiply them in where k first meets fp32 arithmetic (kg and the grams' column
+// operands, the A_kk rows, W's right-hand side), before any rounding. Without fuse_k_l2norm the
+// factors are 1 (exact). Raw k's group is the second of four (gate, raw k, q, k/v): the warp's
+// copies of its rows have landed after this wait and the __syncwarp, while q and v are still in
+// flight.
+__device__ __forceinline__ void raw_k_row_factors(const RawPrepArgs& raw, int warp, int lane,
+                                                  unsigned char* smem) {
+  if (!raw.fuse_k_l2norm) {  // uniform
+    if (threadIdx.x < kC) stf(smem, kSKScale + 4 * threadIdx.x, 1.0f);
+    return;
+  }
   cp_async_wait_pending<2>();
   __syncwarp();
-  const int i = raw_k_row();
-  const int c0 = raw_k_col();
-  float k_row[kRowRun];
-  if (i < chunk.rows) {
-    load_run(reinterpret_cast<const __nv_bfloat16*>(smem + sk(i, c0)), k_row);
-  } else {
-#pragma unroll
-    for (int c = 0; c < kRowRun; ++c) k_row[c] = 0.0f;
-  }
-  __nv_bfloat16 y[kRowRun];
-  l2norm_row_bf16<4, kRowRun>(k_row, y);
-  store_run(reinterpret_cast<__nv_bfloat16*>(smem + sk(i, c0)), y);
+  deferred_row_factors(smem, kSK, kSKScale, 1.0f, warp, lane);
 }
 
 // Phase 1 (and 2a): the chunk's inputs into shared memory and q's row factors, up to the load
@@ -497,7 +539,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   cp_async_commit();
   if constexpr (kRawInputs) {
     load_raw_inputs(args, raw, scalars, chunk, h, smem);
-    normalize_raw_k(raw, chunk, smem);
+    raw_k_row_factors(raw, warp, lane, smem);
   } else {
     load_k_v(args, chunk, h, smem, /*load_k=*/true);
     load_gate(args.gate, args, chunk, h, smem);
@@ -519,45 +561,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
     // __syncwarp order the copies (and the zero stores of rows >= n) before the ldmatrix.
     cp_async_wait_pending<1>();
     __syncwarp();
-    // The warp's 8 rows' sums of squares as the diagonal of X X^T on the tensor cores, X = the
-    // rows [8][128] (bf16 products are exact in the fp32 accumulation; prep_layout.h ssq_*): per
-    // k16 step one ldmatrix.x4 gives the A fragment (a0 = cols 2t, 2t + 1 of row g, a2 = cols
-    // 8 + 2t, +1; rows 8..15 scrambled, their C rows unused), and registers 0, 1 are B's b0,
-    // b1 (B = X^T: k 2t, 2t + 1 of column n = g). Four accumulators (k-steps ks % 4), added in
-    // a fixed order. The factor takes the MUFU rsqrt (relative error < 2^-22, far below the
-    // bf16 rounding of q' that follows) instead of the correctly rounded one's ~20 instructions
-    // (docs/perf-notes.md v2.7 - v2.9).
-    float diag[kSsqChains][4] = {};
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      uint32_t x[4];
-      ldsm_x4(smem_u32(smem + ssq_ldsm(warp, lane, ks)), x);
-      mma_bf16(diag[ks % kSsqChains], x, x[0], x[1]);
-    }
-    const bool odd = ssq_diagonal_reg(lane) != 0;  // selects, not an index: no local memory
-    const bool holds_diagonal = ssq_holds_diagonal(lane);
-    float part[kSsqChains];
-#pragma unroll
-    for (int c = 0; c < kSsqChains; ++c) part[c] = odd ? diag[c][1] : diag[c][0];
-    const float ssq = (part[0] + part[1]) + (part[2] + part[3]);
-    // Rare: a huge or non-finite row in this warp (an fp32 sum of squares that overflowed):
-    // the half-warp path that rescales such rows by a power of two, on the same 8 rows (half
-    // warp h takes the warp's rows 2 k + h, the ones its lanes loaded).
-    if (__any_sync(0xffffffffu, holds_diagonal && isinf(ssq))) {
-#pragma unroll 1
-      for (int it = 0; it < kC / 8 / 2; ++it) {
-        const int i = q_load_row(warp, lane, it);
-        const int c = q_load_col(lane);
-        float qv[8];
-        load8_bf16(smem, sq(i, c), qv);
-        bool rescaled = false;
-        const float factor = kScale * deferred_row_norm<16>(qv, rescaled);  // same sums
-        if ((lane & 15) == 0) stf(smem, kSQScale + 4 * i, factor);
-        if (rescaled) *reinterpret_cast<uint4*>(smem + sq(i, c)) = pack8_bf16(qv);
-      }
-    } else if (holds_diagonal) {
-      stf(smem, kSQScale + 4 * ssq_row(warp, lane >> 2), kScale * rsqrtf(ssq + kL2NormEps));
-    }
+    deferred_row_factors(smem, kSQ, kSQScale, kScale, warp, lane);
   } else if (tid < kC) {
     stf(smem, kSQScale + 4 * tid, kScale);
   }
@@ -567,7 +571,8 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
 }
 
 // Phase 2: q', kg and a into the record, the grams' column operands into shared memory.
-template <class Record>
+// kKFactors (the raw-input kernel): k's row factors (kSKScale) multiply k first.
+template <class Record, bool kKFactors>
 __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* smem, char* rec) {
   // ---- 2. q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}); the column
   // operands of the grams; the zero upper blocks of A_qk. One unit = one row and 8 consecutive
@@ -589,6 +594,11 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
       load8_f32(smem, sg(n - 1, d0), gl);
       load8_f32(smem, sg(m, d0), gm);
       load8_bf16(smem, sk(i, d0), kv);
+      if constexpr (kKFactors) {
+        const float rk = ldf(smem, kSKScale + 4 * i);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) kv[e] *= rk;
+      }
       float qp[8], kg[8], col[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -630,8 +640,9 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
 // A_qk = scale A (j <= i); rows >= n zero. Reads q, k, G, the column operands (scol), beta and
 // the q row factors from shared memory; A_qk goes into the record, A_kk stays in akk (its smem
 // region is q's, which other warps may still be reading: store_akk after the barrier).
+// kKFactors: k's row factors (the column operands carry the columns') scale A_kk's rows with beta.
 // acck, accq: the accumulators of one block pair, zeroed per pair.
-template <class Record>
+template <class Record, bool kKFactors>
 __device__ __forceinline__ void compute_grams(int n, int lane, int warp, const unsigned char* smem,
                                               char* rec, float (&akk)[2][2][4], float (&acck)[2][4],
                                               float (&accq)[2][4]) {
@@ -683,7 +694,8 @@ __device__ __forceinline__ void compute_grams(int n, int lane, int warp, const u
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = 16 * p + c_row(lane, 2 * half);
-        const float b = ldf(smem, kSBeta + 4 * i);
+        const float b = kKFactors ? ldf(smem, kSBeta + 4 * i) * ldf(smem, kSKScale + 4 * i)
+                                  : ldf(smem, kSBeta + 4 * i);
         const float rq = ldf(smem, kSQScale + 4 * i);  // scale * r_i
         float out_q[2];
 #pragma unroll
@@ -743,8 +755,9 @@ __device__ __forceinline__ void invert_diagonal_blocks(int lane, int warp, unsig
 // the v0 expression) into rhs_w; U's is v itself (beta goes into T). Reads G, k and beta from
 // shared memory and writes none: row t's fp16 output lands in the bytes of G row t / 2, so no
 // output is stored before every G value has been read; store_w_rhs stores the thread's 8 rows
-// after the CTA barrier that ends this phase (G is read by nobody after it). g, kv, kt: one
-// row's 8 values.
+// after the CTA barrier that ends this phase (G is read by nobody after it). kKFactors: k's row
+// factors go into beta. g, kv, kt: one row's 8 values.
+template <bool kKFactors>
 __device__ __forceinline__ void compute_w_rhs(int tid, const unsigned char* smem,
                                               uint4 (&rhs_w)[kC / 8], float (&g)[8], float (&kv)[8],
                                               float (&kt)[8]) {
@@ -755,7 +768,8 @@ __device__ __forceinline__ void compute_w_rhs(int tid, const unsigned char* smem
     const int d0 = 8 * (t4 & 15);
     load8_f32(smem, sg(t, d0), g);
     load8_bf16(smem, sk(t, d0), kv);
-    const float b = ldf(smem, kSBeta + 4 * t);  // 0 for rows >= n (k = v = 0 there too)
+    float b = ldf(smem, kSBeta + 4 * t);  // 0 for rows >= n (k = v = 0 there too)
+    if constexpr (kKFactors) b *= ldf(smem, kSKScale + 4 * t);
 #pragma unroll
     for (int e = 0; e < 8; ++e) kt[e] = b * kv[e] * ex2_approx(g[e]);
     rhs_w[batch] = pack8_f16(kt);
@@ -979,12 +993,12 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
                     (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
 
   load_chunk<kRawInputs>(args, raw, chunk, h, n, tid, lane, warp, smem);  // ends in a barrier
-  store_factors<Record>(n, tid, smem, rec);                               // ends in a barrier
+  store_factors<Record, kRawInputs>(n, tid, smem, rec);                  // ends in a barrier
 
   // 3. The grams: A_qk into the record, A_kk into shared memory once q is dead.
   float akk[2][2][4];            // [task slot][n tile][C register]
   float acck[2][4], accq[2][4];  // [n tile][C register]
-  compute_grams<Record>(n, lane, warp, smem, rec, akk, acck, accq);
+  compute_grams<Record, kRawInputs>(n, lane, warp, smem, rec, akk, acck, accq);
   __syncthreads();  // q is dead: its region becomes A_kk
   store_akk(lane, warp, akk, smem);
   __syncthreads();
@@ -998,7 +1012,7 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
     invert_diagonal_blocks(lane, warp, smem, x);
   } else {
     float g[8], kv[8], kt[8];
-    compute_w_rhs(tid, smem, rhs_w, g, kv, kt);
+    compute_w_rhs<kRawInputs>(tid, smem, rhs_w, g, kv, kt);
   }
   __syncthreads();  // G is dead
   store_w_rhs(tid, warp, rhs_w, smem);

@@ -46,7 +46,8 @@ inline constexpr int kSX = kSG + kChunk * kLdG * 4;    // [64][72] fp32 X = T
 inline constexpr int kSY = kSX + kChunk * kLdX * 4;    // [3][16][16] fp32 Schur scratch
 inline constexpr int kSBeta = kSY + 3 * 16 * 16 * 4;   // [64] fp32 beta (rows >= n zero)
 inline constexpr int kSQScale = kSBeta + kChunk * 4;   // [64] fp32 scale * r_i (q row factor)
-inline constexpr int kSBytes = kSQScale + kChunk * 4;  // 109,056
+inline constexpr int kSKScale = kSQScale + kChunk * 4;  // [64] fp32 k row factor (raw inputs)
+inline constexpr int kSBytes = kSKScale + kChunk * 4;   // 109,312
 static_assert(kChunk * kLdA * 4 <= kSK - kSA, "A_kk fits in the q region");
 static_assert(kChunk * kLdH * 2 <= kSY - kSX, "the column operands fit in the X region");
 static_assert(kSBytes + 1024 <= 228 * 1024 / 2, "two CTAs per SM");
@@ -63,17 +64,19 @@ inline constexpr int kSTB = kSA + kChunk * kChunk * 2;   // [64][64] bf16 T, swz
 static_assert(kChunk * kLdH * 2 <= kChunk * kLdG * 4, "beta k Gamma fits in the G region");
 static_assert(kSTB + kChunk * kChunk * 2 <= kSK, "both copies of T fit in the A_kk region");
 
-KDA_HD constexpr int sq(int row, int col) { return kSQ + 2 * (row * kLdH + col); }
-KDA_HD constexpr int sk(int row, int col) { return kSK + 2 * (row * kLdH + col); }
-KDA_HD constexpr int sv(int row, int col) { return kSV + 2 * (row * kLdH + col); }
+// Element (row, col) of a bf16 [64][136] region (q, k or v).
+KDA_HD constexpr int s16(int region, int row, int col) { return region + 2 * (row * kLdH + col); }
+KDA_HD constexpr int sq(int row, int col) { return s16(kSQ, row, col); }
+KDA_HD constexpr int sk(int row, int col) { return s16(kSK, row, col); }
+KDA_HD constexpr int sv(int row, int col) { return s16(kSV, row, col); }
 KDA_HD constexpr int sg(int row, int col) { return kSG + 4 * (row * kLdG + col); }
 KDA_HD constexpr int sa(int row, int col) { return kSA + 4 * (row * kLdA + col); }
 KDA_HD constexpr int sx(int row, int col) { return kSX + 4 * (row * kLdX + col); }
 
-// ---- 2a (fused q norm): the sums of squares of a warp's 8 rows of q as the diagonal of X X^T on
-// mma.sync. Warp w owns q rows 8 w .. 8 w + 7: it loads them (its own cp.async group, so 2a runs
-// while k, v and G are still in flight, ordered by a __syncwarp) and row j of X is q row
-// ssq_row(w, j). Eight consecutive rows of a 272-byte pitch (17 16-byte units) start in 8
+// ---- 2a (fused q norm; raw k's deferred norm the same way): the sums of squares of a warp's 8
+// rows of q (or raw k) as the diagonal of X X^T on mma.sync. Warp w owns rows 8 w .. 8 w + 7: it
+// loads them (their own cp.async group, so 2a runs while the rest is still in flight, ordered by
+// a __syncwarp) and row j of X is row ssq_row(w, j). Eight consecutive rows of a 272-byte pitch (17 16-byte units) start in 8
 // distinct 16-byte bank groups, so every 8-row ldmatrix phase is conflict-free.
 KDA_HD constexpr int ssq_row(int warp, int j) { return 8 * warp + j; }
 // Row and 16-byte column unit of warp `warp`'s q load number `it` (0..3) by `lane`: two of the
@@ -82,13 +85,13 @@ KDA_HD constexpr int q_load_row(int warp, int lane, int it) {
   return ssq_row(warp, 2 * it + (lane >> 4));
 }
 KDA_HD constexpr int q_load_col(int lane) { return 8 * (lane & 15); }
-// ldmatrix.x4 row address of `lane` at k-step ks: matrices 0 and 3 are columns 16 ks .. +7 of
-// X's rows (row lane & 7), matrices 1 and 2 columns 16 ks + 8 .. +15. Registers {0, 1} = {lo, hi}
+// ldmatrix.x4 row address of `lane` at k-step ks in region kSQ (q) or kSK (k): matrices 0 and 3
+// are columns 16 ks .. +7 of X's rows (row lane & 7), matrices 1 and 2 columns 16 ks + 8 .. +15. Registers {0, 1} = {lo, hi}
 // are B's {b0, b1}, and all four are an A fragment whose rows 0..7 are X (a0 = lo, a2 = hi); its
 // rows 8..15 (a1 = hi, a3 = lo) are scrambled, which only touches C rows 8..15, never read. One
 // instruction and no register moves to assemble the operands.
-KDA_HD constexpr int ssq_ldsm(int warp, int lane, int ks) {
-  return sq(ssq_row(warp, lane & 7), 16 * ks + 8 * (((lane >> 3) ^ (lane >> 4)) & 1));
+KDA_HD constexpr int ssq_ldsm(int warp, int lane, int ks, int region = kSQ) {
+  return s16(region, ssq_row(warp, lane & 7), 16 * ks + 8 * (((lane >> 3) ^ (lane >> 4)) & 1));
 }
 // C[j][j] sits in lane 4 j + j / 2, accumulator register j & 1 (c0, c1 = row g, cols 2t, 2t + 1).
 KDA_HD constexpr bool ssq_holds_diagonal(int lane) { return (lane & 3) == ((lane >> 2) >> 1); }
