@@ -312,14 +312,15 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 }
 
 // Phase 1 for raw inputs (kda.h GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm;
-// each a uniform runtime branch here), in three steps so that the raw gate's arithmetic and the
-// k norm run while q and v are still in flight and no step needs a CTA barrier:
-//   issue_raw_early_loads, before q's loads: the raw gate's cp.async group, the first, then raw
-//     k's (fuse_k_l2norm: into k's place), the second;
-//   load_raw_inputs, after q's: k (unless fuse_k_l2norm), v and G (a contract gate), the fourth
-//     group; then the raw gate's activation and cumsum, once its group landed;
-//   raw_k_row_factors, right after: raw k's deferred norm (its row factors), once its group
-//     landed;
+// each a uniform runtime branch here), in steps so that the raw gate's arithmetic and the norms
+// run while the later loads are still in flight and no step needs a CTA barrier. Four cp.async
+// groups, in this order: the raw gate, q, raw k, then k (unless fuse_k_l2norm) / v / G (a
+// contract gate):
+//   issue_raw_gate_loads, before q's loads: the raw gate's group;
+//   load_raw_inputs, after q's: raw k's group (fuse_k_l2norm: into k's place), then the k / v /
+//     G group; then the raw gate's activation and cumsum, once its group landed;
+//   after the fused q norm (its group the second), raw_k_row_factors: raw k's deferred norm (its
+//     row factors), once its group landed;
 // beta and the channel parameters are read into registers before all of them (load_raw_scalars)
 // and beta reaches shared memory just before the load barrier (store_raw_beta).
 // They leave shared memory as the contract load does, k aside: k (raw, with its row factors in
@@ -338,10 +339,9 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 // nothing, so they repeat G_{n-1}.
 __device__ __forceinline__ int raw_gate_strip(int row, int warp) { return sg(row, 16 * warp); }
 
-__device__ __forceinline__ void issue_raw_early_loads(const PrepArgs& args,
-                                                      const RawPrepArgs& raw,
-                                                      const ChunkRef& chunk, int h,
-                                                      unsigned char* smem) {
+__device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const RawPrepArgs& raw,
+                                                     const ChunkRef& chunk, int h,
+                                                     unsigned char* smem) {
   if (raw.raw_gate) {  // uniform
     const int n = chunk.rows;
     const int lane = threadIdx.x & 31;
@@ -373,7 +373,14 @@ __device__ __forceinline__ void issue_raw_early_loads(const PrepArgs& args,
     }
   }
   cp_async_commit();  // (an empty group for a contract gate: the later waits count groups)
-  if (raw.fuse_k_l2norm) {  // uniform: raw k into k's place, each warp its 8 rows as q's
+}
+
+// Raw k's group (empty without fuse_k_l2norm): each warp copies its own 8 rows into k's place,
+// in q's pattern, so that raw_k_row_factors needs only the warp's wait and a __syncwarp.
+__device__ __forceinline__ void issue_raw_k_loads(const PrepArgs& args, const RawPrepArgs& raw,
+                                                  const ChunkRef& chunk, int h,
+                                                  unsigned char* smem) {
+  if (raw.fuse_k_l2norm) {  // uniform
     const int n = chunk.rows;
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -389,10 +396,10 @@ __device__ __forceinline__ void issue_raw_early_loads(const PrepArgs& args,
       }
     }
   }
-  cp_async_commit();  // raw k's group, the second (empty without fuse_k_l2norm)
+  cp_async_commit();
 }
 
-// The raw gate's activation and cumsum over the warp's strips (staged by issue_raw_early_loads,
+// The raw gate's activation and cumsum over the warp's strips (staged by issue_raw_gate_loads,
 // its group landed and the warp synchronized); kAllRows: n = 64.
 template <bool kAllRows>
 __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsigned char* smem,
@@ -474,13 +481,14 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
                                                 int h, unsigned char* smem) {
   const int n = chunk.rows;
   const bool raw_gate = raw.raw_gate;
+  issue_raw_k_loads(args, raw, chunk, h, smem);
   load_k_v(args, chunk, h, smem, /*load_k=*/!raw.fuse_k_l2norm);
   if (!raw_gate) load_gate(static_cast<const float*>(raw.gate), args, chunk, h, smem);  // uniform
   cp_async_commit();
   if (!raw_gate) return;  // uniform
 
   const GateChannel channel = gate_channel(scalars.a_log, scalars.dt_bias);
-  // The gate's group is the oldest of four (gate, raw k, q, k/v): wait for it alone.
+  // The gate's group is the oldest of four (gate, q, raw k, k/v): wait for it alone.
   cp_async_wait_pending<3>();
   __syncwarp();
   if (n == kC) {  // uniform: whole chunks, the common case, need no row predicates
@@ -494,16 +502,15 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
 // raw in shared memory (huge rows rescaled in place), as the fused q norm does for q; phases 2, 3
 // and 4a multiply them in where k first meets fp32 arithmetic (kg and the grams' column
 // operands, the A_kk rows, W's right-hand side), before any rounding. Without fuse_k_l2norm the
-// factors are 1 (exact). Raw k's group is the second of four (gate, raw k, q, k/v): the warp's
-// copies of its rows have landed after this wait and the __syncwarp, while q and v are still in
-// flight.
+// factors are 1 (exact). Raw k's group is the third of four (gate, q, raw k, k/v): the warp's
+// copies of its rows have landed after this wait and the __syncwarp, while v is still in flight.
 __device__ __forceinline__ void raw_k_row_factors(const RawPrepArgs& raw, int warp, int lane,
                                                   unsigned char* smem) {
   if (!raw.fuse_k_l2norm) {  // uniform
     if (threadIdx.x < kC) stf(smem, kSKScale + 4 * threadIdx.x, 1.0f);
     return;
   }
-  cp_async_wait_pending<2>();
+  cp_async_wait_pending<1>();
   __syncwarp();
   deferred_row_factors(smem, kSK, kSKScale, 1.0f, warp, lane);
 }
@@ -523,7 +530,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   RawScalars scalars{};
   if constexpr (kRawInputs) {
     scalars = load_raw_scalars(args, raw, chunk, h);
-    issue_raw_early_loads(args, raw, chunk, h, smem);
+    issue_raw_gate_loads(args, raw, chunk, h, smem);
   }
 #pragma unroll
   for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 rows of 16 units each
@@ -539,7 +546,6 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   cp_async_commit();
   if constexpr (kRawInputs) {
     load_raw_inputs(args, raw, scalars, chunk, h, smem);
-    raw_k_row_factors(raw, warp, lane, smem);
   } else {
     load_k_v(args, chunk, h, smem, /*load_k=*/true);
     load_gate(args.gate, args, chunk, h, smem);
@@ -558,14 +564,18 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   // Rows >= n hold zeros: their r_i = 1e3 multiplies nothing.
   if (args.fuse_q_l2norm) {  // uniform
     // Only this warp's rows are read, and this warp loaded them: its group's wait and a
-    // __syncwarp order the copies (and the zero stores of rows >= n) before the ldmatrix.
-    cp_async_wait_pending<1>();
+    // __syncwarp order the copies (and the zero stores of rows >= n) before the ldmatrix. (q's
+    // group is the first of two, or the second of four with raw inputs.)
+    cp_async_wait_pending<kRawInputs ? 2 : 1>();
     __syncwarp();
     deferred_row_factors(smem, kSQ, kSQScale, kScale, warp, lane);
   } else if (tid < kC) {
     stf(smem, kSQScale + 4 * tid, kScale);
   }
-  if constexpr (kRawInputs) store_raw_beta(raw, scalars, n, smem);
+  if constexpr (kRawInputs) {
+    raw_k_row_factors(raw, warp, lane, smem);
+    store_raw_beta(raw, scalars, n, smem);
+  }
   cp_async_wait_all();
   __syncthreads();
 }
