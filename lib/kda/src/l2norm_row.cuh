@@ -1,9 +1,8 @@
 // The row normalization y = x / sqrt(sum x^2 + 1e-6), rounded to bf16, for one 128-element row
 // held by a group of threads (below).
 //
-// Used by the l2norm kernel AND by the PREP for raw k (fuse_k_l2norm), so chunk_forward on raw k
-// sees exactly l2norm(k) (the lab's v0/v1 PREP normalize q with it too: their fused path is bitwise
-// the explicit one). Every operation is an explicit round-to-nearest intrinsic (no FMA contraction
+// Used by the l2norm kernel and by the lab's v0/v1 PREP for q (their fused path is bitwise the
+// explicit one; the library's PREP defers the q and raw-k norms instead, prep_chunk.cuh). Every operation is an explicit round-to-nearest intrinsic (no FMA contraction
 // or reassociation left to the compiler) and the sum uses a fixed butterfly order, so the result
 // depends only on the row's values.
 //
