@@ -50,30 +50,9 @@ __device__ __forceinline__ GateChannel gate_channel(float a_log, float dt_bias) 
 __device__ __forceinline__ float gate_sigmoid(float raw, GateChannel c) {
   return rcp_approx(__fadd_rn(1.0f, ptx::ex2_approx(__fmaf_rn(raw, c.slope, c.offset))));
 }
-// Two consecutive tokens' sigmoids (a, then b) with one reciprocal, 3 MUFU operations instead of
-// 4 (the gate's MUFU work is a third of PREP's, on a pipe both CTAs of an SM share):
-//   sigma_a = (1 + e_b) / ((1 + e_a)(1 + e_b)),  sigma_b = (1 + e_a) / ((1 + e_a)(1 + e_b)).
-// The exponents are clamped to 63 first, so that the product stays below 2^127 (finite, its
-// reciprocal a normal float): a sigmoid below 2^-63 comes out as ~2^-63 (its gamma moves by less
-// than 2^-60 per token, far below what fp32 G resolves). NaN stays local as in gate_sigmoid: a's
-// clamp keeps a NaN (then sigma_b is NaN too, but b follows a and the cumsum is NaN from a on);
-// b's clamp drops it (fminf) so that sigma_a stays right, and sigma_b gets it back.
-__device__ __forceinline__ void gate_sigmoid_pair(float raw_a, float raw_b, GateChannel c,
-                                                  float& sigma_a, float& sigma_b) {
-  constexpr float kMaxExponent = 63.0f;
-  const float y_a = __fmaf_rn(raw_a, c.slope, c.offset);
-  const float y_b = __fmaf_rn(raw_b, c.slope, c.offset);
-  const float one_a = __fadd_rn(1.0f, ptx::ex2_approx(y_a > kMaxExponent ? kMaxExponent : y_a));
-  const float one_b = __fadd_rn(1.0f, ptx::ex2_approx(fminf(y_b, kMaxExponent)));
-  const float r = rcp_approx(__fmul_rn(one_a, one_b));
-  sigma_a = __fmul_rn(one_b, r);
-  sigma_b = isnan(y_b) ? y_b : __fmul_rn(one_a, r);
-}
 
 // The chunk cumsum's order, shared by both kernels: the chunk's first kGateHalf tokens' sigmoids
-// are summed in order from 0, the rest in order from 0 again; tokens 2j, 2j + 1 of a chunk both
-// present take gate_sigmoid_pair, a last odd token gate_sigmoid (kGateHalf is even, so pairs
-// never straddle the halves). G = lb log2(e) (sum + the first
+// are summed in order from 0, the rest in order from 0 again. G = lb log2(e) (sum + the first
 // half's total) is one FMA per element: gate_log2(sum, scale, base) with scale = lb log2(e)
 // (gate_scale) and base = -0 in the first half (x + -0 = x for every x, zeros of either sign
 // included), scale times the first half's total in the second. (Two halves let PREP's raw-gate

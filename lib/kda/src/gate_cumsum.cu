@@ -24,26 +24,14 @@ __global__ void __launch_bounds__(kHeadDim)
   // from 0 again on the first half's base.
   float running = 0.0f;
   float base = -0.0f;
-  const int64_t step = int64_t{heads} * kHeadDim;  // between tokens
-  for (int i = 0; i < chunk.rows; i += 2) {
+  for (int i = 0; i < chunk.rows; ++i) {
     if (i == detail::kGateHalf) {
       base = detail::gate_second_half_base(scale, running);
       running = 0.0f;
     }
     const int64_t index = ((chunk.first_token + i) * heads + h) * kHeadDim + d;
-    if (i + 1 < chunk.rows) {  // tokens i, i + 1: a pair (i is even)
-      float sigma_a, sigma_b;
-      detail::gate_sigmoid_pair(detail::load_as_float(raw + index),
-                                detail::load_as_float(raw + index + step), channel, sigma_a,
-                                sigma_b);
-      running = __fadd_rn(running, sigma_a);
-      out[index] = detail::gate_log2(running, scale, base);
-      running = __fadd_rn(running, sigma_b);
-      out[index + step] = detail::gate_log2(running, scale, base);
-    } else {
-      running = __fadd_rn(running, detail::gate_sigmoid(detail::load_as_float(raw + index), channel));
-      out[index] = detail::gate_log2(running, scale, base);
-    }
+    running = __fadd_rn(running, detail::gate_sigmoid(detail::load_as_float(raw + index), channel));
+    out[index] = detail::gate_log2(running, scale, base);
   }
 }
 

@@ -424,17 +424,9 @@ __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsign
   __syncwarp();  // every lane has read its raw values before any G overwrites the strip
   float running = 0.0f;
 #pragma unroll
-  for (int r = 0; r < kGateHalf; r += 2) {  // gate_activation.cuh's pairs
-    float sigma_a = 0.0f, sigma_b = 0.0f;
-    if (kAllRows || r + 1 < rows) {
-      gate_sigmoid_pair(part[r], part[r + 1], channel, sigma_a, sigma_b);
-    } else if (r < rows) {
-      sigma_a = gate_sigmoid(part[r], channel);
-    }
-    if (kAllRows || r < rows) running = __fadd_rn(running, sigma_a);
+  for (int r = 0; r < kGateHalf; ++r) {
+    if (kAllRows || r < rows) running = __fadd_rn(running, gate_sigmoid(part[r], channel));
     part[r] = running;
-    if (kAllRows || r + 1 < rows) running = __fadd_rn(running, sigma_b);
-    part[r + 1] = running;
   }
   const float scale = gate_scale(raw.lower_bound);
   const float first_total = __shfl_sync(0xffffffffu, part[kGateHalf - 1], lane & 15);
