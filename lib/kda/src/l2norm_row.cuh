@@ -2,9 +2,10 @@
 // held by a group of threads (below).
 //
 // Used by the l2norm kernel and by the lab's v0/v1 PREP for q (their fused path is bitwise the
-// explicit one; the library's PREP defers the q and raw-k norms instead, prep_chunk.cuh). Every operation is an explicit round-to-nearest intrinsic (no FMA contraction
-// or reassociation left to the compiler) and the sum uses a fixed butterfly order, so the result
-// depends only on the row's values.
+// explicit one; the library's PREP defers the q and raw-k norms instead, prep_chunk.cuh). Every
+// operation is an explicit round-to-nearest intrinsic (no FMA contraction or reassociation left
+// to the compiler) and the sum uses a fixed butterfly order, so the result depends only on the
+// row's values.
 //
 // Exact for every finite row (kda-forward.md §9.1): the row is scaled by the power of two 2^-e
 // with max|x| = f * 2^e, f in [0.5, 1) (exact), so the sum of squares lies in [0.25, 128] and

@@ -338,6 +338,7 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 // (bit for bit); the second half starts from the first's total, a shuffle away. Rows >= n add
 // nothing, so they repeat G_{n-1}.
 __device__ __forceinline__ int raw_gate_strip(int row, int warp) { return sg(row, 16 * warp); }
+__device__ __forceinline__ int raw_gate_channel(int warp, int lane) { return 16 * warp + (lane & 15); }
 
 __device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const RawPrepArgs& raw,
                                                      const ChunkRef& chunk, int h,
@@ -376,7 +377,9 @@ __device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const
 }
 
 // Raw k's group (empty without fuse_k_l2norm): each warp copies its own 8 rows into k's place,
-// in q's pattern, so that raw_k_row_factors needs only the warp's wait and a __syncwarp.
+// in q's pattern, so that raw_k_row_factors needs only the warp's wait and a __syncwarp. (The
+// same loop as q's in load_chunk. One function for both was tried: ptxas then schedules both
+// kernels' load code differently, so it waits for a device call to time it.)
 __device__ __forceinline__ void issue_raw_k_loads(const PrepArgs& args, const RawPrepArgs& raw,
                                                   const ChunkRef& chunk, int h,
                                                   unsigned char* smem) {
@@ -406,7 +409,7 @@ __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsign
                                                   int n, GateChannel channel) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int d = 16 * warp + (lane & 15);
+  const int d = raw_gate_channel(warp, lane);
   const int half = lane >> 4;
   const int rows = kAllRows ? kGateHalf : min(max(n - kGateHalf * half, 0), kGateHalf);
   float part[kGateHalf];  // the raw values, then the half's running sums of sigmoids
@@ -460,9 +463,8 @@ __device__ __forceinline__ RawScalars load_raw_scalars(const PrepArgs& args,
                            : load_as_float(static_cast<const float*>(raw.beta) + at);
   }
   if (raw.raw_gate) {  // uniform
-    const int d = 16 * (tid >> 5) + (tid & 15);
     x.a_log = raw.a_log[h];
-    x.dt_bias = raw.dt_bias[h * kD + d];
+    x.dt_bias = raw.dt_bias[h * kD + raw_gate_channel(tid >> 5, tid & 31)];
   }
   return x;
 }

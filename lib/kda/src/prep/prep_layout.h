@@ -76,8 +76,9 @@ KDA_HD constexpr int sx(int row, int col) { return kSX + 4 * (row * kLdX + col);
 // ---- 2a (fused q norm; raw k's deferred norm the same way): the sums of squares of a warp's 8
 // rows of q (or raw k) as the diagonal of X X^T on mma.sync. Warp w owns rows 8 w .. 8 w + 7: it
 // loads them (their own cp.async group, so 2a runs while the rest is still in flight, ordered by
-// a __syncwarp) and row j of X is row ssq_row(w, j). Eight consecutive rows of a 272-byte pitch (17 16-byte units) start in 8
-// distinct 16-byte bank groups, so every 8-row ldmatrix phase is conflict-free.
+// a __syncwarp) and row j of X is row ssq_row(w, j). Eight consecutive rows of a 272-byte pitch
+// (17 16-byte units) start in 8 distinct 16-byte bank groups, so every 8-row ldmatrix phase is
+// conflict-free.
 KDA_HD constexpr int ssq_row(int warp, int j) { return 8 * warp + j; }
 // Row and 16-byte column unit of warp `warp`'s q load number `it` (0..3) by `lane`: two of the
 // warp's own rows, 256 contiguous bytes each, per instruction.
@@ -86,10 +87,10 @@ KDA_HD constexpr int q_load_row(int warp, int lane, int it) {
 }
 KDA_HD constexpr int q_load_col(int lane) { return 8 * (lane & 15); }
 // ldmatrix.x4 row address of `lane` at k-step ks in region kSQ (q) or kSK (k): matrices 0 and 3
-// are columns 16 ks .. +7 of X's rows (row lane & 7), matrices 1 and 2 columns 16 ks + 8 .. +15. Registers {0, 1} = {lo, hi}
-// are B's {b0, b1}, and all four are an A fragment whose rows 0..7 are X (a0 = lo, a2 = hi); its
-// rows 8..15 (a1 = hi, a3 = lo) are scrambled, which only touches C rows 8..15, never read. One
-// instruction and no register moves to assemble the operands.
+// are columns 16 ks .. +7 of X's rows (row lane & 7), matrices 1 and 2 columns 16 ks + 8 .. +15.
+// Registers {0, 1} = {lo, hi} are B's {b0, b1}, and all four are an A fragment whose rows 0..7
+// are X (a0 = lo, a2 = hi); its rows 8..15 (a1 = hi, a3 = lo) are scrambled, which only touches
+// C rows 8..15, never read. One instruction and no register moves to assemble the operands.
 KDA_HD constexpr int ssq_ldsm(int warp, int lane, int ks, int region = kSQ) {
   return s16(region, ssq_row(warp, lane & 7), 16 * ks + 8 * (((lane >> 3) ^ (lane >> 4)) & 1));
 }
