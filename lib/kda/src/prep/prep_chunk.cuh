@@ -10,7 +10,7 @@
 //                      the dominant diagonal term is added in fp32), fp32 accumulation, rounded
 //                      once into the record: fp16 with U scaled per value column (record.h;
 //                      docs/precision.md).
-// One CTA per (64-token chunk, head), 256 threads (8 warps), prep_layout.h kSBytes (106 KB) of
+// One CTA per (64-token chunk, head), 256 threads (8 warps), prep_layout.h kSBytes (113 KB) of
 // shared memory and at most 128 registers: two CTAs per SM. Every address / fragment map comes
 // from prep_layout.h and device/fragments.h (shared with the CPU emulation test). Fixed orders,
 // no atomics: bitwise reproducible.
@@ -20,12 +20,15 @@
 // PREP (lab/src/prep_v2.cu) with the bf16 v1 record its SCANs read.
 //
 // Phases (barriers between them):
-//   1  load q, k, v (bf16), G (fp32), beta; rows >= n: zeros by selection, G = G_{n-1}
+//   1  load G (fp32, each warp its own strip of channels, first), q, k, v (bf16), beta; rows >= n:
+//      zeros by selection, G = G_{n-1}; the gate's anchored form over G as soon as its strip
+//      landed (store_anchored_gate: rho_i = 2^(G_i - G_{m_p}) and per-channel block factors, the
+//      one exponential per element every later gate factor is a product of), and a = 2^(G_{n-1})
 //   2a the fused path's row factors r_i = 1 / |q_i| (deferred: q itself is never normalized), each
-//      warp on its own 8 rows of q, before the load barrier (k, v, G still in flight); raw k's
+//      warp on its own 8 rows of q, before the load barrier (k, v still in flight); raw k's
 //      the same way (fuse_k_l2norm, the raw-input kernel: k's factors go in with k in 2, 3, 4a)
-//   2  q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}), the grams' column
-//      operands, zero upper blocks of A_qk
+//   2  q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), the grams' column operands, zero upper
+//      blocks of A_qk
 //   3  grams: warp w runs block pairs w and w + 8 (prep_layout.h); A_qk -> record, A_kk -> smem
 //      fp32
 //   4  inverse: diagonal blocks (warps 0..3, lane = column), Schur levels 1..3
@@ -303,25 +306,27 @@ __device__ __forceinline__ void load_k_v(const PrepArgs& args, const ChunkRef& c
 // Phase 1 for raw inputs (kda.h GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm;
 // each a uniform runtime branch here), in steps so that the raw gate's arithmetic and the norms
 // run while the later loads are still in flight and no step needs a CTA barrier. Four cp.async
-// groups, in this order: the raw gate, q, raw k, then k (unless fuse_k_l2norm) / v / G (a
-// contract gate):
-//   issue_raw_gate_loads, before q's loads: the raw gate's group;
-//   load_raw_inputs, after q's: raw k's group (fuse_k_l2norm: into k's place), then the k / v /
-//     G group; then the raw gate's activation and cumsum, once its group landed;
+// groups, in this order: the gate (raw or a contract G), q, raw k, then k (unless fuse_k_l2norm)
+// / v:
+//   issue_gate_loads, before q's loads: the gate's group;
+//   load_raw_inputs, after q's: raw k's group (fuse_k_l2norm: into k's place), then the k / v
+//     group; then, once the gate's group landed, the raw gate's activation and cumsum and the
+//     anchored gate (a contract G: its anchored form alone);
 //   after the fused q norm (its group the second), raw_k_row_factors: raw k's deferred norm (its
 //     row factors), once its group landed;
 // beta and the channel parameters are read into registers before all of them (load_raw_scalars)
 // and beta reaches shared memory just before the load barrier (store_raw_beta).
 // They leave shared memory as the contract load does, k aside: k (raw, with its row factors in
-// kSKScale; with fuse_k_l2norm off, as given, factors 1), v, G (rows >= n: G_{n-1}), beta (rows
-// >= n: 0), for the caller's cp_async_wait_all and CTA barrier.
+// kSKScale; with fuse_k_l2norm off, as given, factors 1), v, the anchored gate, beta (rows >= n:
+// 0), for the caller's cp_async_wait_all and CTA barrier.
 //
 // The raw gate, thread (d, half) = (16 warp + lane % 16, lane / 16): warp w owns channels
 // 16w .. 16w + 15 of every row, lanes 0 - 15 rows 0 - 31 and lanes 16 - 31 rows 32 - 63. The warp
 // stages its own channels' raw values inside its own 64-byte strip of G's rows (bf16: half 0's at
 // the strip's bytes 0 - 31, half 1's at 32 - 63, so the halves read different banks; fp32: the
-// whole strip, each value where its G goes), reads them into registers, and writes G over them:
-// no other warp touches the strip, so the warp's cp.async wait and a __syncwarp order everything.
+// whole strip, each value where its G goes), reads them into registers, and writes the anchored
+// gate over them: no other warp touches the strip, so the warp's cp.async wait and __syncwarps
+// order everything.
 // Each thread takes its 32 sigmoids (independent: the MUFU latencies overlap) and the half's
 // running sum in registers: the cumsum order of gate_activation.cuh, which gate_cumsum uses too
 // (bit for bit); the second half starts from the first's total, a shuffle away. Rows >= n add
@@ -1074,9 +1079,8 @@ __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned
 }
 
 // One chunk of PREP, inlined into the library's two kernels (prep.cu) and the lab's. kRawInputs:
-// raw inputs are read (load_raw_inputs); otherwise the contract load, whose code, with the
-// contract kernel's parameters, is what it was before raw inputs existed (cuobjdump: identical
-// SASS), so adding them cannot slow the contract path.
+// raw inputs are read (load_raw_inputs); otherwise the contract load, which carries none of the
+// raw inputs' branches.
 // The body is the phases in order, one force-inlined function each, with the CTA barriers
 // between them. The register arrays of phases 3, 4a, 5a and 5 are declared here and passed by
 // reference: declared inside the phase functions (tried), they compile to the same instructions
