@@ -739,6 +739,55 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
 // register arrays of phases 3, 4a, 5a and 5 are prep_chunk's own, passed in by reference (see
 // prep_chunk for why); each function's comment says what it reads and writes in shared memory.
 
+// Phase 3's k loop of one block pair (p, c) (compute_grams below). The row factor
+// 2^(G_i - G_{m_c}) from the anchored gate: rho_i on the diagonal (kBelow false); below it
+// (rho_i 2^(G_{m_p} - G_{16 p})) 2^(G_{16 p} - G_{m_c}), both products <= 1, in this order
+// (kernel-design.md §7.1). A register's column pair is a_col(lane, r, 0): registers 0, 1 share
+// one, 2, 3 the other, so the two block factors are read once per pair of columns.
+template <bool kBelow>
+__device__ __forceinline__ void gram_block_pair(int p, int c, int lane, const unsigned char* smem,
+                                                float (&acck)[2][4], float (&accq)[2][4]) {
+#pragma unroll 2
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    const int d0 = 16 * ks;
+    float2 m_start[2], start_m[2];  // [register pair]
+    if constexpr (kBelow) {
+#pragma unroll
+      for (int rp = 0; rp < 2; ++rp) {
+        const int col = d0 + a_col(lane, 2 * rp, 0);
+        m_start[rp] = ldf2(smem, s_m_start(p, col));
+        start_m[rp] = ldf2(smem, s_start_m(p, c, col));
+      }
+    }
+    uint32_t ak[4], aq[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int row = 16 * p + a_row(lane, r);
+      const int col = d0 + a_col(lane, r, 0);
+      float2 f = ldf2(smem, sg(row, col));
+      if constexpr (kBelow) {
+        f.x = (f.x * m_start[r >> 1].x) * start_m[r >> 1].x;
+        f.y = (f.y * m_start[r >> 1].y) * start_m[r >> 1].y;
+      }
+      const float2 kk = ldh2(smem, sk(row, col));
+      const float2 qq = ldh2(smem, sq(row, col));
+      ak[r] = pack_bf16(kk.x * f.x, kk.y * f.y);
+      aq[r] = pack_bf16(qq.x * f.x, qq.y * f.y);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int j = 16 * c + 8 * nt + b_n(lane);
+      uint32_t b[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        b[r] = *reinterpret_cast<const uint32_t*>(smem + scol(j, d0 + b_k(lane, r, 0)));
+      }
+      mma_bf16(acck[nt], ak, b[0], b[1]);
+      mma_bf16(accq[nt], aq, b[0], b[1]);
+    }
+  }
+}
+
 // ---- 3. Grams on tensor cores: warp w runs block pairs w and w + 8 (prep_layout.h). Block pair
 // (p, c), anchor m = m_c:
 //   A[i][j] = sum_d bf16(x_i[d] 2^(G_i[d] - G_m[d])) bf16(k_j[d] 2^(G_m[d] - G_j[d])),
@@ -764,41 +813,10 @@ __device__ __forceinline__ void compute_grams(int n, int lane, int warp, const u
       for (int reg = 0; reg < 4; ++reg) acck[nt][reg] = accq[nt][reg] = 0.0f;
     }
     if (16 * c < n && 16 * p < n) {  // uniform; otherwise the block is zero
-      // The row factor 2^(G_i - G_{m_c}) from the anchored gate: rho_i on the diagonal; below
-      // it (rho_i 2^(G_{m_p} - G_{16 p})) 2^(G_{16 p} - G_{m_c}), both products <= 1, in this
-      // order (kernel-design.md §7.1).
-      const bool below = p != c;
-#pragma unroll 2
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        const int d0 = 16 * ks;
-        uint32_t ak[4], aq[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int row = 16 * p + a_row(lane, r);
-          const int col = d0 + a_col(lane, r, 0);
-          float2 f = ldf2(smem, sg(row, col));
-          if (below) {
-            const float2 ms = ldf2(smem, s_m_start(p, col));
-            const float2 sm = ldf2(smem, s_start_m(p, c, col));
-            f.x = (f.x * ms.x) * sm.x;
-            f.y = (f.y * ms.y) * sm.y;
-          }
-          const float2 kk = ldh2(smem, sk(row, col));
-          const float2 qq = ldh2(smem, sq(row, col));
-          ak[r] = pack_bf16(kk.x * f.x, kk.y * f.y);
-          aq[r] = pack_bf16(qq.x * f.x, qq.y * f.y);
-        }
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int j = 16 * c + 8 * nt + b_n(lane);
-          uint32_t b[2];
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            b[r] = *reinterpret_cast<const uint32_t*>(smem + scol(j, d0 + b_k(lane, r, 0)));
-          }
-          mma_bf16(acck[nt], ak, b[0], b[1]);
-          mma_bf16(accq[nt], aq, b[0], b[1]);
-        }
+      if (p == c) {  // uniform
+        gram_block_pair<false>(p, c, lane, smem, acck, accq);
+      } else {
+        gram_block_pair<true>(p, c, lane, smem, acck, accq);
       }
     }
 #pragma unroll
