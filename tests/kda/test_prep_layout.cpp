@@ -114,9 +114,7 @@ Chunk random_chunk(std::mt19937_64& rng, int n) {
   return c;
 }
 
-// Shared memory after phase 1 (prep_layout.h addresses): q, k, v, beta as loaded, the gate in
-// its anchored form (prep_chunk.cuh store_anchored_gate): rho_i = 2^(G_i - G_{m_p}) over G and
-// the per-channel block factors. The gates are integers, so every factor is exact.
+// Shared memory after phase 1 (prep_layout.h addresses).
 Memory load_smem(const Chunk& c) {
   Memory s(prep::kSBytes);
   for (int i = 0; i < kC; ++i) {
@@ -124,35 +122,19 @@ Memory load_smem(const Chunk& c) {
       s.at(prep::sq(i, d)) = c.at(c.q, i, d);
       s.at(prep::sk(i, d)) = c.at(c.k, i, d);
       s.at(prep::sv(i, d)) = c.at(c.v, i, d);
+      s.at(prep::sg(i, d)) = c.at(c.g, i, d);
     }
     s.at(prep::kSBeta + 4 * i) = c.beta[static_cast<size_t>(i)];
-  }
-  const int n = c.n;
-  for (int d = 0; d < kD; ++d) {
-    double gm[4];
-    for (int p = 0; p < 4; ++p) {
-      const int m = prep::anchor(p, n);
-      EXPECT_LT(m, n);
-      EXPECT_GE(m, std::min(16 * p, n - 1));
-      gm[p] = c.at(c.g, m, d);
-    }
-    const double g_last = c.at(c.g, n - 1, d);
-    for (int i = 0; i < kC; ++i) s.at(prep::sg(i, d)) = std::exp2(c.at(c.g, i, d) - gm[i >> 4]);
-    for (int p = 0; p < 4; ++p) {
-      s.at(prep::s_gamma_m(p, d)) = std::exp2(gm[p]);
-      s.at(prep::s_tail_m(p, d)) = std::exp2(g_last - gm[p]);
-      if (p > 0) s.at(prep::s_m_start(p, d)) = std::exp2(gm[p] - c.at(c.g, 16 * p, d));
-      for (int q = 0; q < p; ++q) s.at(prep::s_start_m(p, q, d)) = std::exp2(c.at(c.g, 16 * p, d) - gm[q]);
-    }
   }
   return s;
 }
 
 // Phase 3 of the PREP (scale = 1 here: the kernel multiplies A_qk by 1/sqrt(128)).
 void emulate_grams(Memory& s, Record& rec, int n) {
-  for (int j = 0; j < kC; ++j) {  // phase 2's column operands k_j kappa_j, kappa_j = 1 / rho_j
+  for (int j = 0; j < kC; ++j) {  // the column operands, once per column block
+    const int m = prep::anchor(j >> 4, n);
     for (int d = 0; d < kD; ++d) {
-      const double x = s.at(prep::sk(j, d)) * (1.0 / s.at(prep::sg(j, d)));
+      const double x = s.at(prep::sk(j, d)) * std::exp2(s.at(prep::sg(m, d)) - s.at(prep::sg(j, d)));
       s.at(prep::scol(j, d)) = j < n ? x : 0.0;
     }
   }
@@ -171,11 +153,10 @@ void emulate_grams(Memory& s, Record& rec, int n) {
         EXPECT_LT(m, n);
         for (int ks = 0; ks < kD / 16; ++ks) {
           const int d0 = 16 * ks;
-          auto row_op = [&](int base, int row, int col) {  // 2^(G_i - G_{m_c}) as the kernel builds it
+          auto row_op = [&](int base, int row, int col) {
             const int i = 16 * p + row, d = d0 + col;
-            double f = s.at(prep::sg(i, d));
-            if (p != c) f = (f * s.at(prep::s_m_start(p, d))) * s.at(prep::s_start_m(p, c, d));
-            return s.at(base == 0 ? prep::sk(i, d) : prep::sq(i, d)) * f;
+            return s.at(base == 0 ? prep::sk(i, d) : prep::sq(i, d)) *
+                   std::exp2(s.at(prep::sg(i, d)) - s.at(prep::sg(m, d)));
           };
           const Frag4 ak = a_frag([&](int row, int col) { return row_op(0, row, col); });
           const Frag4 aq = a_frag([&](int row, int col) { return row_op(1, row, col); });
@@ -272,20 +253,7 @@ TEST(PrepLayout, SharedMemoryRegions) {
   EXPECT_LE(prep::scol(kC - 1, kD - 1) + 2, prep::kSY);
   EXPECT_LE(prep::sy(prep::schur_units(1) - 1, 15, 7) + 4, prep::kSBeta);
   EXPECT_LE(prep::schur_units(1), 8) << "one warp per Schur unit";
-  EXPECT_LE(prep::kSBeta + 4 * kC, prep::kSQScale);
-  EXPECT_LE(prep::kSKScale + 4 * kC, prep::kSGammaM);
-  EXPECT_LE(prep::s_gamma_m(3, kD - 1) + 4, prep::kSTailM);
-  EXPECT_LE(prep::s_tail_m(3, kD - 1) + 4, prep::kSMStart);
-  EXPECT_LE(prep::s_m_start(3, kD - 1) + 4, prep::kSBytes);
-  // The start-to-anchor factors over the Schur scratch (phase 3 reads them, 4b overwrites them).
-  EXPECT_EQ(prep::s_start_m(1, 0, 0), prep::kSY);
-  EXPECT_LE(prep::s_start_m(3, 2, kD - 1) + 4, prep::kSBeta);
-  std::set<int> blocks;
-  for (int p = 1; p < 4; ++p) {
-    for (int c = 0; c < p; ++c) EXPECT_TRUE(blocks.insert(prep::off_block(p, c)).second);
-  }
-  EXPECT_EQ(blocks.size(), 6u);
-  EXPECT_EQ(*blocks.rbegin(), 5);
+  EXPECT_LE(prep::kSBeta + 4 * kC, prep::kSBytes);
   for (int i = 0; i < kC; ++i) {
     EXPECT_EQ(prep::sq(i, 0) % 16, 0);
     EXPECT_EQ(prep::sk(i, 0) % 16, 0);
@@ -437,7 +405,7 @@ TEST(PrepLayout, WUProductsMatchMatrixProducts) {
       for (int d = 0; d < kD; ++d) {
         const double beta = s.at(prep::kSBeta + 4 * tok);
         kt[static_cast<size_t>(tok * kD + d)] =
-            beta * s.at(prep::sk(tok, d)) * (s.at(prep::sg(tok, d)) * s.at(prep::s_gamma_m(tok >> 4, d)));
+            beta * s.at(prep::sk(tok, d)) * std::exp2(s.at(prep::sg(tok, d)));
       }
     }
     for (int tok = 0; tok < kC; ++tok) {

@@ -10,7 +10,7 @@
 //                      the dominant diagonal term is added in fp32), fp32 accumulation, rounded
 //                      once into the record: fp16 with U scaled per value column (record.h;
 //                      docs/precision.md).
-// One CTA per (64-token chunk, head), 256 threads (8 warps), prep_layout.h kSBytes (113 KB) of
+// One CTA per (64-token chunk, head), 256 threads (8 warps), prep_layout.h kSBytes (106 KB) of
 // shared memory and at most 128 registers: two CTAs per SM. Every address / fragment map comes
 // from prep_layout.h and device/fragments.h (shared with the CPU emulation test). Fixed orders,
 // no atomics: bitwise reproducible.
@@ -20,15 +20,12 @@
 // PREP (lab/src/prep_v2.cu) with the bf16 v1 record its SCANs read.
 //
 // Phases (barriers between them):
-//   1  load G (fp32, each warp its own strip of channels, first), q, k, v (bf16), beta; rows >= n:
-//      zeros by selection, G = G_{n-1}; the gate's anchored form over G as soon as its strip
-//      landed (store_anchored_gate: rho_i = 2^(G_i - G_{m_p}) and per-channel block factors, the
-//      one exponential per element every later gate factor is a product of), and a = 2^(G_{n-1})
+//   1  load q, k, v (bf16), G (fp32), beta; rows >= n: zeros by selection, G = G_{n-1}
 //   2a the fused path's row factors r_i = 1 / |q_i| (deferred: q itself is never normalized), each
-//      warp on its own 8 rows of q, before the load barrier (k, v still in flight); raw k's
+//      warp on its own 8 rows of q, before the load barrier (k, v, G still in flight); raw k's
 //      the same way (fuse_k_l2norm, the raw-input kernel: k's factors go in with k in 2, 3, 4a)
-//   2  q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), the grams' column operands, zero upper
-//      blocks of A_qk
+//   2  q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G), a = 2^(G_{n-1}), the grams' column
+//      operands, zero upper blocks of A_qk
 //   3  grams: warp w runs block pairs w and w + 8 (prep_layout.h); A_qk -> record, A_kk -> smem
 //      fp32
 //   4  inverse: diagonal blocks (warps 0..3, lane = column), Schur levels 1..3
@@ -303,141 +300,80 @@ __device__ __forceinline__ void load_k_v(const PrepArgs& args, const ChunkRef& c
     }
   }
 }
+__device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& args,
+                                          const ChunkRef& chunk, int h, unsigned char* smem) {
+  const int n = chunk.rows;
+  for (int e = threadIdx.x; e < kC * (kD / 4); e += kThreads) {  // 32 units of 4 floats per row
+    const int i = e >> 5;
+    const int c = (e & 31) * 4;
+    const int64_t g_token = chunk.first_token + min(i, n - 1);
+    cp_async16(smem_u32(smem + sg(i, c)), gate + (g_token * args.heads + h) * kD + c);
+  }
+}
+
 // Phase 1 for raw inputs (kda.h GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm;
 // each a uniform runtime branch here), in steps so that the raw gate's arithmetic and the norms
 // run while the later loads are still in flight and no step needs a CTA barrier. Four cp.async
-// groups, in this order: the gate (raw or a contract G), q, raw k, then k (unless fuse_k_l2norm)
-// / v:
-//   issue_gate_loads, before q's loads: the gate's group;
-//   load_raw_inputs, after q's: raw k's group (fuse_k_l2norm: into k's place), then the k / v
-//     group; then, once the gate's group landed, the raw gate's activation and cumsum and the
-//     anchored gate (a contract G: its anchored form alone);
+// groups, in this order: the raw gate, q, raw k, then k (unless fuse_k_l2norm) / v / G (a
+// contract gate):
+//   issue_raw_gate_loads, before q's loads: the raw gate's group;
+//   load_raw_inputs, after q's: raw k's group (fuse_k_l2norm: into k's place), then the k / v /
+//     G group; then the raw gate's activation and cumsum, once its group landed;
 //   after the fused q norm (its group the second), raw_k_row_factors: raw k's deferred norm (its
 //     row factors), once its group landed;
 // beta and the channel parameters are read into registers before all of them (load_raw_scalars)
 // and beta reaches shared memory just before the load barrier (store_raw_beta).
 // They leave shared memory as the contract load does, k aside: k (raw, with its row factors in
-// kSKScale; with fuse_k_l2norm off, as given, factors 1), v, the anchored gate, beta (rows >= n:
-// 0), for the caller's cp_async_wait_all and CTA barrier.
+// kSKScale; with fuse_k_l2norm off, as given, factors 1), v, G (rows >= n: G_{n-1}), beta (rows
+// >= n: 0), for the caller's cp_async_wait_all and CTA barrier.
 //
 // The raw gate, thread (d, half) = (16 warp + lane % 16, lane / 16): warp w owns channels
 // 16w .. 16w + 15 of every row, lanes 0 - 15 rows 0 - 31 and lanes 16 - 31 rows 32 - 63. The warp
 // stages its own channels' raw values inside its own 64-byte strip of G's rows (bf16: half 0's at
 // the strip's bytes 0 - 31, half 1's at 32 - 63, so the halves read different banks; fp32: the
-// whole strip, each value where its G goes), reads them into registers, and writes the anchored
-// gate over them: no other warp touches the strip, so the warp's cp.async wait and __syncwarps
-// order everything.
+// whole strip, each value where its G goes), reads them into registers, and writes G over them:
+// no other warp touches the strip, so the warp's cp.async wait and a __syncwarp order everything.
 // Each thread takes its 32 sigmoids (independent: the MUFU latencies overlap) and the half's
 // running sum in registers: the cumsum order of gate_activation.cuh, which gate_cumsum uses too
 // (bit for bit); the second half starts from the first's total, a shuffle away. Rows >= n add
 // nothing, so they repeat G_{n-1}.
-__device__ __forceinline__ int gate_strip(int row, int warp) { return sg(row, 16 * warp); }
-__device__ __forceinline__ int gate_strip_channel(int warp, int lane) {
-  return 16 * warp + (lane & 15);
-}
+__device__ __forceinline__ int raw_gate_strip(int row, int warp) { return sg(row, 16 * warp); }
+__device__ __forceinline__ int raw_gate_channel(int warp, int lane) { return 16 * warp + (lane & 15); }
 
-// The gate's group, the first cp.async group of both kernels: each warp copies its own strip
-// (channels 16 warp .. 16 warp + 15 of every row): a contract G (fp32, rows >= n: G_{n-1}) into
-// its place, a raw gate (rows >= n: not copied) staged as described above.
-__device__ __forceinline__ void issue_gate_loads(const PrepArgs& args, const void* gate_ptr,
-                                                 bool raw_gate, bool gate_bf16,
-                                                 const ChunkRef& chunk, int h,
-                                                 unsigned char* smem) {
-  const int n = chunk.rows;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int64_t row0 = (chunk.first_token * args.heads + h) * kD + 16 * warp;
-  const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
-  if (raw_gate && gate_bf16) {  // uniform; per row 2 units of 8 channels: 4 per lane
-    const auto* gate = static_cast<const __nv_bfloat16*>(gate_ptr);
+__device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const RawPrepArgs& raw,
+                                                     const ChunkRef& chunk, int h,
+                                                     unsigned char* smem) {
+  if (raw.raw_gate) {  // uniform
+    const int n = chunk.rows;
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int64_t row0 = (chunk.first_token * args.heads + h) * kD + 16 * warp;
+    const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
+    if (raw.gate_bf16) {  // per row 2 units of 8 channels: 4 per lane
+      const auto* gate = static_cast<const __nv_bfloat16*>(raw.gate);
 #pragma unroll
-    for (int it = 0; it < 4; ++it) {
-      const int row = 16 * it + (lane >> 1);
-      const int unit = lane & 1;
-      if (row < n) {
-        cp_async16(smem_u32(smem + gate_strip(row, warp) + 32 * (row >> 5) + 16 * unit),
-                   gate + row0 + row * token_step + 8 * unit);
-      }
-    }
-  } else {  // fp32, per row 4 units of 4 channels: 8 per lane
-    const auto* gate = static_cast<const float*>(gate_ptr);
-#pragma unroll
-    for (int it = 0; it < 8; ++it) {
-      const int row = 8 * it + (lane >> 2);
-      const int unit = lane & 3;
-      if (raw_gate) {  // uniform
+      for (int it = 0; it < 4; ++it) {
+        const int row = 16 * it + (lane >> 1);
+        const int unit = lane & 1;
         if (row < n) {
-          cp_async16(smem_u32(smem + gate_strip(row, warp) + 16 * unit),
+          cp_async16(smem_u32(smem + raw_gate_strip(row, warp) + 32 * (row >> 5) + 16 * unit),
+                     gate + row0 + row * token_step + 8 * unit);
+        }
+      }
+    } else {  // per row 4 units of 4 channels: 8 per lane
+      const auto* gate = static_cast<const float*>(raw.gate);
+#pragma unroll
+      for (int it = 0; it < 8; ++it) {
+        const int row = 8 * it + (lane >> 2);
+        const int unit = lane & 3;
+        if (row < n) {
+          cp_async16(smem_u32(smem + raw_gate_strip(row, warp) + 16 * unit),
                      gate + row0 + row * token_step + 4 * unit);
         }
-      } else {
-        cp_async16(smem_u32(smem + gate_strip(row, warp) + 16 * unit),
-                   gate + row0 + min(row, n - 1) * token_step + 4 * unit);
       }
     }
   }
-  cp_async_commit();
-}
-
-// ---- The anchored gate (kernel-design.md §7.1), written over G before the load barrier so that
-// the later phases take every gate factor as a product of at most three instead of an
-// exponential each: one ex2 per element here against the 6.5 per element phases 2 (q', kg, the
-// column operands: three), 3 (the row operands: one per block pair) and 4a (beta k Gamma: one)
-// took from G. Thread (d, half) = (16 warp + lane % 16, lane / 16) holds G of channel d, rows
-// 32 half + r, in g; gm[c] = G_{m_c}, the anchors of the four row blocks (prep_layout.h anchor);
-// g_last = G_{n-1}. It writes over its warp's strip of G (no other warp reads or writes the strip
-// before the load barrier; the warp's lanes have read whatever they need of it)
-//   rho_i = 2^(G_i - G_{m_p}), p = i / 16   (in [2^-68, 2^68] for in-contract gates),
-// and for its blocks p = 2 half, 2 half + 1 the channel's 2^(G_{m_p}) (kSGammaM),
-// 2^(G_{n-1} - G_{m_p}) (kSTailM), 2^(G_{m_p} - G_{16 p}) (kSMStart, p > 0) and 2^(G_{16 p} -
-// G_{m_c}) for c < p (kSStartM); half 0 writes the record's a = 2^(G_{n-1}) (exp2f, as before).
-// The scalars that are at most 1 may underflow only where the factor they build is below 2^-58
-// (§7.1); the off-diagonal row factor is never pre-multiplied from two scalars (§7.1: it would
-// flush where the true decay is ~2^-8).
-template <class Record>
-__device__ __forceinline__ void store_anchored_gate(const float (&g)[kGateHalf],
-                                                    const float (&gm)[4], float g_last, int d,
-                                                    int half, unsigned char* smem, char* rec) {
-  const float gm_lo = half ? gm[2] : gm[0];  // block 2 half
-  const float gm_hi = half ? gm[3] : gm[1];  // block 2 half + 1
-#pragma unroll
-  for (int r = 0; r < kGateHalf; ++r) {
-    stf(smem, sg(kGateHalf * half + r, d), ex2_approx(g[r] - (r < 16 ? gm_lo : gm_hi)));
-  }
-  const int p0 = 2 * half;
-  stf(smem, s_gamma_m(p0, d), ex2_approx(gm_lo));
-  stf(smem, s_gamma_m(p0 + 1, d), ex2_approx(gm_hi));
-  stf(smem, s_tail_m(p0, d), ex2_approx(g_last - gm_lo));
-  stf(smem, s_tail_m(p0 + 1, d), ex2_approx(g_last - gm_hi));
-  stf(smem, s_m_start(p0 + 1, d), ex2_approx(gm_hi - g[16]));
-  if (half == 0) {
-    stf(smem, s_start_m(1, 0, d), ex2_approx(g[16] - gm[0]));
-    *reinterpret_cast<float*>(rec + Record::a(d)) = exp2f(g_last);
-  } else {
-    stf(smem, s_m_start(2, d), ex2_approx(gm_lo - g[0]));
-    stf(smem, s_start_m(2, 0, d), ex2_approx(g[0] - gm[0]));
-    stf(smem, s_start_m(2, 1, d), ex2_approx(g[0] - gm[1]));
-    stf(smem, s_start_m(3, 0, d), ex2_approx(g[16] - gm[0]));
-    stf(smem, s_start_m(3, 1, d), ex2_approx(g[16] - gm[1]));
-    stf(smem, s_start_m(3, 2, d), ex2_approx(g[16] - gm[2]));
-  }
-}
-
-// A contract G's anchored form: the warp's strip landed (its group's wait and a __syncwarp).
-template <class Record>
-__device__ __forceinline__ void anchor_loaded_gate(int n, unsigned char* smem, char* rec) {
-  const int lane = threadIdx.x & 31;
-  const int d = gate_strip_channel(threadIdx.x >> 5, lane);
-  const int half = lane >> 4;
-  float g[kGateHalf];
-#pragma unroll
-  for (int r = 0; r < kGateHalf; ++r) g[r] = ldf(smem, sg(kGateHalf * half + r, d));
-  float gm[4];
-#pragma unroll
-  for (int c = 0; c < 4; ++c) gm[c] = ldf(smem, sg(anchor(c, n), d));
-  const float g_last = ldf(smem, sg(n - 1, d));
-  __syncwarp();  // every lane has read the rows it needs before any rho overwrites them
-  store_anchored_gate<Record>(g, gm, g_last, d, half, smem, rec);
+  cp_async_commit();  // (an empty group for a contract gate: the later waits count groups)
 }
 
 // Raw k's group (empty without fuse_k_l2norm): each warp copies its own 8 rows into k's place,
@@ -466,17 +402,17 @@ __device__ __forceinline__ void issue_raw_k_loads(const PrepArgs& args, const Ra
   cp_async_commit();
 }
 
-// The raw gate's activation and cumsum over the warp's strips (staged by issue_gate_loads, its
-// group landed and the warp synchronized), then its anchored form; kAllRows: n = 64.
-template <class Record, bool kAllRows>
+// The raw gate's activation and cumsum over the warp's strips (staged by issue_raw_gate_loads,
+// its group landed and the warp synchronized); kAllRows: n = 64.
+template <bool kAllRows>
 __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsigned char* smem,
-                                                  char* rec, int n, GateChannel channel) {
+                                                  int n, GateChannel channel) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int d = gate_strip_channel(warp, lane);
+  const int d = raw_gate_channel(warp, lane);
   const int half = lane >> 4;
   const int rows = kAllRows ? kGateHalf : min(max(n - kGateHalf * half, 0), kGateHalf);
-  float part[kGateHalf];  // the raw values, the half's running sums of sigmoids, then G
+  float part[kGateHalf];  // the raw values, then the half's running sums of sigmoids
 #pragma unroll
   for (int r = 0; r < kGateHalf; ++r) {
     const int row = kGateHalf * half + r;
@@ -484,11 +420,11 @@ __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsign
     if (kAllRows || r < rows) {
       part[r] = raw.gate_bf16
                     ? load_as_float(reinterpret_cast<const __nv_bfloat16*>(
-                          smem + gate_strip(row, warp) + 32 * half + 2 * (lane & 15)))
+                          smem + raw_gate_strip(row, warp) + 32 * half + 2 * (lane & 15)))
                     : ldf(smem, sg(row, d));
     }
   }
-  __syncwarp();  // every lane has read its raw values before anything overwrites the strip
+  __syncwarp();  // every lane has read its raw values before any G overwrites the strip
   float running = 0.0f;
 #pragma unroll
   for (int r = 0; r < kGateHalf; ++r) {
@@ -499,29 +435,9 @@ __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsign
   const float first_total = __shfl_sync(0xffffffffu, part[kGateHalf - 1], lane & 15);
   const float base = half ? gate_second_half_base(scale, first_total) : -0.0f;
 #pragma unroll
-  for (int r = 0; r < kGateHalf; ++r) part[r] = gate_log2(part[r], scale, base);
-  // The anchors' G: whole chunks hold them in registers (rows 8 and 24 of either half, row 63
-  // of half 1); a partial chunk's anchors depend on n, so they go through the strip.
-  float gm[4];
-  float g_last;
-  if constexpr (kAllRows) {
-    const int lo = lane & 15;
-    const int hi = lo | 16;
-    gm[0] = __shfl_sync(0xffffffffu, part[8], lo);
-    gm[1] = __shfl_sync(0xffffffffu, part[24], lo);
-    gm[2] = __shfl_sync(0xffffffffu, part[8], hi);
-    gm[3] = __shfl_sync(0xffffffffu, part[24], hi);
-    g_last = __shfl_sync(0xffffffffu, part[kGateHalf - 1], hi);
-  } else {
-#pragma unroll
-    for (int r = 0; r < kGateHalf; ++r) stf(smem, sg(kGateHalf * half + r, d), part[r]);
-    __syncwarp();
-#pragma unroll
-    for (int c = 0; c < 4; ++c) gm[c] = ldf(smem, sg(anchor(c, n), d));
-    g_last = ldf(smem, sg(n - 1, d));
-    __syncwarp();
+  for (int r = 0; r < kGateHalf; ++r) {
+    stf(smem, sg(kGateHalf * half + r, d), gate_log2(part[r], scale, base));
   }
-  store_anchored_gate<Record>(part, gm, g_last, d, half, smem, rec);
 }
 
 // The raw path's per-thread scalars, read from global memory at the kernel's start so that their
@@ -548,7 +464,7 @@ __device__ __forceinline__ RawScalars load_raw_scalars(const PrepArgs& args,
   }
   if (raw.raw_gate) {  // uniform
     x.a_log = raw.a_log[h];
-    x.dt_bias = raw.dt_bias[h * kD + gate_strip_channel(tid >> 5, tid & 31)];
+    x.dt_bias = raw.dt_bias[h * kD + raw_gate_channel(tid >> 5, tid & 31)];
   }
   return x;
 }
@@ -562,27 +478,25 @@ __device__ __forceinline__ void store_raw_beta(const RawPrepArgs& raw, const Raw
   }
 }
 
-template <class Record>
 __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawPrepArgs& raw,
                                                 const RawScalars& scalars, const ChunkRef& chunk,
-                                                int h, unsigned char* smem, char* rec) {
+                                                int h, unsigned char* smem) {
   const int n = chunk.rows;
+  const bool raw_gate = raw.raw_gate;
   issue_raw_k_loads(args, raw, chunk, h, smem);
   load_k_v(args, chunk, h, smem, /*load_k=*/!raw.fuse_k_l2norm);
+  if (!raw_gate) load_gate(static_cast<const float*>(raw.gate), args, chunk, h, smem);  // uniform
   cp_async_commit();
+  if (!raw_gate) return;  // uniform
 
+  const GateChannel channel = gate_channel(scalars.a_log, scalars.dt_bias);
   // The gate's group is the oldest of four (gate, q, raw k, k/v): wait for it alone.
   cp_async_wait_pending<3>();
   __syncwarp();
-  if (!raw.raw_gate) {  // uniform
-    anchor_loaded_gate<Record>(n, smem, rec);
-    return;
-  }
-  const GateChannel channel = gate_channel(scalars.a_log, scalars.dt_bias);
   if (n == kC) {  // uniform: whole chunks, the common case, need no row predicates
-    activate_raw_gate<Record, true>(raw, smem, rec, n, channel);
+    activate_raw_gate<true>(raw, smem, n, channel);
   } else {
-    activate_raw_gate<Record, false>(raw, smem, rec, n, channel);
+    activate_raw_gate<false>(raw, smem, n, channel);
   }
 }
 
@@ -605,10 +519,10 @@ __device__ __forceinline__ void raw_k_row_factors(const RawPrepArgs& raw, int wa
 
 // Phase 1 (and 2a): the chunk's inputs into shared memory and q's row factors, up to the load
 // barrier.
-template <class Record, bool kRawInputs>
+template <bool kRawInputs>
 __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepArgs& raw,
                                            const ChunkRef& chunk, int h, int n, int tid, int lane,
-                                           int warp, unsigned char* smem, char* rec) {
+                                           int warp, unsigned char* smem) {
   // ---- 1. Load. q, k, v (bf16, kept as bf16: exact) and G (fp32) go straight to shared memory
   // with 16-byte cp.async (the validated strides keep every row 16-byte aligned); rows >= n: q,
   // k, v zero by selection, G = G_{n-1}. q arrives un-normalized on the fused path too. Each warp
@@ -618,9 +532,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   RawScalars scalars{};
   if constexpr (kRawInputs) {
     scalars = load_raw_scalars(args, raw, chunk, h);
-    issue_gate_loads(args, raw.gate, raw.raw_gate, raw.gate_bf16, chunk, h, smem);
-  } else {
-    issue_gate_loads(args, args.gate, /*raw_gate=*/false, /*gate_bf16=*/false, chunk, h, smem);
+    issue_raw_gate_loads(args, raw, chunk, h, smem);
   }
 #pragma unroll
   for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 rows of 16 units each
@@ -635,18 +547,15 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   }
   cp_async_commit();
   if constexpr (kRawInputs) {
-    load_raw_inputs<Record>(args, raw, scalars, chunk, h, smem, rec);
+    load_raw_inputs(args, raw, scalars, chunk, h, smem);
   } else {
     load_k_v(args, chunk, h, smem, /*load_k=*/true);
+    load_gate(args.gate, args, chunk, h, smem);
     cp_async_commit();
     if (tid < kC) {
       stf(smem, kSBeta + 4 * tid,
           tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
     }
-    // The gate's group is the oldest of three (gate, q, k / v): wait for it alone.
-    cp_async_wait_pending<2>();
-    __syncwarp();
-    anchor_loaded_gate<Record>(n, smem, rec);
   }
 
   // ---- 2a. Row factors scale r_i of q, one per row, read by phase 2 after the load barrier.
@@ -658,7 +567,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   if (args.fuse_q_l2norm) {  // uniform
     // Only this warp's rows are read, and this warp loaded them: its group's wait and a
     // __syncwarp order the copies (and the zero stores of rows >= n) before the ldmatrix. (q's
-    // group is the second of three, or of four with raw inputs.)
+    // group is the first of two, or the second of four with raw inputs.)
     cp_async_wait_pending<kRawInputs ? 2 : 1>();
     __syncwarp();
     deferred_row_factors(smem, kSQ, kSQScale, kScale, warp, lane);
@@ -690,15 +599,12 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
     uint4 qp_bits = make_uint4(0u, 0u, 0u, 0u);
     uint4 kg_bits = qp_bits;
     uint4 col_bits = qp_bits;
-    if (i < n) {  // rows >= n: zeros
-      // From the anchored gate (store_anchored_gate), p = i / 16: Gamma_i = rho_i 2^(G_{m_p}),
-      // kappa_i = 1 / rho_i = 2^(G_{m_p} - G_i) (the column operand's factor, <= 2^68),
-      // 2^(G_{n-1} - G_i) = kappa_i 2^(G_{n-1} - G_{m_p}) (kg's).
-      const int p = i >> 4;
-      float rho[8], gam[8], tail[8], kv[8];
-      load8_f32(smem, sg(i, d0), rho);
-      load8_f32(smem, s_gamma_m(p, d0), gam);
-      load8_f32(smem, s_tail_m(p, d0), tail);
+    if (i < n) {  // rows >= n: zeros (their G is G_{n-1}: 2^(G_m - G) could overflow there)
+      const int m = anchor(i >> 4, n);
+      float g[8], gl[8], gm[8], kv[8];
+      load8_f32(smem, sg(i, d0), g);
+      load8_f32(smem, sg(n - 1, d0), gl);
+      load8_f32(smem, sg(m, d0), gm);
       load8_bf16(smem, sk(i, d0), kv);
       if constexpr (kKFactors) {
         const float rk = ldf(smem, kSKScale + 4 * i);
@@ -708,10 +614,9 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
       float qp[8], kg[8], col[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const float kappa = rcp_approx(rho[e]);
-        qp[e] = rq * qv[e] * (rho[e] * gam[e]);
-        kg[e] = kv[e] * (kappa * tail[e]);
-        col[e] = kv[e] * kappa;
+        qp[e] = rq * qv[e] * ex2_approx(g[e]);
+        kg[e] = kv[e] * ex2_approx(gl[e] - g[e]);
+        col[e] = kv[e] * ex2_approx(gm[e] - g[e]);
       }
       qp_bits = pack8_record<Record::kF16>(qp);
       kg_bits = pack8_record<Record::kF16>(kg);
@@ -724,6 +629,7 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
     *reinterpret_cast<uint4*>(rec + kg_at) = kg_bits;
     *reinterpret_cast<uint4*>(smem + scol(i, d0)) = col_bits;
   }
+  if (tid < kD) *reinterpret_cast<float*>(rec + Record::a(tid)) = exp2f(ldf(smem, sg(n - 1, tid)));
   for (int u = tid; u < kC * kC / 8; u += kThreads) {  // 8 groups of 8 columns per row
     const int i = u >> 3;
     const int j0 = 8 * (u & 7);
@@ -738,55 +644,6 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
 // Phases 3 to 5, one function each, called by prep_chunk with the CTA barriers between them. The
 // register arrays of phases 3, 4a, 5a and 5 are prep_chunk's own, passed in by reference (see
 // prep_chunk for why); each function's comment says what it reads and writes in shared memory.
-
-// Phase 3's k loop of one block pair (p, c) (compute_grams below). The row factor
-// 2^(G_i - G_{m_c}) from the anchored gate: rho_i on the diagonal (kBelow false); below it
-// (rho_i 2^(G_{m_p} - G_{16 p})) 2^(G_{16 p} - G_{m_c}), both products <= 1, in this order
-// (kernel-design.md §7.1). A register's column pair is a_col(lane, r, 0): registers 0, 1 share
-// one, 2, 3 the other, so the two block factors are read once per pair of columns.
-template <bool kBelow>
-__device__ __forceinline__ void gram_block_pair(int p, int c, int lane, const unsigned char* smem,
-                                                float (&acck)[2][4], float (&accq)[2][4]) {
-#pragma unroll 2
-  for (int ks = 0; ks < kD / 16; ++ks) {
-    const int d0 = 16 * ks;
-    float2 m_start[2], start_m[2];  // [register pair]
-    if constexpr (kBelow) {
-#pragma unroll
-      for (int rp = 0; rp < 2; ++rp) {
-        const int col = d0 + a_col(lane, 2 * rp, 0);
-        m_start[rp] = ldf2(smem, s_m_start(p, col));
-        start_m[rp] = ldf2(smem, s_start_m(p, c, col));
-      }
-    }
-    uint32_t ak[4], aq[4];
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int row = 16 * p + a_row(lane, r);
-      const int col = d0 + a_col(lane, r, 0);
-      float2 f = ldf2(smem, sg(row, col));
-      if constexpr (kBelow) {
-        f.x = (f.x * m_start[r >> 1].x) * start_m[r >> 1].x;
-        f.y = (f.y * m_start[r >> 1].y) * start_m[r >> 1].y;
-      }
-      const float2 kk = ldh2(smem, sk(row, col));
-      const float2 qq = ldh2(smem, sq(row, col));
-      ak[r] = pack_bf16(kk.x * f.x, kk.y * f.y);
-      aq[r] = pack_bf16(qq.x * f.x, qq.y * f.y);
-    }
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int j = 16 * c + 8 * nt + b_n(lane);
-      uint32_t b[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        b[r] = *reinterpret_cast<const uint32_t*>(smem + scol(j, d0 + b_k(lane, r, 0)));
-      }
-      mma_bf16(acck[nt], ak, b[0], b[1]);
-      mma_bf16(accq[nt], aq, b[0], b[1]);
-    }
-  }
-}
 
 // ---- 3. Grams on tensor cores: warp w runs block pairs w and w + 8 (prep_layout.h). Block pair
 // (p, c), anchor m = m_c:
@@ -813,10 +670,35 @@ __device__ __forceinline__ void compute_grams(int n, int lane, int warp, const u
       for (int reg = 0; reg < 4; ++reg) acck[nt][reg] = accq[nt][reg] = 0.0f;
     }
     if (16 * c < n && 16 * p < n) {  // uniform; otherwise the block is zero
-      if (p == c) {  // uniform
-        gram_block_pair<false>(p, c, lane, smem, acck, accq);
-      } else {
-        gram_block_pair<true>(p, c, lane, smem, acck, accq);
+      const int m = anchor(c, n);
+#pragma unroll 2
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        const int d0 = 16 * ks;
+        uint32_t ak[4], aq[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int row = 16 * p + a_row(lane, r);
+          const int col = d0 + a_col(lane, r, 0);
+          const float2 gi = ldf2(smem, sg(row, col));
+          const float2 gm = ldf2(smem, sg(m, col));
+          const float2 kk = ldh2(smem, sk(row, col));
+          const float2 qq = ldh2(smem, sq(row, col));
+          const float f0 = ex2_approx(gi.x - gm.x);
+          const float f1 = ex2_approx(gi.y - gm.y);
+          ak[r] = pack_bf16(kk.x * f0, kk.y * f1);
+          aq[r] = pack_bf16(qq.x * f0, qq.y * f1);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int j = 16 * c + 8 * nt + b_n(lane);
+          uint32_t b[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            b[r] = *reinterpret_cast<const uint32_t*>(smem + scol(j, d0 + b_k(lane, r, 0)));
+          }
+          mma_bf16(acck[nt], ak, b[0], b[1]);
+          mma_bf16(accq[nt], aq, b[0], b[1]);
+        }
       }
     }
 #pragma unroll
@@ -896,13 +778,12 @@ __device__ __forceinline__ void compute_w_rhs(int tid, const unsigned char* smem
   for (int batch = 0; batch < kC / 8; ++batch) {
     const int t = 8 * batch + (t4 >> 4);
     const int d0 = 8 * (t4 & 15);
-    load8_f32(smem, sg(t, d0), g);                  // rho_t
-    load8_f32(smem, s_gamma_m(t >> 4, d0), kt);     // 2^(G_{m_p}): Gamma_t = rho_t 2^(G_{m_p})
+    load8_f32(smem, sg(t, d0), g);
     load8_bf16(smem, sk(t, d0), kv);
     float b = ldf(smem, kSBeta + 4 * t);  // 0 for rows >= n (k = v = 0 there too)
     if constexpr (kKFactors) b *= ldf(smem, kSKScale + 4 * t);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) kt[e] = b * kv[e] * (g[e] * kt[e]);
+    for (int e = 0; e < 8; ++e) kt[e] = b * kv[e] * ex2_approx(g[e]);
     rhs_w[batch] = pack8_f16(kt);
   }
 }
@@ -1097,8 +978,9 @@ __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned
 }
 
 // One chunk of PREP, inlined into the library's two kernels (prep.cu) and the lab's. kRawInputs:
-// raw inputs are read (load_raw_inputs); otherwise the contract load, which carries none of the
-// raw inputs' branches.
+// raw inputs are read (load_raw_inputs); otherwise the contract load, whose code, with the
+// contract kernel's parameters, is what it was before raw inputs existed (cuobjdump: identical
+// SASS), so adding them cannot slow the contract path.
 // The body is the phases in order, one force-inlined function each, with the CTA barriers
 // between them. The register arrays of phases 3, 4a, 5a and 5 are declared here and passed by
 // reference: declared inside the phase functions (tried), they compile to the same instructions
@@ -1122,7 +1004,7 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
   char* const rec = static_cast<char*>(args.records) +
                     (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
 
-  load_chunk<Record, kRawInputs>(args, raw, chunk, h, n, tid, lane, warp, smem, rec);  // ends in a barrier
+  load_chunk<kRawInputs>(args, raw, chunk, h, n, tid, lane, warp, smem);  // ends in a barrier
   store_factors<Record, kRawInputs>(n, tid, smem, rec);                  // ends in a barrier
 
   // 3. The grams: A_qk into the record, A_kk into shared memory once q is dead.

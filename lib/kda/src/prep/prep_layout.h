@@ -47,17 +47,7 @@ inline constexpr int kSY = kSX + kChunk * kLdX * 4;    // [3][16][16] fp32 Schur
 inline constexpr int kSBeta = kSY + 3 * 16 * 16 * 4;   // [64] fp32 beta (rows >= n zero)
 inline constexpr int kSQScale = kSBeta + kChunk * 4;   // [64] fp32 scale * r_i (q row factor)
 inline constexpr int kSKScale = kSQScale + kChunk * 4;  // [64] fp32 k row factor (raw inputs)
-// The anchored gate (kernel-design.md §7.1; written by the load, prep_chunk.cuh
-// store_anchored_gate): the G region holds rho_i = 2^(G_i - G_{m_p}) (p = i / 16, m_p its anchor)
-// instead of G, and these per-channel factors of the four row blocks p complete it:
-inline constexpr int kSGammaM = kSKScale + kChunk * 4;     // [4][128] 2^(G_{m_p})
-inline constexpr int kSTailM = kSGammaM + 4 * kHeadDim * 4;  // [4][128] 2^(G_{n-1} - G_{m_p})
-inline constexpr int kSMStart = kSTailM + 4 * kHeadDim * 4;  // [4][128] 2^(G_{m_p} - G_{16 p})
-inline constexpr int kSBytes = kSMStart + 4 * kHeadDim * 4;  // 115,456
-// and, over the Schur scratch (free until phase 4b), the off-diagonal gram blocks' second
-// factor 2^(G_{16 p} - G_{m_c}), c < p, one row per block pair (off_block below).
-inline constexpr int kSStartM = kSY;  // [6][128]
-static_assert(6 * kHeadDim * 4 <= kSBeta - kSY, "the start-to-anchor factors fit the Schur scratch");
+inline constexpr int kSBytes = kSKScale + kChunk * 4;   // 109,312
 static_assert(kChunk * kLdA * 4 <= kSK - kSA, "A_kk fits in the q region");
 static_assert(kChunk * kLdH * 2 <= kSY - kSX, "the column operands fit in the X region");
 static_assert(kSBytes + 1024 <= 228 * 1024 / 2, "two CTAs per SM");
@@ -80,14 +70,6 @@ KDA_HD constexpr int sq(int row, int col) { return s16(kSQ, row, col); }
 KDA_HD constexpr int sk(int row, int col) { return s16(kSK, row, col); }
 KDA_HD constexpr int sv(int row, int col) { return s16(kSV, row, col); }
 KDA_HD constexpr int sg(int row, int col) { return kSG + 4 * (row * kLdG + col); }
-// The anchored gate's per-channel factors (row block p, channel d; block pair (p, c), c < p).
-KDA_HD constexpr int off_block(int p, int c) { return p * (p - 1) / 2 + c; }
-KDA_HD constexpr int s_gamma_m(int p, int d) { return kSGammaM + 4 * (p * kHeadDim + d); }
-KDA_HD constexpr int s_tail_m(int p, int d) { return kSTailM + 4 * (p * kHeadDim + d); }
-KDA_HD constexpr int s_m_start(int p, int d) { return kSMStart + 4 * (p * kHeadDim + d); }
-KDA_HD constexpr int s_start_m(int p, int c, int d) {
-  return kSStartM + 4 * (off_block(p, c) * kHeadDim + d);
-}
 KDA_HD constexpr int sa(int row, int col) { return kSA + 4 * (row * kLdA + col); }
 KDA_HD constexpr int sx(int row, int col) { return kSX + 4 * (row * kLdX + col); }
 
