@@ -570,7 +570,7 @@ TEST(PrepLayout, RowSumsOfSquaresOnTheDiagonal) {
     static_assert(prep::kSsqChains == 4, "the kernel adds (0 + 1) + (2 + 3)");
     std::array<Acc, prep::kSsqChains> chains{};
     for (int ks = 0; ks < kD / 16; ++ks) {
-      const auto address = per_lane([&](int l) { return prep::ssq_ldsm(warp, l, ks); });
+      const auto address = per_lane([&](int l) { return prep::ssq_ldsm(warp, l, ks, prep::kSQ); });
       // Each matrix's 8 row addresses (one shared-memory wavefront when conflict-free) fall in
       // 8 distinct 16-byte bank groups.
       for (int m = 0; m < 4; ++m) {

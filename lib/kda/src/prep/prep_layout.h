@@ -91,7 +91,7 @@ KDA_HD constexpr int q_load_col(int lane) { return 8 * (lane & 15); }
 // Registers {0, 1} = {lo, hi} are B's {b0, b1}, and all four are an A fragment whose rows 0..7
 // are X (a0 = lo, a2 = hi); its rows 8..15 (a1 = hi, a3 = lo) are scrambled, which only touches
 // C rows 8..15, never read. One instruction and no register moves to assemble the operands.
-KDA_HD constexpr int ssq_ldsm(int warp, int lane, int ks, int region = kSQ) {
+KDA_HD constexpr int ssq_ldsm(int warp, int lane, int ks, int region) {
   return s16(region, ssq_row(warp, lane & 7), 16 * ks + 8 * (((lane >> 3) ^ (lane >> 4)) & 1));
 }
 // C[j][j] sits in lane 4 j + j / 2, accumulator register j & 1 (c0, c1 = row g, cols 2t, 2t + 1).
