@@ -4,14 +4,16 @@
 // fuse_k_l2norm).
 #include "prep/prep.h"
 
+#include "prep/halves_chunk.cuh"
 #include "prep/prep_chunk.cuh"
 #include "prep/prep_layout.h"
 
 namespace kda::detail {
 namespace {
 
-__global__ void __launch_bounds__(kThreads, 2) prep_kernel(const PrepArgs args) {
-  prep::prep_chunk<prep::F16Record, false>(args, RawPrepArgs{});
+// Three CTAs per SM: the channel-halves PREP (prep/halves_chunk.cuh) fits 75 KB.
+__global__ void __launch_bounds__(kThreads, 3) prep_kernel(const PrepArgs args) {
+  prep::prep_chunk_halves<prep::F16Record>(args);
 }
 
 __global__ void __launch_bounds__(kThreads, 2)
@@ -29,9 +31,9 @@ void launch_prep(const PrepArgs& args, const RawPrepArgs& raw, cudaStream_t stre
                      /*max_carveout=*/true);
     prep_raw_kernel<<<grid, kThreads, prep::kSBytes, stream>>>(args, raw);
   } else {
-    set_dynamic_smem(reinterpret_cast<const void*>(&prep_kernel), prep::kSBytes, what,
+    set_dynamic_smem(reinterpret_cast<const void*>(&prep_kernel), prep::halves::kSBytes, what,
                      /*max_carveout=*/true);
-    prep_kernel<<<grid, kThreads, prep::kSBytes, stream>>>(args);
+    prep_kernel<<<grid, kThreads, prep::halves::kSBytes, stream>>>(args);
   }
   check_launch(what);
 }

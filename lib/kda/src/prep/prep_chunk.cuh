@@ -747,6 +747,7 @@ __device__ __forceinline__ void store_akk(int lane, int warp, const float (&akk)
 // ---- 4a (warps 0..3). Diagonal blocks of X = (I + A_kk)^-1: lane jj < 16 of warp p solves
 // column jj of block p by forward substitution, x_i = delta_ij - sum_{r<i} A[i][r] x_r (fixed
 // order), x its column. Reads A_kk (sa); writes the block into the fp32 inverse (sx).
+template <class L>
 __device__ __forceinline__ void invert_diagonal_blocks(int lane, int warp, unsigned char* smem,
                                                        float (&x)[16]) {
   if (lane < 16) {
@@ -759,7 +760,7 @@ __device__ __forceinline__ void invert_diagonal_blocks(int lane, int warp, unsig
       x[i] = (i == lane ? 1.0f : 0.0f) - s;
     }
 #pragma unroll
-    for (int i = 0; i < 16; ++i) stf(smem, sx(base + i, base + lane), x[i]);
+    for (int i = 0; i < 16; ++i) stf(smem, L::x(base + i, base + lane), x[i]);
   }
 }
 
@@ -813,6 +814,7 @@ __device__ __forceinline__ void store_w_rhs(int tid, int warp, const uint4 (&rhs
 // X_pc into sx. Y moves from the C to the B layout through the warp's own scratch tile sy(u) (a
 // __syncwarp, not a CTA barrier); the next level reads blocks other warps wrote: a CTA barrier
 // after each level.
+template <class L>
 __device__ __forceinline__ void invert_off_diagonal_level(int level, int lane, int warp,
                                                           unsigned char* smem) {
   const int e = schur_block(warp);
@@ -831,26 +833,28 @@ __device__ __forceinline__ void invert_off_diagonal_level(int level, int lane, i
     uint32_t bhi[2], blo[2];
 #pragma unroll
     for (int reg = 0; reg < 2; ++reg) {
-      split_f16(ldf(smem, sx(16 * r + b_k(lane, reg, 0), n0 + b_n(lane))),
-                ldf(smem, sx(16 * r + b_k(lane, reg, 1), n0 + b_n(lane))), bhi[reg], blo[reg]);
+      split_f16(ldf(smem, L::x(16 * r + b_k(lane, reg, 0), n0 + b_n(lane))),
+                ldf(smem, L::x(16 * r + b_k(lane, reg, 1), n0 + b_n(lane))), bhi[reg], blo[reg]);
     }
     mma_f16(y, a, bhi[0], bhi[1]);
     mma_f16(y, a, blo[0], blo[1]);
   }
 #pragma unroll
-  for (int reg = 0; reg < 4; ++reg) stf(smem, sy(warp, c_row(lane, reg), c_col(lane, reg)), y[reg]);
+  for (int reg = 0; reg < 4; ++reg) {
+    stf(smem, L::y(warp, c_row(lane, reg), c_col(lane, reg)), y[reg]);
+  }
   __syncwarp();
   uint32_t xhi[4], xlo[4];
 #pragma unroll
   for (int reg = 0; reg < 4; ++reg) {
-    const float2 v = ldf2(smem, sx(16 * p + a_row(lane, reg), 16 * p + a_col(lane, reg, 0)));
+    const float2 v = ldf2(smem, L::x(16 * p + a_row(lane, reg), 16 * p + a_col(lane, reg, 0)));
     split_f16(v.x, v.y, xhi[reg], xlo[reg]);
   }
   uint32_t yhi[2], ylo[2];
 #pragma unroll
   for (int reg = 0; reg < 2; ++reg) {
-    split_f16(ldf(smem, sy(warp, b_k(lane, reg, 0), b_n(lane))),
-              ldf(smem, sy(warp, b_k(lane, reg, 1), b_n(lane))), yhi[reg], ylo[reg]);
+    split_f16(ldf(smem, L::y(warp, b_k(lane, reg, 0), b_n(lane))),
+              ldf(smem, L::y(warp, b_k(lane, reg, 1), b_n(lane))), yhi[reg], ylo[reg]);
   }
   float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   mma_f16(x, xhi, yhi[0], yhi[1]);
@@ -858,7 +862,7 @@ __device__ __forceinline__ void invert_off_diagonal_level(int level, int lane, i
   mma_f16(x, xlo, yhi[0], yhi[1]);
 #pragma unroll
   for (int reg = 0; reg < 4; ++reg) {
-    stf(smem, sx(16 * p + c_row(lane, reg), n0 + c_col(lane, reg)), -x[reg]);
+    stf(smem, L::x(16 * p + c_row(lane, reg), n0 + c_col(lane, reg)), -x[reg]);
   }
 }
 
@@ -869,14 +873,15 @@ __device__ __forceinline__ void invert_off_diagonal_level(int level, int lane, i
 // entry of T diag(beta), would round every U_i by up to 2^-9: docs/precision.md). Reads the
 // fp32 inverse (sx) and beta; writes st16 and stb (over the dead A_kk region). t, b, tb: one
 // unit's 8 values of T, beta and T diag(beta).
+template <class L>
 __device__ __forceinline__ void copy_t_operands(int tid, unsigned char* smem, float (&t)[8],
                                                 float (&b)[8], float (&tb)[8]) {
   for (int u = tid; u < kC * kC / 8; u += kThreads) {  // row i, 8 columns
     const int i = u >> 3;
     const int j0 = 8 * (u & 7);
     if ((j0 >> 4) <= (i >> 4)) {
-      load8_f32(smem, sx(i, j0), t);
-      load8_f32(smem, kSBeta + 4 * j0, b);
+      load8_f32(smem, L::x(i, j0), t);
+      load8_f32(smem, L::beta(j0), b);
 #pragma unroll
       for (int e = 0; e < 8; ++e) tb[e] = i == j0 + e ? 0.0f : t[e] * b[e];
       *reinterpret_cast<uint4*>(smem + st16(i, j0)) = pack8_f16(t);
@@ -892,7 +897,7 @@ __device__ __forceinline__ void copy_t_operands(int tid, unsigned char* smem, fl
 // tile (.trans) once per k-step, the T tile once per (m tile, k-step). Reads beta k Gamma (skt),
 // v (sv), beta and the copies of T (st16, stb); writes no shared memory. u_mult: U's column
 // multipliers (u_column_scales).
-template <class Record>
+template <class Record, class L>
 __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned char* smem,
                                              char* rec, float (&acc)[4][2][4],
                                              float (&u_mult)[2][2]) {
@@ -900,7 +905,7 @@ __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned
   for (int pass = 0; pass < 2; ++pass) {
     const bool is_w = pass == 0;  // warp-uniform
     const int n0 = wu_n0(warp);
-    const uint32_t rhs = smem_u32(smem + (is_w ? kSKT : kSV));  // both [64][kLdH] 16-bit
+    const uint32_t rhs = smem_u32(smem + (is_w ? L::kSKT : L::kSV));  // both [64][kLdH] 16-bit
     const uint32_t tmat = smem_u32(smem + (is_w ? kST16 : kSTB));
 #pragma unroll
     for (int mt = 0; mt < kC / 16; ++mt) {
@@ -917,10 +922,10 @@ __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned
 #pragma unroll
       for (int mt = 0; mt < kC / 16; ++mt) {
         uint32_t vv[4];
-        ldsm_x4(smem_u32(smem + sv(16 * mt + ldsm_a_row(lane), n0 + ldsm_a_col(lane))), vv);
+        ldsm_x4(smem_u32(smem + L::v(16 * mt + ldsm_a_row(lane), n0 + ldsm_a_col(lane))), vv);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const float b = ldf(smem, kSBeta + 4 * (16 * mt + c_row(lane, 2 * half)));
+          const float b = ldf(smem, L::beta(16 * mt + c_row(lane, 2 * half)));
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) {
             const float2 v2 = unpack_bf16(vv[2 * nt + half]);
@@ -1021,7 +1026,7 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
   uint4 rhs_w[kC / 8];  // warps 4..7: beta k Gamma (fp16) of rows 8 b + tid / 16 - 8, b = 0..7
   if (warp < 4) {
     float x[16];
-    invert_diagonal_blocks(lane, warp, smem, x);
+    invert_diagonal_blocks<PairTail>(lane, warp, smem, x);
   } else {
     float g[8], kv[8], kt[8];
     compute_w_rhs<kRawInputs>(tid, smem, rhs_w, g, kv, kt);
@@ -1033,19 +1038,21 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
   // The warp test stays here: inside the function, ptxas inverts one compare and branch.
 #pragma unroll 1
   for (int level = 1; level <= 3; ++level) {
-    if (warp < schur_units(level)) invert_off_diagonal_level(level, lane, warp, smem);  // uniform
+    if (warp < schur_units(level)) {  // uniform
+      invert_off_diagonal_level<PairTail>(level, lane, warp, smem);
+    }
     __syncthreads();
   }
 
   // 5a. T's fp16 and bf16 copies for phase 5's ldmatrix.
   float t[8], b[8], tb[8];
-  copy_t_operands(tid, smem, t, b, tb);
+  copy_t_operands<PairTail>(tid, smem, t, b, tb);
   __syncthreads();
 
   // 5. W and U into the record.
   float acc[4][2][4];  // [m tile][n tile][C register]
   float u_mult[2][2];  // [n tile][column of the pair]
-  multiply_w_u<Record>(n, lane, warp, smem, rec, acc, u_mult);
+  multiply_w_u<Record, PairTail>(n, lane, warp, smem, rec, acc, u_mult);
 }
 
 }  // namespace kda::detail::prep

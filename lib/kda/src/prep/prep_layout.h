@@ -118,6 +118,25 @@ KDA_HD constexpr int ldsm_bt_col(int lane) { return 8 * (lane >> 4); }
 // The Schur scratch: one 16x8 fp32 tile Y per unit (warp) of a level, at most 6 units.
 KDA_HD constexpr int sy(int unit, int row, int col) { return kSY + 4 * (unit * 128 + row * 8 + col); }
 
+// The regions phases 4 and 5 (the inverse, T's copies, W and U) read besides the q region's
+// (A_kk, then T's copies: sa, st16, stb), as a type, so that both PREP layouts (this one, two CTAs
+// per SM, and the channel halves' below, three) run the same code for them.
+template <int kX, int kY, int kBeta, int kKT, int kV>
+struct TailRegions {
+  static constexpr int kSX = kX;      // [64][72] fp32 X = T
+  static constexpr int kSY = kY;      // [3][16][16] fp32 Schur scratch
+  static constexpr int kSBeta = kBeta;  // [64] fp32 beta
+  static constexpr int kSKT = kKT;    // [64][136] fp16 beta k Gamma
+  static constexpr int kSV = kV;      // [64][136] bf16 v
+  KDA_HD static constexpr int x(int row, int col) { return kSX + 4 * (row * kLdX + col); }
+  KDA_HD static constexpr int y(int unit, int row, int col) {
+    return kSY + 4 * (unit * 128 + row * 8 + col);
+  }
+  KDA_HD static constexpr int v(int row, int col) { return s16(kSV, row, col); }
+  KDA_HD static constexpr int beta(int row) { return kSBeta + 4 * row; }
+};
+using PairTail = TailRegions<kSX, kSY, kSBeta, kSKT, kSV>;
+
 // ------------------------------------------------------------------------------------------------
 // Grams: 10 tasks = 16x16 block pairs (row block p >= column block c), in the order
 // (0,0) (1,0) (1,1) (2,0) (2,1) (2,2) (3,0) (3,1) (3,2) (3,3); warp w runs tasks w and w + 8.
@@ -153,5 +172,47 @@ KDA_HD constexpr int schur_p(int level, int e) { return e + level; }
 // W = T (beta k Gamma) and U = T (beta v): warp w owns the 16 value/key columns 16 w .. 16 w + 15
 // (two n8 tiles) and all 64 rows (4 m tiles, k-steps ks <= m tile: T is lower triangular).
 KDA_HD constexpr int wu_n0(int warp) { return 16 * warp; }
+
+
+// ------------------------------------------------------------------------------------------------
+// The channel-halves PREP (prep/halves_chunk.cuh; contract inputs): three CTAs per SM, so at most
+// 76,800 bytes per CTA (228 KB per SM, 1 KB reserved per CTA). k and G are loaded, and phases 2
+// and 3 run, one half of the channels at a time (d = 64 h .. 64 h + 63): the grams accumulate
+// over both halves in registers, beta k Gamma (W's right-hand side) is built with q' and kg in
+// phase 2, so k and G die with the grams; v is loaded after them, while the inverse runs. q stays
+// whole: its row factors (the fused norm) need whole rows before phase 2.
+//   Q    [64][136] bf16 q; A_kk after the grams, T's copies after the inverse (as above)
+//   KT   [64][136] fp16 beta k Gamma, written half by half in phase 2, read in phase 5
+//   F    phases 1 - 3: the half's k [64][72] bf16, G [64][72] fp32, column operands [64][72]
+//        bf16; after the grams: X [64][72] fp32, then v [64][136] bf16
+//   Y, beta, q row factors
+// Rows of 72 16-bit values (144 bytes = 36 words) or 72 floats keep the grams' fragment reads
+// conflict-free, as kLdX does for X: lane (g, t) reads word 36 g + t (bf16 pairs, distinct banks
+// over the warp) or 72 g + 2 t (float pairs, distinct per half warp).
+namespace halves {
+inline constexpr int kHalf = kD / 2;  // channels per half
+inline constexpr int kLdKH = 72;      // bf16 elements per row of the k and column-operand halves
+inline constexpr int kLdGH = 72;      // floats per row of G's half
+inline constexpr int kSKT = kSQ + kChunk * kLdH * 2;      // 17,408
+inline constexpr int kSF = kSKT + kChunk * kLdH * 2;      // 34,816
+inline constexpr int kSK = kSF;                           // [64][72] bf16 k, one half
+inline constexpr int kSG = kSK + kChunk * kLdKH * 2;      // [64][72] fp32 G, one half
+inline constexpr int kSCol = kSG + kChunk * kLdGH * 4;    // [64][72] bf16 column operands
+inline constexpr int kSFEnd = kSCol + kChunk * kLdKH * 2;  // 71,680
+inline constexpr int kSX = kSF;                           // after the grams
+inline constexpr int kSV = kSX + kChunk * kLdX * 4;       // after the grams
+inline constexpr int kSY = kSFEnd;
+inline constexpr int kSBeta = kSY + 3 * 16 * 16 * 4;
+inline constexpr int kSQScale = kSBeta + kChunk * 4;
+inline constexpr int kSBytes = kSQScale + kChunk * 4;  // 75,264
+static_assert(kSV + kChunk * kLdH * 2 <= kSFEnd, "v fits beside X in the halves' region");
+static_assert(3 * (kSBytes + 1024) <= 228 * 1024, "three CTAs per SM");
+using Tail = TailRegions<kSX, kSY, kSBeta, kSKT, kSV>;
+// Element (row, col) of the half-width regions; col is the channel within the half.
+KDA_HD constexpr int sk(int row, int col) { return kSK + 2 * (row * kLdKH + col); }
+KDA_HD constexpr int sg(int row, int col) { return kSG + 4 * (row * kLdGH + col); }
+KDA_HD constexpr int scol(int row, int col) { return kSCol + 2 * (row * kLdKH + col); }
+KDA_HD constexpr int skt(int row, int col) { return s16(kSKT, row, col); }  // col: 0 .. 127
+}  // namespace halves
 
 }  // namespace kda::detail::prep

@@ -1,0 +1,325 @@
+// PREP in channel halves (contract inputs): the factors of prep_chunk.cuh, bit for bit, in
+// 75 KB of shared memory instead of 107 KB, so that three CTAs (chunks) share an SM instead of
+// two (docs/perf-notes.md "PREP at one CTA per SM": PREP's time is set by how many chunks overlap
+// per SM, not by one unit). prep_layout.h `halves` has the regions.
+//
+// Phases (CTA barriers between them), against prep_chunk.cuh's:
+//   1  q whole (each warp its own 8 rows, their own cp.async group), k and G of channels 0..63,
+//      beta; v is not loaded yet
+//   2a the fused norm's row factors, as prep_chunk.cuh
+//   for each half h of the channels (h = 1: its k and G loaded over h = 0's after the grams):
+//     2  q', kg, a, beta k Gamma (W's right-hand side, fp16; prep_chunk.cuh builds it in 4a) and
+//        the grams' column operands for the half's channels
+//     3  the grams' k-steps of the half, accumulated in registers over both halves
+//   3' A_qk into the record, A_kk into the q region; v's copy issued (it lands during the inverse)
+//   4  the inverse, 5a T's copies, 5 W and U: prep_chunk.cuh's code on this layout's regions
+// The sums and roundings are prep_chunk.cuh's in the same order (the grams' k-steps ascending
+// through both halves into one accumulator, every factor rounded once from the same fp32 values),
+// so the record is the same. The price: two more load waits (half 1, v) and three more barriers,
+// which the third CTA's chunk is there to cover.
+#pragma once
+
+#include "prep/prep_chunk.cuh"
+
+namespace kda::detail::prep {
+
+// One half's k (bf16, 16-byte cp.async) and G (fp32, rows >= n: G_{n-1}) into the halves'
+// regions; rows >= n of k are zeros by selection. The caller commits the group.
+__device__ __forceinline__ void load_half_k_g(const PrepArgs& args, const ChunkRef& chunk, int h,
+                                              int half, unsigned char* smem) {
+  const int n = chunk.rows;
+  const int64_t channel0 = static_cast<int64_t>(h) * kD + halves::kHalf * half;
+  for (int e = threadIdx.x; e < kC * (halves::kHalf / 8); e += kThreads) {  // 8 units per row
+    const int i = e >> 3;
+    const int c = (e & 7) * 8;
+    if (i < n) {
+      cp_async16(smem_u32(smem + halves::sk(i, c)),
+                 args.k + (chunk.first_token + i) * args.k_stride + channel0 + c);
+    } else {
+      *reinterpret_cast<uint4*>(smem + halves::sk(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  for (int e = threadIdx.x; e < kC * (halves::kHalf / 4); e += kThreads) {  // 16 units per row
+    const int i = e >> 4;
+    const int c = (e & 15) * 4;
+    const int64_t g_token = chunk.first_token + min(i, n - 1);
+    cp_async16(smem_u32(smem + halves::sg(i, c)),
+               args.gate + g_token * args.heads * kD + channel0 + c);
+  }
+}
+
+// v (bf16) into its region once the grams are done; rows >= n zeros. Its own group.
+__device__ __forceinline__ void load_v(const PrepArgs& args, const ChunkRef& chunk, int h,
+                                       unsigned char* smem) {
+  const int n = chunk.rows;
+  const int64_t head_offset = static_cast<int64_t>(h) * kD;
+  for (int e = threadIdx.x; e < kC * (kD / 8); e += kThreads) {  // 16 units per row
+    const int i = e >> 4;
+    const int c = (e & 15) * 8;
+    if (i < n) {
+      cp_async16(smem_u32(smem + halves::Tail::v(i, c)),
+                 args.v + (chunk.first_token + i) * args.v_stride + head_offset + c);
+    } else {
+      *reinterpret_cast<uint4*>(smem + halves::Tail::v(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  cp_async_commit();
+}
+
+// Phases 1 and 2a, up to the load barrier: q (its own group per warp), half 0's k and G, beta,
+// q's row factors.
+__device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const ChunkRef& chunk,
+                                                  int h, int tid, int lane, int warp,
+                                                  unsigned char* smem) {
+  const int n = chunk.rows;
+  const int64_t head_offset = static_cast<int64_t>(h) * kD;
+#pragma unroll
+  for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 of the warp's rows each
+    const int i = q_load_row(warp, lane, it);
+    const int c = q_load_col(lane);
+    if (i < n) {
+      cp_async16(smem_u32(smem + sq(i, c)),
+                 args.q + (chunk.first_token + i) * args.q_stride + head_offset + c);
+    } else {
+      *reinterpret_cast<uint4*>(smem + sq(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  cp_async_commit();
+  load_half_k_g(args, chunk, h, 0, smem);
+  cp_async_commit();
+  if (tid < kC) {
+    stf(smem, halves::kSBeta + 4 * tid,
+        tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
+  }
+  if (args.fuse_q_l2norm) {  // uniform; q's group is the first of two (prep_chunk.cuh 2a)
+    cp_async_wait_pending<1>();
+    __syncwarp();
+    deferred_row_factors(smem, kSQ, halves::kSQScale, kScale, warp, lane);
+  } else if (tid < kC) {
+    stf(smem, halves::kSQScale + 4 * tid, kScale);
+  }
+  cp_async_wait_all();
+  __syncthreads();
+}
+
+// Phase 2 for the channels of `half`: q' = (scale r_i) q Gamma, kg = k 2^(G_{n-1} - G) and
+// a = 2^(G_{n-1}) into the record, beta k Gamma (fp16) into the KT region, the grams' column
+// operands k_j 2^(G_{m_c} - G_j) (bf16) into the half's column region; half 0 also writes the zero
+// upper blocks of A_qk. Gamma's exponential is shared by q' and beta k Gamma. Rows >= n: zeros.
+template <class Record>
+__device__ __forceinline__ void store_factors_half(int n, int tid, int half, unsigned char* smem,
+                                                   char* rec) {
+#pragma unroll 1
+  for (int u = tid; u < kC * halves::kHalf / 8; u += kThreads) {
+    const int i = u >> 3;
+    const int d0 = 8 * (u & 7);                // channel within the half
+    const int d = halves::kHalf * half + d0;  // channel
+    const float rq = ldf(smem, halves::kSQScale + 4 * i);
+    float qv[8];
+    load8_bf16(smem, sq(i, d), qv);
+    uint4 qp_bits = make_uint4(0u, 0u, 0u, 0u);
+    uint4 kg_bits = qp_bits;
+    uint4 col_bits = qp_bits;
+    uint4 kt_bits = qp_bits;
+    if (i < n) {  // rows >= n: zeros (their G is G_{n-1}: 2^(G_m - G) could overflow there)
+      const int m = anchor(i >> 4, n);
+      const float b = ldf(smem, halves::kSBeta + 4 * i);
+      float g[8], gl[8], gm[8], kv[8];
+      load8_f32(smem, halves::sg(i, d0), g);
+      load8_f32(smem, halves::sg(n - 1, d0), gl);
+      load8_f32(smem, halves::sg(m, d0), gm);
+      load8_bf16(smem, halves::sk(i, d0), kv);
+      float qp[8], kg[8], col[8], kt[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float gamma = ex2_approx(g[e]);
+        qp[e] = rq * qv[e] * gamma;
+        kg[e] = kv[e] * ex2_approx(gl[e] - g[e]);
+        col[e] = kv[e] * ex2_approx(gm[e] - g[e]);
+        kt[e] = b * kv[e] * gamma;
+      }
+      qp_bits = pack8_record<Record::kF16>(qp);
+      kg_bits = pack8_record<Record::kF16>(kg);
+      col_bits = pack8_bf16(col);
+      kt_bits = pack8_f16(kt);
+    }
+    *reinterpret_cast<uint4*>(rec + Record::qp(i, d)) = qp_bits;
+    *reinterpret_cast<uint4*>(rec + Record::kg(i, d)) = kg_bits;
+    *reinterpret_cast<uint4*>(smem + halves::scol(i, d0)) = col_bits;
+    *reinterpret_cast<uint4*>(smem + halves::skt(i, d)) = kt_bits;
+  }
+  if (tid < halves::kHalf) {
+    *reinterpret_cast<float*>(rec + Record::a(halves::kHalf * half + tid)) =
+        exp2f(ldf(smem, halves::sg(n - 1, tid)));
+  }
+  if (half == 0) {
+    for (int u = tid; u < kC * kC / 8; u += kThreads) {  // 8 groups of 8 columns per row
+      const int i = u >> 3;
+      const int j0 = 8 * (u & 7);
+      if ((i >> 4) < (j0 >> 4)) {
+        *reinterpret_cast<uint4*>(rec + Record::aqk(i, j0)) = make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+  }
+}
+
+// Phase 3 for the channels of `half`: warp w's block pairs w and w + 8 (prep_layout.h), their
+// k-steps 4 half .. 4 half + 3 added into acck / accq [task slot][n tile][C register], which
+// the caller zeroes before half 0 and keeps over both halves. The operands are prep_chunk.cuh's
+// compute_grams' (A: x_i 2^(G_i - G_m) per element, B: the column operands).
+__device__ __forceinline__ void accumulate_grams_half(int n, int lane, int warp, int half,
+                                                      const unsigned char* smem,
+                                                      float (&acck)[2][2][4],
+                                                      float (&accq)[2][2][4]) {
+#pragma unroll
+  for (int slot = 0; slot < 2; ++slot) {
+    const int task = warp + 8 * slot;
+    if (task >= kGramTasks) break;  // warp-uniform
+    const int p = gram_p(task);
+    const int c = gram_c(task);
+    if (16 * c < n && 16 * p < n) {  // uniform; otherwise the block is zero
+      const int m = anchor(c, n);
+#pragma unroll 2
+      for (int ks = 0; ks < halves::kHalf / 16; ++ks) {
+        const int d0 = 16 * ks;  // channel within the half
+        uint32_t ak[4], aq[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int row = 16 * p + a_row(lane, r);
+          const int col = d0 + a_col(lane, r, 0);
+          const float2 gi = ldf2(smem, halves::sg(row, col));
+          const float2 gm = ldf2(smem, halves::sg(m, col));
+          const float2 kk = ldh2(smem, halves::sk(row, col));
+          const float2 qq = ldh2(smem, sq(row, halves::kHalf * half + col));
+          const float f0 = ex2_approx(gi.x - gm.x);
+          const float f1 = ex2_approx(gi.y - gm.y);
+          ak[r] = pack_bf16(kk.x * f0, kk.y * f1);
+          aq[r] = pack_bf16(qq.x * f0, qq.y * f1);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int j = 16 * c + 8 * nt + b_n(lane);
+          uint32_t b[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            b[r] = *reinterpret_cast<const uint32_t*>(smem +
+                                                      halves::scol(j, d0 + b_k(lane, r, 0)));
+          }
+          mma_bf16(acck[slot][nt], ak, b[0], b[1]);
+          mma_bf16(accq[slot][nt], aq, b[0], b[1]);
+        }
+      }
+    }
+  }
+}
+
+// Phase 3': A_kk = beta_i A (j < i) into shared memory (the q region: every warp is past the
+// grams' last barrier) and A_qk = (scale r_i) A (j <= i) into the record; rows >= n zero.
+template <class Record>
+__device__ __forceinline__ void finish_grams_halves(int n, int lane, int warp,
+                                                    unsigned char* smem, char* rec,
+                                                    const float (&acck)[2][2][4],
+                                                    const float (&accq)[2][2][4]) {
+#pragma unroll
+  for (int slot = 0; slot < 2; ++slot) {
+    const int task = warp + 8 * slot;
+    if (task >= kGramTasks) break;
+    const int p = gram_p(task);
+    const int c = gram_c(task);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = 16 * p + c_row(lane, 2 * half);
+        const float b = ldf(smem, halves::kSBeta + 4 * i);
+        const float rq = ldf(smem, halves::kSQScale + 4 * i);  // scale * r_i
+        float out_q[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = 16 * c + 8 * nt + c_col(lane, e);
+          const int reg = 2 * half + e;
+          stf(smem, sa(i, j), (j < i && i < n) ? b * acck[slot][nt][reg] : 0.0f);
+          out_q[e] = (j <= i && i < n) ? rq * accq[slot][nt][reg] : 0.0f;
+        }
+        put_pair(rec, Record::aqk(i, 16 * c + 8 * nt + c_col(lane, 0)),
+                 pack_record<Record::kF16>(out_q[0], out_q[1]));
+      }
+    }
+  }
+}
+
+// One chunk of the channel-halves PREP (the library's contract kernel, prep.cu).
+template <class Record>
+__device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args) {
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  ChunkRef chunk;
+  if (!find_chunk(args.seqs, blockIdx.x, chunk)) return;  // unused slot
+  const int h = blockIdx.y;
+  const int n = chunk.rows;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  char* const rec = static_cast<char*>(args.records) +
+                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
+
+  load_chunk_halves(args, chunk, h, tid, lane, warp, smem);  // ends in a barrier
+
+  // 2 and 3, half by half; the grams' accumulators live over both halves.
+  float acck[2][2][4], accq[2][2][4];  // [task slot][n tile][C register]
+#pragma unroll
+  for (int slot = 0; slot < 2; ++slot) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int reg = 0; reg < 4; ++reg) acck[slot][nt][reg] = accq[slot][nt][reg] = 0.0f;
+    }
+  }
+#pragma unroll 1
+  for (int half = 0; half < 2; ++half) {
+    if (half == 1) {  // half 0's k, G and column operands are dead: half 1's go over them
+      load_half_k_g(args, chunk, h, 1, smem);
+      cp_async_commit();
+      cp_async_wait_all();
+      __syncthreads();
+    }
+    store_factors_half<Record>(n, tid, half, smem, rec);
+    __syncthreads();
+    accumulate_grams_half(n, lane, warp, half, smem, acck, accq);
+    __syncthreads();
+  }
+  // q, k, G and the column operands are dead: v goes over the halves' region (beside X), and
+  // lands while the inverse runs.
+  load_v(args, chunk, h, smem);
+  finish_grams_halves<Record>(n, lane, warp, smem, rec, acck, accq);
+  __syncthreads();
+
+  // 4a. X's diagonal blocks (warps 0..3; W's right-hand side is already in KT).
+  if (warp < 4) {
+    float x[16];
+    invert_diagonal_blocks<halves::Tail>(lane, warp, smem, x);
+  }
+  __syncthreads();
+
+  // 4b. X's off-diagonal blocks, level by level.
+#pragma unroll 1
+  for (int level = 1; level <= 3; ++level) {
+    if (warp < schur_units(level)) {  // uniform
+      invert_off_diagonal_level<halves::Tail>(level, lane, warp, smem);
+    }
+    __syncthreads();
+  }
+
+  // 5a. T's fp16 and bf16 copies for phase 5's ldmatrix; v has landed after this wait.
+  float t[8], b[8], tb[8];
+  copy_t_operands<halves::Tail>(tid, smem, t, b, tb);
+  cp_async_wait_all();
+  __syncthreads();
+
+  // 5. W and U into the record.
+  float acc[4][2][4];  // [m tile][n tile][C register]
+  float u_mult[2][2];  // [n tile][column of the pair]
+  multiply_w_u<Record, halves::Tail>(n, lane, warp, smem, rec, acc, u_mult);
+}
+
+}  // namespace kda::detail::prep
