@@ -190,7 +190,7 @@ KDA_HD constexpr int wu_n0(int warp) { return 16 * warp; }
 // conflict-free, as kLdX does for X: lane (g, t) reads word 36 g + t (bf16 pairs, distinct banks
 // over the warp) or 72 g + 2 t (float pairs, distinct per half warp).
 namespace halves {
-inline constexpr int kHalf = kD / 2;  // channels per half
+inline constexpr int kHalf = kHeadDim / 2;  // channels per half
 inline constexpr int kLdKH = 72;      // bf16 elements per row of the k and column-operand halves
 inline constexpr int kLdGH = 72;      // floats per row of G's half
 inline constexpr int kSKT = kSQ + kChunk * kLdH * 2;      // 17,408
