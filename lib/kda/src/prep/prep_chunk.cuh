@@ -897,11 +897,13 @@ __device__ __forceinline__ void copy_t_operands(int tid, unsigned char* smem, fl
 // tile (.trans) once per k-step, the T tile once per (m tile, k-step). Reads beta k Gamma (skt),
 // v (sv), beta and the copies of T (st16, stb); writes no shared memory. u_mult: U's column
 // multipliers (u_column_scales).
-template <class Record, class L>
+// kUnrolled: the two passes as straight code (the halves PREP at 80 registers: as a loop, ptxas
+// hoists U's 32 store addresses above it and spills them) or as a loop (prep_chunk's kernels).
+template <class Record, class L, bool kUnrolled>
 __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned char* smem,
                                              char* rec, float (&acc)[4][2][4],
                                              float (&u_mult)[2][2]) {
-#pragma unroll 1
+#pragma unroll(kUnrolled ? 2 : 1)
   for (int pass = 0; pass < 2; ++pass) {
     const bool is_w = pass == 0;  // warp-uniform
     const int n0 = wu_n0(warp);
@@ -1052,7 +1054,7 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
   // 5. W and U into the record.
   float acc[4][2][4];  // [m tile][n tile][C register]
   float u_mult[2][2];  // [n tile][column of the pair]
-  multiply_w_u<Record, PairTail>(n, lane, warp, smem, rec, acc, u_mult);
+  multiply_w_u<Record, PairTail, false>(n, lane, warp, smem, rec, acc, u_mult);
 }
 
 }  // namespace kda::detail::prep
