@@ -1,5 +1,5 @@
-// PREP in channel halves (contract inputs): the factors of prep_chunk.cuh, bit for bit, in
-// 75 KB of shared memory instead of 107 KB, so that three CTAs (chunks) share an SM instead of
+// PREP in channel halves: the factors of prep_chunk.cuh, bit for bit, in 75 KB of shared memory
+// instead of 107 KB, so that three CTAs (chunks) share an SM instead of
 // two (docs/perf-notes.md "PREP at one CTA per SM": PREP's time is set by how many chunks overlap
 // per SM, not by one unit). prep_layout.h `halves` has the regions.
 //
@@ -17,19 +17,26 @@
 // through both halves into one accumulator, every factor rounded once from the same fp32 values),
 // so the record is the same. The price: two more load waits (half 1, v) and three more barriers,
 // which the third CTA's chunk is there to cover.
+//   Raw inputs (kRawInputs, the raw-input kernel): raw k is loaded whole into KT (its deferred
+// norm needs whole rows; prep_chunk.cuh's raw_k_row_factors), phase 2 copies each half's raw k
+// into the half's k region for the grams and writes beta k Gamma over it (k's row factors go in
+// where prep_chunk.cuh puts them); the raw gate is staged and activated one half at a time by
+// warps 0..3 in the half's G region (prep_chunk.cuh's strips, HalfGateStrips), the same sums.
 #pragma once
 
 #include "prep/prep_chunk.cuh"
 
 namespace kda::detail::prep {
 
-// One half's k (bf16, 16-byte cp.async) and G (fp32, rows >= n: G_{n-1}) into the halves'
-// regions; rows >= n of k are zeros by selection. The caller commits the group.
-__device__ __forceinline__ void load_half_k_g(const PrepArgs& args, const ChunkRef& chunk, int h,
-                                              int half, unsigned char* smem) {
+// One half's k (bf16, 16-byte cp.async; unless load_k is false) and G (fp32, rows >= n: G_{n-1};
+// `gate`: a contract gate) into the halves' regions, the half's channels from first_channel (0 or
+// 64); rows >= n of k are zeros by selection. The caller commits the group.
+__device__ __forceinline__ void load_half_k_g(const PrepArgs& args, const float* gate,
+                                              const ChunkRef& chunk, int h, int first_channel,
+                                              bool load_k, unsigned char* smem) {
   const int n = chunk.rows;
-  const int64_t channel0 = static_cast<int64_t>(h) * kD + halves::kHalf * half;
-  for (int e = threadIdx.x; e < kC * (halves::kHalf / 8); e += kThreads) {  // 8 units per row
+  const int64_t channel0 = static_cast<int64_t>(h) * kD + first_channel;
+  for (int e = threadIdx.x; load_k && e < kC * (halves::kHalf / 8); e += kThreads) {
     const int i = e >> 3;
     const int c = (e & 7) * 8;
     if (i < n) {
@@ -43,8 +50,7 @@ __device__ __forceinline__ void load_half_k_g(const PrepArgs& args, const ChunkR
     const int i = e >> 4;
     const int c = (e & 15) * 4;
     const int64_t g_token = chunk.first_token + min(i, n - 1);
-    cp_async16(smem_u32(smem + halves::sg(i, c)),
-               args.gate + g_token * args.heads * kD + channel0 + c);
+    cp_async16(smem_u32(smem + halves::sg(i, c)), gate + g_token * args.heads * kD + channel0 + c);
   }
 }
 
@@ -66,13 +72,61 @@ __device__ __forceinline__ void load_v(const PrepArgs& args, const ChunkRef& chu
   cp_async_commit();
 }
 
+// The raw gate's strips in the halves' G region: warps 0..3, 16 channels each (prep_chunk.cuh's
+// issue_raw_gate_loads and activate_raw_gate).
+struct HalfGateStrips {
+  static constexpr int kStripWarps = halves::kHalf / 16;
+  __device__ static int strip(int row, int warp) { return halves::sg(row, 16 * warp); }
+  __device__ static int g(int row, int c) { return halves::sg(row, c); }  // c: within the half
+};
+
+// The raw-input kernel's per-thread scalars (prep_chunk.cuh's RawScalars): beta (threads < 64),
+// A_log and half 0's dt_bias of channel 16 warp + lane % 16 (warps 0..3). Half 1's dt_bias is
+// read when half 1's raw gate is (kept in a register over phases 2 and 3 it costs spills).
+using RawHalvesScalars = RawScalars;  // beta, A_log, half 0's dt_bias (half 1's: read there)
+__device__ __forceinline__ RawHalvesScalars load_raw_halves_scalars(const PrepArgs& args,
+                                                                    const RawPrepArgs& raw,
+                                                                    const ChunkRef& chunk, int h) {
+  const int tid = threadIdx.x;
+  RawHalvesScalars x{0.0f, 0.0f, 0.0f};
+  if (tid < kC && tid < chunk.rows) {
+    const int64_t at = (chunk.first_token + tid) * args.heads + h;
+    x.beta = raw.beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
+                           : load_as_float(static_cast<const float*>(raw.beta) + at);
+  }
+  if (raw.raw_gate && tid < 32 * HalfGateStrips::kStripWarps) {  // uniform per warp
+    x.a_log = raw.a_log[h];
+    x.dt_bias = raw.dt_bias[h * kD + raw_gate_channel(tid >> 5, tid & 31)];
+  }
+  return x;
+}
+
+// The raw gate of `half` (staged by issue_raw_gate_loads<HalfGateStrips>, its group landed) into
+// G over the half's strips, warps 0..3; the caller synchronizes the warp before.
+__device__ __forceinline__ void activate_raw_gate_half(const RawPrepArgs& raw, float a_log,
+                                                       float dt_bias, int n,
+                                                       unsigned char* smem) {
+  if (!raw.raw_gate || (threadIdx.x >> 5) >= HalfGateStrips::kStripWarps) return;  // uniform
+  const GateChannel channel = gate_channel(a_log, dt_bias);
+  if (n == kC) {  // uniform: whole chunks need no row predicates
+    activate_raw_gate<true, HalfGateStrips>(raw, smem, n, channel);
+  } else {
+    activate_raw_gate<false, HalfGateStrips>(raw, smem, n, channel);
+  }
+}
+
 // Phases 1 and 2a, up to the load barrier: q (its own group per warp), half 0's k and G, beta,
-// q's row factors.
-__device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const ChunkRef& chunk,
-                                                  int h, int tid, int lane, int warp,
-                                                  unsigned char* smem) {
+// q's row factors. Raw inputs: the raw gate's half 0 first (its own group), then q, then raw k
+// whole into KT (warp w its own 8 rows, q's pattern: its own group), each waited for by the
+// warps that use it (gate: warps 0..3 activate it; q and k: every warp its own rows' norms).
+template <bool kRawInputs>
+__device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const RawPrepArgs& raw,
+                                                  const RawHalvesScalars& scalars,
+                                                  const ChunkRef& chunk, int h, int tid, int lane,
+                                                  int warp, unsigned char* smem) {
   const int n = chunk.rows;
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
+  if constexpr (kRawInputs) issue_raw_gate_loads<HalfGateStrips>(args, raw, chunk, h, 0, smem);
 #pragma unroll
   for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 of the warp's rows each
     const int i = q_load_row(warp, lane, it);
@@ -85,20 +139,93 @@ __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const Ch
     }
   }
   cp_async_commit();
-  load_half_k_g(args, chunk, h, 0, smem);
-  cp_async_commit();
-  if (tid < kC) {
-    stf(smem, halves::kSBeta + 4 * tid,
-        tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
+  if constexpr (kRawInputs) {
+    // Raw k whole, each warp its own rows (the copy loop of q's above).
+#pragma unroll
+    for (int it = 0; it < kC / 8 / 2; ++it) {
+      const int i = q_load_row(warp, lane, it);
+      const int c = q_load_col(lane);
+      if (i < n) {
+        cp_async16(smem_u32(smem + halves::skt(i, c)),
+                   args.k + (chunk.first_token + i) * args.k_stride + head_offset + c);
+      } else {
+        *reinterpret_cast<uint4*>(smem + halves::skt(i, c)) = make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+    if (!raw.raw_gate) {  // uniform: a contract gate, in raw k's group
+      load_half_k_g(args, static_cast<const float*>(raw.gate), chunk, h, 0, false, smem);
+    }
+    cp_async_commit();
+    // Groups: gate, q, raw k (+ a contract G). The gate's is the oldest of three.
+    cp_async_wait_pending<2>();
+    __syncwarp();
+    activate_raw_gate_half(raw, scalars.a_log, scalars.dt_bias, n, smem);
+  } else {
+    load_half_k_g(args, args.gate, chunk, h, 0, true, smem);
+    cp_async_commit();
+    if (tid < kC) {
+      stf(smem, halves::kSBeta + 4 * tid,
+          tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
+    }
   }
-  if (args.fuse_q_l2norm) {  // uniform; q's group is the first of two (prep_chunk.cuh 2a)
+  if (args.fuse_q_l2norm) {  // uniform; q's group is the second to last (prep_chunk.cuh 2a)
     cp_async_wait_pending<1>();
     __syncwarp();
     deferred_row_factors(smem, kSQ, halves::kSQScale, kScale, warp, lane);
   } else if (tid < kC) {
     stf(smem, halves::kSQScale + 4 * tid, kScale);
   }
+  if constexpr (kRawInputs) {
+    if (raw.fuse_k_l2norm) {  // uniform: raw k's deferred norm, its group the last
+      cp_async_wait_all();
+      __syncwarp();
+      deferred_row_factors(smem, halves::kSKT, halves::kSKScale, 1.0f, warp, lane);
+    } else if (tid < kC) {
+      stf(smem, halves::kSKScale + 4 * tid, 1.0f);
+    }
+    if (tid < kC) {  // rows >= n: 0
+      float b = 0.0f;
+      if (tid < n) b = raw.beta_logits ? sigmoid_fast(scalars.beta) : scalars.beta;
+      stf(smem, halves::kSBeta + 4 * tid, b);
+    }
+  }
   cp_async_wait_all();
+  __syncthreads();
+}
+
+// Half 1's inputs over half 0's (the caller's barrier has passed): k and G (contract), G alone
+// (raw kernel, contract gate), or the raw gate's half 1, activated by warps 0..3. Ends in a
+// barrier. The half's first channel goes through an empty asm, which the compiler cannot see
+// through: without it the load addresses are loop-invariant but for that offset, and the compiler
+// computes them before the caller's loop over the halves and spills them over phases 2 and 3.
+template <bool kRawInputs>
+__device__ __forceinline__ void load_second_half(const PrepArgs& args, const RawPrepArgs& raw,
+                                                 const ChunkRef& chunk, int h, int half,
+                                                 unsigned char* smem) {
+  int channel0 = halves::kHalf * half;
+  asm volatile("" : "+r"(channel0));
+  if constexpr (kRawInputs) {
+    if (raw.raw_gate) {  // uniform
+      const int tid = threadIdx.x;
+      float a_log = 0.0f, dt_bias = 0.0f;  // read beside the cp.async: their latencies overlap
+      if (tid < 32 * HalfGateStrips::kStripWarps) {
+        a_log = raw.a_log[h];
+        dt_bias = raw.dt_bias[h * kD + channel0 + raw_gate_channel(tid >> 5, tid & 31)];
+      }
+      issue_raw_gate_loads<HalfGateStrips>(args, raw, chunk, h, channel0, smem);
+      cp_async_wait_all();
+      __syncwarp();
+      activate_raw_gate_half(raw, a_log, dt_bias, chunk.rows, smem);
+    } else {
+      load_half_k_g(args, static_cast<const float*>(raw.gate), chunk, h, channel0, false, smem);
+      cp_async_commit();
+      cp_async_wait_all();
+    }
+  } else {
+    load_half_k_g(args, args.gate, chunk, h, channel0, true, smem);
+    cp_async_commit();
+    cp_async_wait_all();
+  }
   __syncthreads();
 }
 
@@ -106,7 +233,11 @@ __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const Ch
 // a = 2^(G_{n-1}) into the record, beta k Gamma (fp16) into the KT region, the grams' column
 // operands k_j 2^(G_{m_c} - G_j) (bf16) into the half's column region; half 0 also writes the zero
 // upper blocks of A_qk. Gamma's exponential is shared by q' and beta k Gamma. Rows >= n: zeros.
-template <class Record>
+// kKFactors (the raw-input kernel): k is read raw from KT (all of it loaded there), copied into
+// the half's k region for the grams, and its row factors multiply it where prep_chunk.cuh's
+// store_factors and compute_w_rhs put them (kg and the column operands: k r; W's right-hand side:
+// (beta r) k); beta k Gamma then goes over the raw k it came from (the same thread's bytes).
+template <class Record, bool kKFactors>
 __device__ __forceinline__ void store_factors_half(int n, int tid, int half, unsigned char* smem,
                                                    char* rec) {
 #pragma unroll 1
@@ -121,22 +252,29 @@ __device__ __forceinline__ void store_factors_half(int n, int tid, int half, uns
     uint4 kg_bits = qp_bits;
     uint4 col_bits = qp_bits;
     uint4 kt_bits = qp_bits;
+    if constexpr (kKFactors) {  // raw k (rows >= n: zeros) into the half's k region
+      *reinterpret_cast<uint4*>(smem + halves::sk(i, d0)) =
+          *reinterpret_cast<const uint4*>(smem + halves::skt(i, d));
+    }
     if (i < n) {  // rows >= n: zeros (their G is G_{n-1}: 2^(G_m - G) could overflow there)
       const int m = anchor(i >> 4, n);
-      const float b = ldf(smem, halves::kSBeta + 4 * i);
+      float b = ldf(smem, halves::kSBeta + 4 * i);
       float g[8], gl[8], gm[8], kv[8];
       load8_f32(smem, halves::sg(i, d0), g);
       load8_f32(smem, halves::sg(n - 1, d0), gl);
       load8_f32(smem, halves::sg(m, d0), gm);
-      load8_bf16(smem, halves::sk(i, d0), kv);
+      load8_bf16(smem, kKFactors ? halves::skt(i, d) : halves::sk(i, d0), kv);
       float qp[8], kg[8], col[8], kt[8];
+      const float rk = kKFactors ? ldf(smem, halves::kSKScale + 4 * i) : 1.0f;
+      if constexpr (kKFactors) b *= rk;
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const float gamma = ex2_approx(g[e]);
         qp[e] = rq * qv[e] * gamma;
-        kg[e] = kv[e] * ex2_approx(gl[e] - g[e]);
-        col[e] = kv[e] * ex2_approx(gm[e] - g[e]);
-        kt[e] = b * kv[e] * gamma;
+        kt[e] = b * kv[e] * gamma;  // raw inputs: (beta r) k, as prep_chunk.cuh's compute_w_rhs
+        const float kr = kKFactors ? kv[e] * rk : kv[e];
+        kg[e] = kr * ex2_approx(gl[e] - g[e]);
+        col[e] = kr * ex2_approx(gm[e] - g[e]);
       }
       qp_bits = pack8_record<Record::kF16>(qp);
       kg_bits = pack8_record<Record::kF16>(kg);
@@ -215,7 +353,8 @@ __device__ __forceinline__ void accumulate_grams_half(int n, int lane, int warp,
 
 // Phase 3': A_kk = beta_i A (j < i) into shared memory (the q region: every warp is past the
 // grams' last barrier) and A_qk = (scale r_i) A (j <= i) into the record; rows >= n zero.
-template <class Record>
+// kKFactors: k's row factors scale A_kk's rows with beta (the column operands carry the columns').
+template <class Record, bool kKFactors>
 __device__ __forceinline__ void finish_grams_halves(int n, int lane, int warp,
                                                     unsigned char* smem, char* rec,
                                                     const float (&acck)[2][2][4],
@@ -231,7 +370,9 @@ __device__ __forceinline__ void finish_grams_halves(int n, int lane, int warp,
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = 16 * p + c_row(lane, 2 * half);
-        const float b = ldf(smem, halves::kSBeta + 4 * i);
+        const float b = kKFactors
+                            ? ldf(smem, halves::kSBeta + 4 * i) * ldf(smem, halves::kSKScale + 4 * i)
+                            : ldf(smem, halves::kSBeta + 4 * i);
         const float rq = ldf(smem, halves::kSQScale + 4 * i);  // scale * r_i
         float out_q[2];
 #pragma unroll
@@ -248,9 +389,9 @@ __device__ __forceinline__ void finish_grams_halves(int n, int lane, int warp,
   }
 }
 
-// One chunk of the channel-halves PREP (the library's contract kernel, prep.cu).
-template <class Record>
-__device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args) {
+// One chunk of the channel-halves PREP (the library's two kernels, prep.cu).
+template <class Record, bool kRawInputs>
+__device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args, const RawPrepArgs& raw) {
   extern __shared__ __align__(128) unsigned char smem[];
 
   ChunkRef chunk;
@@ -263,7 +404,9 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args) {
   char* const rec = static_cast<char*>(args.records) +
                     (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
 
-  load_chunk_halves(args, chunk, h, tid, lane, warp, smem);  // ends in a barrier
+  RawHalvesScalars scalars{};
+  if constexpr (kRawInputs) scalars = load_raw_halves_scalars(args, raw, chunk, h);
+  load_chunk_halves<kRawInputs>(args, raw, scalars, chunk, h, tid, lane, warp, smem);  // barrier
 
   // 2 and 3, half by half; the grams' accumulators live over both halves.
   float acck[2][2][4], accq[2][2][4];  // [task slot][n tile][C register]
@@ -278,12 +421,9 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args) {
 #pragma unroll 1
   for (int half = 0; half < 2; ++half) {
     if (half == 1) {  // half 0's k, G and column operands are dead: half 1's go over them
-      load_half_k_g(args, chunk, h, 1, smem);
-      cp_async_commit();
-      cp_async_wait_all();
-      __syncthreads();
+      load_second_half<kRawInputs>(args, raw, chunk, h, half, smem);  // ends in a barrier
     }
-    store_factors_half<Record>(n, tid, half, smem, rec);
+    store_factors_half<Record, kRawInputs>(n, tid, half, smem, rec);
     __syncthreads();
     accumulate_grams_half(n, lane, warp, half, smem, acck, accq);
     __syncthreads();
@@ -291,7 +431,7 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args) {
   // q, k, G and the column operands are dead: v goes over the halves' region (beside X), and
   // lands while the inverse runs.
   load_v(args, chunk, h, smem);
-  finish_grams_halves<Record>(n, lane, warp, smem, rec, acck, accq);
+  finish_grams_halves<Record, kRawInputs>(n, lane, warp, smem, rec, acck, accq);
   __syncthreads();
 
   // 4a. X's diagonal blocks (warps 0..3; W's right-hand side is already in KT).

@@ -13,12 +13,12 @@ namespace {
 
 // Three CTAs per SM: the channel-halves PREP (prep/halves_chunk.cuh) fits 75 KB.
 __global__ void __launch_bounds__(kThreads, 3) prep_kernel(const PrepArgs args) {
-  prep::prep_chunk_halves<prep::F16Record>(args);
+  prep::prep_chunk_halves<prep::F16Record, false>(args, RawPrepArgs{});
 }
 
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 3)
     prep_raw_kernel(const PrepArgs args, const RawPrepArgs raw) {
-  prep::prep_chunk<prep::F16Record, true>(args, raw);
+  prep::prep_chunk_halves<prep::F16Record, true>(args, raw);
 }
 
 }  // namespace
@@ -27,9 +27,9 @@ void launch_prep(const PrepArgs& args, const RawPrepArgs& raw, cudaStream_t stre
   const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
   const char* what = "chunk_forward: prep";
   if (raw.any()) {
-    set_dynamic_smem(reinterpret_cast<const void*>(&prep_raw_kernel), prep::kSBytes, what,
+    set_dynamic_smem(reinterpret_cast<const void*>(&prep_raw_kernel), prep::halves::kSBytes, what,
                      /*max_carveout=*/true);
-    prep_raw_kernel<<<grid, kThreads, prep::kSBytes, stream>>>(args, raw);
+    prep_raw_kernel<<<grid, kThreads, prep::halves::kSBytes, stream>>>(args, raw);
   } else {
     set_dynamic_smem(reinterpret_cast<const void*>(&prep_kernel), prep::halves::kSBytes, what,
                      /*max_carveout=*/true);

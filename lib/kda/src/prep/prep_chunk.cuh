@@ -337,17 +337,25 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 // running sum in registers: the cumsum order of gate_activation.cuh, which gate_cumsum uses too
 // (bit for bit); the second half starts from the first's total, a shuffle away. Rows >= n add
 // nothing, so they repeat G_{n-1}.
-__device__ __forceinline__ int raw_gate_strip(int row, int warp) { return sg(row, 16 * warp); }
+//   Where the strips lie is a type: this layout's (8 warps, all 128 channels) or the channel halves'
+// (halves_chunk.cuh: warps 0..3, the 64 channels of one half); `channel0` is the first channel the
+// strips hold.
+struct PairGateStrips {
+  static constexpr int kStripWarps = kWarps;  // warps that own strips
+  __device__ static int strip(int row, int warp) { return sg(row, 16 * warp); }
+  __device__ static int g(int row, int c) { return sg(row, c); }  // c: channel - channel0
+};
 __device__ __forceinline__ int raw_gate_channel(int warp, int lane) { return 16 * warp + (lane & 15); }
 
+template <class S>
 __device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const RawPrepArgs& raw,
-                                                     const ChunkRef& chunk, int h,
+                                                     const ChunkRef& chunk, int h, int channel0,
                                                      unsigned char* smem) {
-  if (raw.raw_gate) {  // uniform
+  const int warp = threadIdx.x >> 5;
+  if (raw.raw_gate && warp < S::kStripWarps) {  // uniform
     const int n = chunk.rows;
     const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
-    const int64_t row0 = (chunk.first_token * args.heads + h) * kD + 16 * warp;
+    const int64_t row0 = (chunk.first_token * args.heads + h) * kD + channel0 + 16 * warp;
     const int64_t token_step = static_cast<int64_t>(args.heads) * kD;
     if (raw.gate_bf16) {  // per row 2 units of 8 channels: 4 per lane
       const auto* gate = static_cast<const __nv_bfloat16*>(raw.gate);
@@ -356,7 +364,7 @@ __device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const
         const int row = 16 * it + (lane >> 1);
         const int unit = lane & 1;
         if (row < n) {
-          cp_async16(smem_u32(smem + raw_gate_strip(row, warp) + 32 * (row >> 5) + 16 * unit),
+          cp_async16(smem_u32(smem + S::strip(row, warp) + 32 * (row >> 5) + 16 * unit),
                      gate + row0 + row * token_step + 8 * unit);
         }
       }
@@ -367,7 +375,7 @@ __device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const
         const int row = 8 * it + (lane >> 2);
         const int unit = lane & 3;
         if (row < n) {
-          cp_async16(smem_u32(smem + raw_gate_strip(row, warp) + 16 * unit),
+          cp_async16(smem_u32(smem + S::strip(row, warp) + 16 * unit),
                      gate + row0 + row * token_step + 4 * unit);
         }
       }
@@ -404,7 +412,7 @@ __device__ __forceinline__ void issue_raw_k_loads(const PrepArgs& args, const Ra
 
 // The raw gate's activation and cumsum over the warp's strips (staged by issue_raw_gate_loads,
 // its group landed and the warp synchronized); kAllRows: n = 64.
-template <bool kAllRows>
+template <bool kAllRows, class S>
 __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsigned char* smem,
                                                   int n, GateChannel channel) {
   const int lane = threadIdx.x & 31;
@@ -420,8 +428,8 @@ __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsign
     if (kAllRows || r < rows) {
       part[r] = raw.gate_bf16
                     ? load_as_float(reinterpret_cast<const __nv_bfloat16*>(
-                          smem + raw_gate_strip(row, warp) + 32 * half + 2 * (lane & 15)))
-                    : ldf(smem, sg(row, d));
+                          smem + S::strip(row, warp) + 32 * half + 2 * (lane & 15)))
+                    : ldf(smem, S::g(row, d));
     }
   }
   __syncwarp();  // every lane has read its raw values before any G overwrites the strip
@@ -436,7 +444,7 @@ __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsign
   const float base = half ? gate_second_half_base(scale, first_total) : -0.0f;
 #pragma unroll
   for (int r = 0; r < kGateHalf; ++r) {
-    stf(smem, sg(kGateHalf * half + r, d), gate_log2(part[r], scale, base));
+    stf(smem, S::g(kGateHalf * half + r, d), gate_log2(part[r], scale, base));
   }
 }
 
@@ -494,9 +502,9 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
   cp_async_wait_pending<3>();
   __syncwarp();
   if (n == kC) {  // uniform: whole chunks, the common case, need no row predicates
-    activate_raw_gate<true>(raw, smem, n, channel);
+    activate_raw_gate<true, PairGateStrips>(raw, smem, n, channel);
   } else {
-    activate_raw_gate<false>(raw, smem, n, channel);
+    activate_raw_gate<false, PairGateStrips>(raw, smem, n, channel);
   }
 }
 
@@ -532,7 +540,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   RawScalars scalars{};
   if constexpr (kRawInputs) {
     scalars = load_raw_scalars(args, raw, chunk, h);
-    issue_raw_gate_loads(args, raw, chunk, h, smem);
+    issue_raw_gate_loads<PairGateStrips>(args, raw, chunk, h, 0, smem);
   }
 #pragma unroll
   for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 rows of 16 units each

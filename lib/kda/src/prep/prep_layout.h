@@ -175,7 +175,7 @@ KDA_HD constexpr int wu_n0(int warp) { return 16 * warp; }
 
 
 // ------------------------------------------------------------------------------------------------
-// The channel-halves PREP (prep/halves_chunk.cuh; contract inputs): three CTAs per SM, so at most
+// The channel-halves PREP (prep/halves_chunk.cuh): three CTAs per SM, so at most
 // 76,800 bytes per CTA (228 KB per SM, 1 KB reserved per CTA). k and G are loaded, and phases 2
 // and 3 run, one half of the channels at a time (d = 64 h .. 64 h + 63): the grams accumulate
 // over both halves in registers, beta k Gamma (W's right-hand side) is built with q' and kg in
@@ -185,7 +185,9 @@ KDA_HD constexpr int wu_n0(int warp) { return 16 * warp; }
 //   KT   [64][136] fp16 beta k Gamma, written half by half in phase 2, read in phase 5
 //   F    phases 1 - 3: the half's k [64][72] bf16, G [64][72] fp32, column operands [64][72]
 //        bf16; after the grams: X [64][72] fp32, then v [64][136] bf16
-//   Y, beta, q row factors
+//   Y, beta, q and k row factors
+// The raw-input kernel loads raw k whole into KT (its row norms need whole rows); phase 2 copies
+// each half's raw k into the half's k region for the grams and writes beta k Gamma over it.
 // Rows of 72 16-bit values (144 bytes = 36 words) or 72 floats keep the grams' fragment reads
 // conflict-free, as kLdX does for X: lane (g, t) reads word 36 g + t (bf16 pairs, distinct banks
 // over the warp) or 72 g + 2 t (float pairs, distinct per half warp).
@@ -204,7 +206,8 @@ inline constexpr int kSV = kSX + kChunk * kLdX * 4;       // after the grams
 inline constexpr int kSY = kSFEnd;
 inline constexpr int kSBeta = kSY + 3 * 16 * 16 * 4;
 inline constexpr int kSQScale = kSBeta + kChunk * 4;
-inline constexpr int kSBytes = kSQScale + kChunk * 4;  // 75,264
+inline constexpr int kSKScale = kSQScale + kChunk * 4;  // k row factors (the raw-input kernel)
+inline constexpr int kSBytes = kSKScale + kChunk * 4;   // 75,520
 static_assert(kSV + kChunk * kLdH * 2 <= kSFEnd, "v fits beside X in the halves' region");
 static_assert(3 * (kSBytes + 1024) <= 228 * 1024, "three CTAs per SM");
 using Tail = TailRegions<kSX, kSY, kSBeta, kSKT, kSV>;
