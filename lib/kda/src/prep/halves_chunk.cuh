@@ -195,16 +195,18 @@ __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const Ra
 
 // Half 1's inputs over half 0's (the caller's barrier has passed): k and G (contract), G alone
 // (raw kernel, contract gate), or the raw gate's half 1, activated by warps 0..3. Ends in a
-// barrier. The half's first channel goes through an empty asm, which the compiler cannot see
-// through: without it the load addresses are loop-invariant but for that offset, and the compiler
-// computes them before the caller's loop over the halves and spills them over phases 2 and 3.
+// barrier. Raw inputs: the half's first channel and the chunk's first token go through an empty
+// asm, which the compiler cannot see through: without it the load addresses are loop-invariant,
+// and the compiler computes them before the caller's loop over the halves and spills them over
+// phases 2 and 3.
 template <bool kRawInputs>
 __device__ __forceinline__ void load_second_half(const PrepArgs& args, const RawPrepArgs& raw,
                                                  const ChunkRef& chunk, int h, int half,
                                                  unsigned char* smem) {
-  int channel0 = halves::kHalf * half;
-  asm volatile("" : "+r"(channel0));
   if constexpr (kRawInputs) {
+    int channel0 = halves::kHalf * half;
+    ChunkRef at = chunk;
+    asm volatile("" : "+r"(channel0), "+l"(at.first_token));
     if (raw.raw_gate) {  // uniform
       const int tid = threadIdx.x;
       float a_log = 0.0f, dt_bias = 0.0f;  // read beside the cp.async: their latencies overlap
@@ -212,17 +214,17 @@ __device__ __forceinline__ void load_second_half(const PrepArgs& args, const Raw
         a_log = raw.a_log[h];
         dt_bias = raw.dt_bias[h * kD + channel0 + raw_gate_channel(tid >> 5, tid & 31)];
       }
-      issue_raw_gate_loads<HalfGateStrips>(args, raw, chunk, h, channel0, smem);
+      issue_raw_gate_loads<HalfGateStrips>(args, raw, at, h, channel0, smem);
       cp_async_wait_all();
       __syncwarp();
-      activate_raw_gate_half(raw, a_log, dt_bias, chunk.rows, smem);
+      activate_raw_gate_half(raw, a_log, dt_bias, at.rows, smem);
     } else {
-      load_half_k_g(args, static_cast<const float*>(raw.gate), chunk, h, channel0, false, smem);
+      load_half_k_g(args, static_cast<const float*>(raw.gate), at, h, channel0, false, smem);
       cp_async_commit();
       cp_async_wait_all();
     }
-  } else {
-    load_half_k_g(args, args.gate, chunk, h, channel0, true, smem);
+  } else {  // (the asm costs the contract kernel 8 bytes of spills more than it saves)
+    load_half_k_g(args, args.gate, chunk, h, halves::kHalf * half, true, smem);
     cp_async_commit();
     cp_async_wait_all();
   }
@@ -423,7 +425,11 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args, const Ra
     if (half == 1) {  // half 0's k, G and column operands are dead: half 1's go over them
       load_second_half<kRawInputs>(args, raw, chunk, h, half, smem);  // ends in a barrier
     }
-    store_factors_half<Record, kRawInputs>(n, tid, half, smem, rec);
+    // Raw inputs: the record's base through an empty asm, or the compiler computes phase 2's
+    // loop-invariant store addresses before the loop and spills them over it.
+    char* rec_half = rec;
+    if constexpr (kRawInputs) asm volatile("" : "+l"(rec_half));
+    store_factors_half<Record, kRawInputs>(n, tid, half, smem, rec_half);
     __syncthreads();
     accumulate_grams_half(n, lane, warp, half, smem, acck, accq);
     __syncthreads();
