@@ -658,3 +658,185 @@ TEST(PrepLayout, RecordIsExactlyCovered) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// The channel-halves PREP (prep/halves_chunk.cuh, prep_layout.h `halves`): what its regions hold
+// in each phase, and its grams, accumulated over the two halves' k-steps, against direct sums.
+namespace halves = prep::halves;
+
+// Every (region, element) of a live set written with a distinct value, then read back: an overlap
+// between two regions alive together shows up as a changed value.
+struct Region {
+  const char* name;
+  int rows, cols;
+  int (*at)(int, int);
+};
+void expect_disjoint(const std::vector<Region>& live, const char* phase) {
+  Memory s(halves::kSBytes);
+  double value = 0;
+  for (const Region& r : live) {
+    for (int i = 0; i < r.rows; ++i) {
+      for (int j = 0; j < r.cols; ++j) s.at(r.at(i, j)) = ++value;
+    }
+  }
+  value = 0;
+  for (const Region& r : live) {
+    for (int i = 0; i < r.rows; ++i) {
+      for (int j = 0; j < r.cols; ++j) {
+        ASSERT_EQ(s.at(r.at(i, j)), ++value) << phase << ": " << r.name << " (" << i << ", " << j
+                                             << ") is also another live region's";
+      }
+    }
+  }
+}
+
+TEST(PrepLayout, HalvesRegionsPerPhase) {
+  const Region q{"q", kC, kD, [](int i, int d) { return prep::sq(i, d); }};
+  const Region kt{"beta k Gamma / raw k", kC, kD, [](int i, int d) { return halves::skt(i, d); }};
+  const Region k{"k half", kC, halves::kHalf, [](int i, int d) { return halves::sk(i, d); }};
+  const Region g{"G half", kC, halves::kHalf, [](int i, int d) { return halves::sg(i, d); }};
+  const Region col{"column operands", kC, halves::kHalf,
+                   [](int i, int d) { return halves::scol(i, d); }};
+  const Region y{"Schur scratch", prep::schur_units(1) * 16, 8,
+                 [](int u, int c) { return halves::Tail::y(u / 16, u % 16, c); }};
+  const Region scalars{"beta, q and k factors", 3, kC, [](int which, int i) {
+                         return (which == 0 ? halves::kSBeta
+                                            : which == 1 ? halves::kSQScale : halves::kSKScale) +
+                                4 * i;
+                       }};
+  const Region akk{"A_kk", kC, kC, [](int i, int j) { return prep::sa(i, j); }};
+  const Region x{"X = T", kC, kC, [](int i, int j) { return halves::Tail::x(i, j); }};
+  const Region v{"v", kC, kD, [](int i, int d) { return halves::Tail::v(i, d); }};
+  const Region t16{"T fp16", kC, kC, [](int i, int j) { return prep::st16(i, j); }};
+  const Region tb{"T bf16", kC, kC, [](int i, int j) { return prep::stb(i, j); }};
+  // Phases 1 - 3 (v not loaded yet), the grams' end to the inverse (v landing beside X), phase 5.
+  expect_disjoint({q, kt, k, g, col, y, scalars}, "phases 1-3");
+  expect_disjoint({akk, kt, x, v, y, scalars}, "phase 4");
+  expect_disjoint({t16, tb, kt, x, v, scalars}, "phases 5a-5");
+  // Everything inside the CTA's bytes, three CTAs per SM, 16-byte aligned rows for cp.async and
+  // the uint4 / float4 accesses.
+  EXPECT_LE(halves::kSKScale + 4 * kC, halves::kSBytes);
+  EXPECT_LE(3 * (halves::kSBytes + 1024), 228 * 1024) << "three CTAs per SM";
+  for (int i = 0; i < kC; ++i) {
+    for (int c = 0; c < halves::kHalf; c += 8) {
+      EXPECT_EQ(halves::sk(i, c) % 16, 0);
+      EXPECT_EQ(halves::scol(i, c) % 16, 0);
+    }
+    for (int c = 0; c < halves::kHalf; c += 4) EXPECT_EQ(halves::sg(i, c) % 16, 0);
+    EXPECT_EQ(halves::skt(i, 0) % 16, 0);
+    EXPECT_EQ(halves::Tail::v(i, 0) % 16, 0);
+    EXPECT_EQ(halves::Tail::x(i, 0) % 16, 0);
+  }
+  // The raw gate's strips (halves_chunk.cuh HalfGateStrips: warp w < 4 stages its 16 channels in
+  // bytes [64 w, 64 w + 64) of each G row; bf16 rows >= 32 at +32): inside the row's 64 channels.
+  for (int w = 0; w < halves::kHalf / 16; ++w) {
+    EXPECT_EQ(halves::sg(0, 16 * w) + 64, halves::sg(0, 16 * w + 15) + 4);
+  }
+}
+
+// The grams' fragment reads on the halves' pitches hit distinct banks (prep_layout.h): 4-byte
+// pairs of k and the column operands over the whole warp, 8-byte pairs of G per half warp.
+TEST(PrepLayout, HalvesGramReadsAreConflictFree) {
+  for (int r = 0; r < 4; ++r) {
+    std::set<int> k_banks, col_banks;
+    std::set<int> g_banks[2];
+    for (int l = 0; l < 32; ++l) {
+      k_banks.insert((halves::sk(prep::a_row(l, r), prep::a_col(l, r, 0)) / 4) % 32);
+      const int word = halves::sg(prep::a_row(l, r), prep::a_col(l, r, 0)) / 4;
+      g_banks[l / 16].insert(word % 32);
+      g_banks[l / 16].insert((word + 1) % 32);
+      if (r < 2) col_banks.insert((halves::scol(prep::b_n(l), prep::b_k(l, r, 0)) / 4) % 32);
+    }
+    EXPECT_EQ(k_banks.size(), 32u) << "k, A register " << r;
+    EXPECT_EQ(g_banks[0].size(), 32u) << "G, A register " << r;
+    EXPECT_EQ(g_banks[1].size(), 32u) << "G, A register " << r;
+    if (r < 2) {
+      EXPECT_EQ(col_banks.size(), 32u) << "column operands, B register " << r;
+    }
+  }
+}
+
+TEST(PrepLayout, HalvesGramsMatchDirectSums) {
+  std::mt19937_64 rng(78);
+  for (const int n : {64, 45, 16, 1}) {
+    const Chunk c = random_chunk(rng, n);
+    Memory s(halves::kSBytes);
+    for (int i = 0; i < kC; ++i) {
+      for (int d = 0; d < kD; ++d) s.at(prep::sq(i, d)) = c.at(c.q, i, d);
+      s.at(halves::kSBeta + 4 * i) = c.beta[static_cast<size_t>(i)];
+    }
+    Acc acck[8][2][2]{}, accq[8][2][2]{};  // [warp][slot][n tile], kept over both halves
+    for (int half = 0; half < 2; ++half) {
+      const int d_base = halves::kHalf * half;
+      for (int i = 0; i < kC; ++i) {  // the half's k and G over the previous half's
+        for (int d = 0; d < halves::kHalf; ++d) {
+          s.at(halves::sk(i, d)) = c.at(c.k, i, d_base + d);
+          s.at(halves::sg(i, d)) = c.at(c.g, i, d_base + d);
+        }
+      }
+      for (int j = 0; j < kC; ++j) {  // phase 2's column operands
+        const int m = prep::anchor(j >> 4, n);
+        for (int d = 0; d < halves::kHalf; ++d) {
+          const double x = s.at(halves::sk(j, d)) *
+                           std::exp2(s.at(halves::sg(m, d)) - s.at(halves::sg(j, d)));
+          s.at(halves::scol(j, d)) = j < n ? x : 0.0;
+        }
+      }
+      for (int warp = 0; warp < 8; ++warp) {  // phase 3, the half's k-steps
+        for (int slot = 0; slot < 2; ++slot) {
+          const int task = warp + 8 * slot;
+          if (task >= prep::kGramTasks) break;
+          const int p = prep::gram_p(task);
+          const int cb = prep::gram_c(task);
+          if (16 * cb >= n || 16 * p >= n) continue;
+          const int m = prep::anchor(cb, n);
+          for (int ks = 0; ks < halves::kHalf / 16; ++ks) {
+            const int d0 = 16 * ks;
+            auto row_op = [&](bool is_k, int row, int col) {
+              const int i = 16 * p + row, d = d0 + col;
+              return s.at(is_k ? halves::sk(i, d) : prep::sq(i, d_base + d)) *
+                     std::exp2(s.at(halves::sg(i, d)) - s.at(halves::sg(m, d)));
+            };
+            const Frag4 ak = a_frag([&](int row, int col) { return row_op(true, row, col); });
+            const Frag4 aq = a_frag([&](int row, int col) { return row_op(false, row, col); });
+            const Frag4 b =
+                b_frag2([&](int kk, int nn) { return s.at(halves::scol(16 * cb + nn, d0 + kk)); });
+            for (int nt = 0; nt < 2; ++nt) {
+              run_mma(acck[warp][slot][nt], ak, b, 2 * nt);
+              run_mma(accq[warp][slot][nt], aq, b, 2 * nt);
+            }
+          }
+        }
+      }
+    }
+    // Phase 3': every block pair's accumulators against the direct sums over all 128 channels.
+    for (int warp = 0; warp < 8; ++warp) {
+      for (int slot = 0; slot < 2; ++slot) {
+        const int task = warp + 8 * slot;
+        if (task >= prep::kGramTasks) break;
+        const int p = prep::gram_p(task);
+        const int cb = prep::gram_c(task);
+        for (int nt = 0; nt < 2; ++nt) {
+          for (int l = 0; l < 32; ++l) {
+            for (int reg = 0; reg < 4; ++reg) {
+              const int i = 16 * p + mma::c_row(l, reg);
+              const int j = 16 * cb + 8 * nt + mma::c_col(l, reg);
+              double kk = 0, qk = 0;
+              if (i < n && j < n) {
+                for (int d = 0; d < kD; ++d) {
+                  const double decay = std::exp2(c.at(c.g, i, d) - c.at(c.g, j, d));
+                  kk += c.at(c.k, i, d) * c.at(c.k, j, d) * decay;
+                  qk += c.at(c.q, i, d) * c.at(c.k, j, d) * decay;
+                }
+              }
+              const std::string what = "n " + std::to_string(n) + " (" + std::to_string(i) +
+                                       ", " + std::to_string(j) + ")";
+              ASSERT_EQ(acck[warp][slot][nt][l][reg], kk) << what << " k gram";
+              ASSERT_EQ(accq[warp][slot][nt][l][reg], qk) << what << " q gram";
+            }
+          }
+        }
+      }
+    }
+  }
+}
