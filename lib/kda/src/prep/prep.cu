@@ -1,17 +1,16 @@
-// PREP (prep_chunk.cuh has the phases): the two kernels and their launcher. The contract kernel
-// takes PrepArgs only (its parameter block, and so its code, as before raw inputs existed); the
+// PREP (halves_chunk.cuh has the phases): the two kernels and their launcher. The contract kernel
+// takes PrepArgs only (its parameter block, and so its code, free of the raw path's); the
 // raw-input kernel adds RawPrepArgs (kda.h GateInput::raw, BetaInput::logits, bf16 beta,
-// fuse_k_l2norm).
+// fuse_k_l2norm). Both fit 80 registers and 75 KB of shared memory: three CTAs (chunks) per SM,
+// which makes PREP 12 % faster than prep_chunk.cuh's two (docs/perf-notes.md "Halves PREP").
 #include "prep/prep.h"
 
 #include "prep/halves_chunk.cuh"
-#include "prep/prep_chunk.cuh"
 #include "prep/prep_layout.h"
 
 namespace kda::detail {
 namespace {
 
-// Three CTAs per SM: the channel-halves PREP (prep/halves_chunk.cuh) fits 75 KB.
 __global__ void __launch_bounds__(kThreads, 3) prep_kernel(const PrepArgs args) {
   prep::prep_chunk_halves<prep::F16Record, false>(args, RawPrepArgs{});
 }

@@ -43,8 +43,8 @@ struct RawPrepArgs {
   bool any() const { return raw_gate || beta_bf16 || beta_logits || fuse_k_l2norm; }
 };
 
-// Grid (capacity, H), 256 threads, prep_layout.h kSBytes of dynamic shared memory, 2 CTAs per SM:
-// the contract kernel, or the raw-input kernel when raw.any().
+// Grid (capacity, H), 256 threads, prep_layout.h halves::kSBytes of dynamic shared memory, three
+// CTAs per SM (prep/halves_chunk.cuh): the contract kernel, or the raw-input kernel when raw.any().
 void launch_prep(const PrepArgs& args, const RawPrepArgs& raw, cudaStream_t stream);
 
 }  // namespace kda::detail

@@ -10,14 +10,17 @@
 //                      the dominant diagonal term is added in fp32), fp32 accumulation, rounded
 //                      once into the record: fp16 with U scaled per value column (record.h;
 //                      docs/precision.md).
-// One CTA per (64-token chunk, head), 256 threads (8 warps), prep_layout.h kSBytes (106 KB) of
+// One CTA per (64-token chunk, head), 256 threads (8 warps), prep_layout.h kSBytes (107 KB) of
 // shared memory and at most 128 registers: two CTAs per SM. Every address / fragment map comes
 // from prep_layout.h and device/fragments.h (shared with the CPU emulation test). Fixed orders,
 // no atomics: bitwise reproducible.
 //
+// Who uses what: the library's kernels (prep.cu) run the channel-halves PREP (halves_chunk.cuh:
+// the same factors in 75 KB, three CTAs per SM), which reuses this file's helpers and its phases
+// 4 and 5 on its own regions (prep_layout.h TailRegions); prep_chunk itself, the whole chunk in
+// this layout, is the lab's v2 PREP (lab/src/prep_v2.cu, with the bf16 v1 record its SCANs read).
 // A header because the chunk's code is a template on where the factors go (the record writer,
-// F16Record below): the library's kernels (prep.cu) instantiate it with its record, the lab's v2
-// PREP (lab/src/prep_v2.cu) with the bf16 v1 record its SCANs read.
+// F16Record below, or the lab's).
 //
 // Phases (barriers between them):
 //   1  load q, k, v (bf16), G (fp32), beta; rows >= n: zeros by selection, G = G_{n-1}
