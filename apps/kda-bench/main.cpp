@@ -5,6 +5,7 @@
 // two result files noise-aware. Method and columns: apps/kda-bench/README.md.
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -74,6 +75,12 @@ int main(int argc, char** argv) {
   bool no_verify = false;
   app.add_flag("--no-verify", no_verify,
                "Skip verification before timing (rows then say 'not verified')");
+  bool no_blocking_kernel = false;
+  app.add_flag("--no-blocking-kernel", no_blocking_kernel,
+               "Do not queue timed work behind the blocking kernel (for tools that serialize "
+               "launches, e.g. Nsight Compute, compute-sanitizer; on by itself when one is "
+               "attached through CUDA_INJECTION64_PATH); launch latency may then reach the "
+               "first samples of a batch");
   app.add_option("--device", o.device, "CUDA device index")
       ->check(CLI::Range(0, 1 << 16))
       ->capture_default_str();
@@ -180,7 +187,8 @@ int main(int argc, char** argv) {
   };
   // Options of the timing run (before any sub-command).
   const char* const run_options[] = {
-      "--shapes", "--only", "--paths", "--mode", "--stages", "--no-verify", "--device", "--seed",
+      "--shapes", "--only", "--paths", "--mode", "--stages", "--no-verify",
+      "--no-blocking-kernel", "--device", "--seed",
       "--variant", "--min-samples", "--min-time", "--max-noise", "--timeout", "--warmup",
       "--throttle-threshold", "--throttle-recovery", "--cooldown", "--floor-bandwidth", "--csv",
       "--json", "--md", "--force", "--baseline", "--same-within", "--list"};
@@ -228,6 +236,10 @@ int main(int argc, char** argv) {
     }
   }
   o.verify = !no_verify;
+  // Nsight Compute and Nsight Systems attach through CUDA_INJECTION64_PATH; under a tool that
+  // serializes launches the blocking kernel would stall until its timeout (run.cpp says so).
+  const char* injection = std::getenv("CUDA_INJECTION64_PATH");
+  o.blocking_kernel = !no_blocking_kernel && !(injection != nullptr && injection[0] != '\0');
   stop.max_noise = max_noise_pct / 100.0;
   o.measure.sampling.min_sample_s = min_sample_us * 1e-6;
   o.measure.throttle.threshold = throttle_pct / 100.0;

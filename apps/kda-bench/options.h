@@ -30,6 +30,7 @@ struct Options {
   bool list = false;
   bool stages = false;
   bool verify = true;
+  bool blocking_kernel = true;  // off: --no-blocking-kernel, or a CUDA injection tool attached
   bool quiet = false;
   bool force = false;
   int device = 0;

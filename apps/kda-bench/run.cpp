@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <map>
@@ -193,7 +194,14 @@ int run_benchmarks(const Options& o) {
   int verify_failed = 0, shapes_skipped = 0;
   std::string current_shape;  // for an out-of-memory message
   try {
-    kda::bench::gpu::Bench bench(warn);
+    if (!o.blocking_kernel) {
+      warn(std::string("timed work is not queued behind the blocking kernel (") +
+           (std::getenv("CUDA_INJECTION64_PATH") != nullptr ? "a CUDA injection tool is attached"
+                                                           : "--no-blocking-kernel") +
+           "): launch latency may reach the first samples of a batch; fine for profiling, not "
+           "for timings to compare");
+    }
+    kda::bench::gpu::Bench bench(warn, o.blocking_kernel);
     ctx.flush_bytes = bench.flush_bytes();
     const cudaStream_t stream = bench.stream();
     // Every shape must fit in what is left beside the bench's own buffers: refuse before

@@ -89,6 +89,7 @@ int64_t cold_flush_bytes(int64_t l2_bytes) {
 
 struct Bench::Impl {
   Logger log;
+  bool blocking_kernel = true;        // Bench's constructor argument
   void* flush = nullptr;              // device, Bench::flush_bytes_
   HostShared* host = nullptr;         // host-mapped
   HostShared* host_dev = nullptr;     // its device address
@@ -136,11 +137,16 @@ struct Bench::Impl {
 namespace {
 
 // Blocks `stream` until release() (or destruction). On the error path the destructor releases
-// and synchronizes so the stream never stays blocked behind the spinning kernel.
+// and synchronizes so the stream never stays blocked behind the spinning kernel. Disabled
+// (Bench's blocking_kernel off), it launches nothing and release_and_sync only synchronizes.
 class BlockGuard {
  public:
-  BlockGuard(HostShared* host, HostShared* host_dev, cudaStream_t stream)
+  BlockGuard(HostShared* host, HostShared* host_dev, cudaStream_t stream, bool enabled)
       : host_(host), stream_(stream) {
+    if (!enabled) {
+      released_ = true;
+      return;
+    }
     volatile detail::BlockState* state = &host_->block;
     state->release = 0;
     state->timed_out = 0;
@@ -211,8 +217,9 @@ constexpr int kMaxCaptures = 3;
 
 }  // namespace
 
-Bench::Bench(Logger log) : impl_(new Impl) {
+Bench::Bench(Logger log, bool blocking_kernel) : impl_(new Impl) {
   impl_->log = std::move(log);
+  impl_->blocking_kernel = blocking_kernel;
   try {
     facts_ = query_device_facts();
     flush_bytes_ = std::max(cold_flush_bytes(facts_.l2_bytes), kTritonFlushBytes);
@@ -227,7 +234,7 @@ Bench::Bench(Logger log) : impl_(new Impl) {
           "cudaHostGetDevicePointer");
     // Load both kernels' module now (lazy loading would otherwise land in the first sample).
     {
-      BlockGuard block(impl_->host, impl_->host_dev, stream_);
+      BlockGuard block(impl_->host, impl_->host_dev, stream_, impl_->blocking_kernel);
       impl_->stamp(0, ++impl_->seq, std::max(facts_.sm_count, 1), stream_);
       block.release_and_sync();
     }
@@ -299,7 +306,7 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
     im.event(static_cast<size_t>(2 * n - 1));
     const uint32_t s0 = ++im.seq, s1 = ++im.seq;
     const auto t0 = Clock::now();
-    BlockGuard block(im.host, im.host_dev, stream);
+    BlockGuard block(im.host, im.host_dev, stream, im.blocking_kernel);
     im.stamp(0, s0, blocks, stream);
     for (int64_t i = 0; i < n; ++i) {
       check(cudaEventRecord(im.events[2 * i], stream), "cudaEventRecord");
@@ -424,7 +431,7 @@ Measurement Bench::measure(const Launcher& launch, const MeasureConfig& config) 
         const uint32_t s0 = ++im.seq, s1 = ++im.seq;
         const auto t0 = Clock::now();
         {
-          BlockGuard block(im.host, im.host_dev, stream);
+          BlockGuard block(im.host, im.host_dev, stream, im.blocking_kernel);
           im.stamp(0, s0, blocks, stream);
           check(cudaEventRecord(im.events[0], stream), "cudaEventRecord");
           launch(stream);

@@ -74,7 +74,11 @@ int64_t cold_flush_bytes(int64_t l2_bytes);
 // movable: the kernels hold pointers into its host-mapped storage.
 class Bench {
  public:
-  explicit Bench(Logger log = {});
+  // blocking_kernel: queue the timed launches of warm / graph / cold samples behind a kernel that
+  // spins until the host has enqueued them (launch latency stays out of the first samples). Off
+  // under tools that serialize launches (Nsight Compute, compute-sanitizer): there the host's
+  // next launch waits for the spinning kernel, which then gives up after its 10 s timeout.
+  explicit Bench(Logger log = {}, bool blocking_kernel = true);
   ~Bench();
   Bench(const Bench&) = delete;
   Bench& operator=(const Bench&) = delete;
