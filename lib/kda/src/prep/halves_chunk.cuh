@@ -72,6 +72,25 @@ __device__ __forceinline__ void load_v(const PrepArgs& args, const ChunkRef& chu
   cp_async_commit();
 }
 
+// Warp `warp`'s own 8 rows (ssq_row) of a bf16 input whose row i is at src + (first token + i)
+// stride (q, or raw k) into the [64][136] region `region`, by 16-byte cp.async, two rows of 256
+// bytes per instruction (q_load_row / q_load_col); rows >= n zeros by selection. Only this warp
+// reads those rows before the load barrier: its group's wait and a __syncwarp order them.
+__device__ __forceinline__ void copy_warp_rows(const __nv_bfloat16* src, int64_t stride,
+                                               const ChunkRef& chunk, int region, int warp,
+                                               int lane, unsigned char* smem) {
+#pragma unroll
+  for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane
+    const int i = q_load_row(warp, lane, it);
+    const int c = q_load_col(lane);
+    if (i < chunk.rows) {
+      cp_async16(smem_u32(smem + s16(region, i, c)), src + (chunk.first_token + i) * stride + c);
+    } else {
+      *reinterpret_cast<uint4*>(smem + s16(region, i, c)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+
 // The raw gate's strips in the halves' G region: warps 0..3, 16 channels each (prep_chunk.cuh's
 // issue_raw_gate_loads and activate_raw_gate).
 struct HalfGateStrips {
@@ -127,31 +146,10 @@ __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const Ra
   const int n = chunk.rows;
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
   if constexpr (kRawInputs) issue_raw_gate_loads<HalfGateStrips>(args, raw, chunk, h, 0, smem);
-#pragma unroll
-  for (int it = 0; it < kC / 8 / 2; ++it) {  // 4 loads per lane: 2 of the warp's rows each
-    const int i = q_load_row(warp, lane, it);
-    const int c = q_load_col(lane);
-    if (i < n) {
-      cp_async16(smem_u32(smem + sq(i, c)),
-                 args.q + (chunk.first_token + i) * args.q_stride + head_offset + c);
-    } else {
-      *reinterpret_cast<uint4*>(smem + sq(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
+  copy_warp_rows(args.q + head_offset, args.q_stride, chunk, kSQ, warp, lane, smem);
   cp_async_commit();
   if constexpr (kRawInputs) {
-    // Raw k whole, each warp its own rows (the copy loop of q's above).
-#pragma unroll
-    for (int it = 0; it < kC / 8 / 2; ++it) {
-      const int i = q_load_row(warp, lane, it);
-      const int c = q_load_col(lane);
-      if (i < n) {
-        cp_async16(smem_u32(smem + halves::skt(i, c)),
-                   args.k + (chunk.first_token + i) * args.k_stride + head_offset + c);
-      } else {
-        *reinterpret_cast<uint4*>(smem + halves::skt(i, c)) = make_uint4(0u, 0u, 0u, 0u);
-      }
-    }
+    copy_warp_rows(args.k + head_offset, args.k_stride, chunk, halves::kSKT, warp, lane, smem);
     if (!raw.raw_gate) {  // uniform: a contract gate, in raw k's group
       load_half_k_g(args, static_cast<const float*>(raw.gate), chunk, h, 0, false, smem);
     }
