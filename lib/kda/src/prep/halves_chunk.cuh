@@ -99,27 +99,6 @@ struct HalfGateStrips {
   __device__ static int g(int row, int c) { return halves::sg(row, c); }  // c: within the half
 };
 
-// The raw-input kernel's per-thread scalars (prep_chunk.cuh's RawScalars): beta (threads < 64),
-// A_log and half 0's dt_bias of channel 16 warp + lane % 16 (warps 0..3). Half 1's dt_bias is
-// read when half 1's raw gate is (kept in a register over phases 2 and 3 it costs spills).
-using RawHalvesScalars = RawScalars;  // beta, A_log, half 0's dt_bias (half 1's: read there)
-__device__ __forceinline__ RawHalvesScalars load_raw_halves_scalars(const PrepArgs& args,
-                                                                    const RawPrepArgs& raw,
-                                                                    const ChunkRef& chunk, int h) {
-  const int tid = threadIdx.x;
-  RawHalvesScalars x{0.0f, 0.0f, 0.0f};
-  if (tid < kC && tid < chunk.rows) {
-    const int64_t at = (chunk.first_token + tid) * args.heads + h;
-    x.beta = raw.beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
-                           : load_as_float(static_cast<const float*>(raw.beta) + at);
-  }
-  if (raw.raw_gate && tid < 32 * HalfGateStrips::kStripWarps) {  // uniform per warp
-    x.a_log = raw.a_log[h];
-    x.dt_bias = raw.dt_bias[h * kD + raw_gate_channel(tid >> 5, tid & 31)];
-  }
-  return x;
-}
-
 // The raw gate of `half` (staged by issue_raw_gate_loads<HalfGateStrips>, its group landed) into
 // G over the half's strips, warps 0..3; the caller synchronizes the warp before.
 __device__ __forceinline__ void activate_raw_gate_half(const RawPrepArgs& raw, float a_log,
@@ -140,7 +119,7 @@ __device__ __forceinline__ void activate_raw_gate_half(const RawPrepArgs& raw, f
 // warps that use it (gate: warps 0..3 activate it; q and k: every warp its own rows' norms).
 template <bool kRawInputs>
 __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const RawPrepArgs& raw,
-                                                  const RawHalvesScalars& scalars,
+                                                  const RawScalars& scalars,
                                                   const ChunkRef& chunk, int h, int tid, int lane,
                                                   int warp, unsigned char* smem) {
   const int n = chunk.rows;
@@ -404,8 +383,8 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args, const Ra
   char* const rec = static_cast<char*>(args.records) +
                     (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
 
-  RawHalvesScalars scalars{};
-  if constexpr (kRawInputs) scalars = load_raw_halves_scalars(args, raw, chunk, h);
+  RawScalars scalars{};  // beta, A_log, half 0's dt_bias (half 1's: read with half 1's gate)
+  if constexpr (kRawInputs) scalars = load_raw_scalars<HalfGateStrips>(args, raw, chunk, h);
   load_chunk_halves<kRawInputs>(args, raw, scalars, chunk, h, tid, lane, warp, smem);  // barrier
 
   // 2 and 3, half by half; the grams' accumulators live over both halves.

@@ -463,6 +463,9 @@ struct RawScalars {
   float a_log;
   float dt_bias;
 };
+// S: the raw gate's strips (its warps read the channel parameters; the halves': warps 0..3, of
+// half 0's channels).
+template <class S>
 __device__ __forceinline__ RawScalars load_raw_scalars(const PrepArgs& args,
                                                        const RawPrepArgs& raw,
                                                        const ChunkRef& chunk, int h) {
@@ -473,7 +476,8 @@ __device__ __forceinline__ RawScalars load_raw_scalars(const PrepArgs& args,
     x.beta = raw.beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
                            : load_as_float(static_cast<const float*>(raw.beta) + at);
   }
-  if (raw.raw_gate) {  // uniform
+  constexpr bool kEveryWarp = S::kStripWarps == kWarps;  // then no warp test (as it was)
+  if (raw.raw_gate && (kEveryWarp || (tid >> 5) < S::kStripWarps)) {  // uniform per warp
     x.a_log = raw.a_log[h];
     x.dt_bias = raw.dt_bias[h * kD + raw_gate_channel(tid >> 5, tid & 31)];
   }
@@ -542,7 +546,7 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
   RawScalars scalars{};
   if constexpr (kRawInputs) {
-    scalars = load_raw_scalars(args, raw, chunk, h);
+    scalars = load_raw_scalars<PairGateStrips>(args, raw, chunk, h);
     issue_raw_gate_loads<PairGateStrips>(args, raw, chunk, h, 0, smem);
   }
 #pragma unroll
