@@ -269,15 +269,7 @@ __device__ __forceinline__ void store_factors_half(int n, int tid, int half, uns
     *reinterpret_cast<float*>(rec + Record::a(halves::kHalf * half + tid)) =
         exp2f(ldf(smem, halves::sg(n - 1, tid)));
   }
-  if (half == 0) {
-    for (int u = tid; u < kC * kC / 8; u += kThreads) {  // 8 groups of 8 columns per row
-      const int i = u >> 3;
-      const int j0 = 8 * (u & 7);
-      if ((i >> 4) < (j0 >> 4)) {
-        *reinterpret_cast<uint4*>(rec + Record::aqk(i, j0)) = make_uint4(0u, 0u, 0u, 0u);
-      }
-    }
-  }
+  if (half == 0) zero_aqk_upper_blocks<Record>(tid, rec);
 }
 
 // Phase 3 for the channels of `half`: warp w's block pairs w and w + 8 (prep_layout.h), their
@@ -380,8 +372,7 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args, const Ra
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  char* const rec = static_cast<char*>(args.records) +
-                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
+  char* const rec = chunk_record<Record>(args, h);
 
   RawScalars scalars{};  // beta, A_log, half 0's dt_bias (half 1's: read with half 1's gate)
   if constexpr (kRawInputs) scalars = load_raw_scalars<HalfGateStrips>(args, raw, chunk, h);

@@ -597,6 +597,25 @@ __device__ __forceinline__ void load_chunk(const PrepArgs& args, const RawPrepAr
   __syncthreads();
 }
 
+// This CTA's record: head h, chunk slot blockIdx.x.
+template <class Record>
+__device__ __forceinline__ char* chunk_record(const PrepArgs& args, int h) {
+  return static_cast<char*>(args.records) +
+         (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
+}
+
+// Phase 2's zero upper blocks of A_qk (the 16x16 blocks above the diagonal), 8 columns a store.
+template <class Record>
+__device__ __forceinline__ void zero_aqk_upper_blocks(int tid, char* rec) {
+  for (int u = tid; u < kC * kC / 8; u += kThreads) {  // 8 groups of 8 columns per row
+    const int i = u >> 3;
+    const int j0 = 8 * (u & 7);
+    if ((i >> 4) < (j0 >> 4)) {
+      *reinterpret_cast<uint4*>(rec + Record::aqk(i, j0)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+
 // Phase 2: q', kg and a into the record, the grams' column operands into shared memory.
 // kKFactors (the raw-input kernel): k's row factors (kSKScale) multiply k first.
 template <class Record, bool kKFactors>
@@ -645,13 +664,7 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
     *reinterpret_cast<uint4*>(smem + scol(i, d0)) = col_bits;
   }
   if (tid < kD) *reinterpret_cast<float*>(rec + Record::a(tid)) = exp2f(ldf(smem, sg(n - 1, tid)));
-  for (int u = tid; u < kC * kC / 8; u += kThreads) {  // 8 groups of 8 columns per row
-    const int i = u >> 3;
-    const int j0 = 8 * (u & 7);
-    if ((i >> 4) < (j0 >> 4)) {
-      *reinterpret_cast<uint4*>(rec + Record::aqk(i, j0)) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
+  zero_aqk_upper_blocks<Record>(tid, rec);
   __syncthreads();
 }
 
@@ -1023,8 +1036,7 @@ __device__ __forceinline__ void prep_chunk(const PrepArgs& args, const RawPrepAr
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  char* const rec = static_cast<char*>(args.records) +
-                    (static_cast<int64_t>(h) * args.capacity + blockIdx.x) * Record::kBytes;
+  char* const rec = chunk_record<Record>(args, h);
 
   load_chunk<kRawInputs>(args, raw, chunk, h, n, tid, lane, warp, smem);  // ends in a barrier
   store_factors<Record, kRawInputs>(n, tid, smem, rec);                  // ends in a barrier
