@@ -30,13 +30,6 @@ __device__ __forceinline__ void cp_async_wait_pending() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// The 128-byte line holding `gmem` asked into L2 (prefetch.global.L2): one instruction per thread
-// with its own address, nothing to wait for. (cp.async.bulk.prefetch.L2 takes a warp-uniform
-// address: with one per thread ptxas serializes the lanes, ~8 instructions each.)
-__device__ __forceinline__ void prefetch_l2(const void* gmem) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gmem));
-}
-
 // ldmatrix .x4 (register i <- matrix i, rows addressed by lanes 8i..8i+7), optionally .trans.
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

@@ -113,41 +113,6 @@ __device__ __forceinline__ void activate_raw_gate_half(const RawPrepArgs& raw, f
   }
 }
 
-// Half 1's inputs and v, asked into L2 as soon as half 0's copies are issued, so that the copies
-// of load_second_half (whose wait every warp sits at a barrier for) and of load_v wait on L2, not
-// on DRAM. One 128-byte line per thread and prefetch (prefetch_l2), row i = tid % 64 of the chunk:
-// threads 0..63 half 1's k (the contract kernel: the raw-input kernel has raw k whole already) or a
-// bf16 raw gate (one line), 64..191 line tid / 64 - 1 of an fp32 gate's half row (the contract G or
-// an fp32 raw gate), 192..255 both lines of v's row. Rows >= n are not read at all.
-template <bool kRawInputs>
-__device__ __forceinline__ void prefetch_second_half_l2(const PrepArgs& args,
-                                                        const RawPrepArgs& raw,
-                                                        const ChunkRef& chunk, int h, int tid) {
-  const int i = tid & (kC - 1);
-  const int group = tid / kC;  // warp pairs: 0 k or bf16 gate, 1 and 2 fp32 gate lines, 3 v
-  if (i >= chunk.rows) return;
-  const int64_t token = chunk.first_token + i;
-  const int64_t channel1 = static_cast<int64_t>(h) * kD + halves::kHalf;  // half 1's first
-  const int64_t g = token * args.heads * kD + channel1;
-  const bool bf16_gate = kRawInputs && raw.raw_gate && raw.gate_bf16;
-  if (group == 0) {
-    if (bf16_gate) {
-      prefetch_l2(static_cast<const __nv_bfloat16*>(raw.gate) + g);
-    } else if (!kRawInputs) {
-      prefetch_l2(args.k + token * args.k_stride + channel1);
-    }
-  } else if (group < 3) {
-    if (!bf16_gate) {
-      const float* gate = kRawInputs ? static_cast<const float*>(raw.gate) : args.gate;
-      prefetch_l2(gate + g + 32 * (group - 1));
-    }
-  } else {
-    const __nv_bfloat16* v = args.v + token * args.v_stride + static_cast<int64_t>(h) * kD;
-    prefetch_l2(v);
-    prefetch_l2(v + 64);
-  }
-}
-
 // Phases 1 and 2a, up to the load barrier: q (its own group per warp), half 0's k and G, beta,
 // q's row factors. Raw inputs: the raw gate's half 0 first (its own group), then q, then raw k
 // whole into KT (warp w its own 8 rows, q's pattern: its own group), each waited for by the
@@ -168,7 +133,6 @@ __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const Ra
       load_half_k_g(args, static_cast<const float*>(raw.gate), chunk, h, 0, false, smem);
     }
     cp_async_commit();
-    prefetch_second_half_l2<true>(args, raw, chunk, h, tid);
     // Groups: gate, q, raw k (+ a contract G). The gate's is the oldest of three.
     cp_async_wait_pending<2>();
     __syncwarp();
@@ -176,7 +140,6 @@ __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const Ra
   } else {
     load_half_k_g(args, args.gate, chunk, h, 0, true, smem);
     cp_async_commit();
-    prefetch_second_half_l2<false>(args, raw, chunk, h, tid);
     if (tid < kC) {
       stf(smem, halves::kSBeta + 4 * tid,
           tid < n ? args.beta[(chunk.first_token + tid) * args.heads + h] : 0.0f);
