@@ -5,6 +5,7 @@
 #include "common.cuh"  // lib/kda/src
 #include "forward.h"   // lib/kda/src
 #include "kda/lab/variants.h"
+#include "record.h"    // lib/kda/src
 #include "validate.h"  // lib/kda/src
 
 #if KDA_LAB_LADDER
@@ -110,6 +111,26 @@ constexpr Variant ladder_variant(const char* name, const char* summary, bool raw
 
 void validate_library(const ForwardParams& p) { kda::validate(p); }
 
+// The library's kernels with the SCAN always in whole chains (scan_ctas.h): what the library ran
+// for every chain count before it took value halves for few chains.
+void prep_library(const ForwardParams& p, const detail::Plan& plan, cudaStream_t stream) {
+  detail::launch_prep(detail::prep_args(p, plan), detail::raw_prep_args(p), stream);
+}
+void scan_whole_chains(const ForwardParams& p, const detail::Plan& plan, cudaStream_t stream) {
+  detail::launch_scan(detail::scan_args(p, plan, detail::kRecordBytes), stream,
+                      detail::ScanCtas::whole_chains);
+}
+constexpr detail::ForwardLaunches kWholeChains{prep_library, scan_whole_chains};
+void forward_whole_chains(const ForwardParams& p, cudaStream_t stream) {
+  kda::validate(p);
+  detail::run_forward(p, kWholeChains, stream);
+}
+void forward_stage_whole_chains(const ForwardParams& p, int stage, cudaStream_t stream) {
+  detail::check_stage("chunk_forward_stage", stage);
+  kda::validate(p);
+  detail::run_forward_stage(p, kWholeChains, stage, stream);
+}
+
 const Variant kVariants[] = {
 #if KDA_LAB_LADDER
     ladder_variant<kV0>("v0_fp32",
@@ -129,6 +150,12 @@ const Variant kVariants[] = {
                          "mma.sync",
                          true, false),
 #endif
+    {"v2w_whole_chains",
+     "the library's kernels, the SCAN one 256-thread CTA per chain at every chain count (the "
+     "library splits few chains' value rows over two CTAs)",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, forward_whole_chains,
+     forward_stage_whole_chains},
     {"v2w_mma",
      "the library's chunk_forward: v2t's SCAN on wgmma, fp16 records with per-column U scales",
      /*ships=*/true, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,

@@ -25,7 +25,8 @@
 #include "kda/kda.h"
 #include "kda/lab/variants.h"
 #include "kda/ref/reference.h"
-#include "scans.h"  // lab/src: v2_mma's SCAN choice (transposed_scan_pays)
+#include "scan/scan_ctas.h"  // lib/kda/src: the library SCAN's choice (scan_value_halves_pay)
+#include "scans.h"            // lab/src: v2_mma's SCAN choice (transposed_scan_pays)
 
 namespace kda::lab {
 // Readable test parameters (gtest finds PrintTo by argument-dependent lookup).
@@ -1400,6 +1401,41 @@ TEST_F(KdaGpu, V2TakesTheTransposedScanWhenChainsFillTheSms) {
     const Outputs b = v2t.run(path);
     EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "output";
     EXPECT_TRUE(bitwise_equal(a.final_state, b.final_state)) << "final state";
+  }
+}
+
+// The library's SCAN splits each chain's value rows over two CTAs when the chains are few
+// (lib/kda/src/scan/scan_ctas.h); each warp computes exactly what it computes in the whole-chain
+// CTA, so the output and the final state must be v2w_whole_chains', bit for bit, on both paths:
+// dense with a tail and states, and packed with an empty sequence, a one-token one and strides.
+TEST_F(KdaGpu, ScanValueHalvesAreTheWholeChainScanBitForBit) {
+  KDA_REQUIRE_VARIANT(whole, "v2w_whole_chains");
+  const Variant& library = kda::lab::shipping_variant();
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  ForwardCase dense;
+  dense.batch = 2;
+  dense.tokens = 200;  // three whole chunks and an 8-row tail
+  dense.heads = 3;
+  dense.initial_state = true;
+  dense.final_state = true;
+  dense.decay_scale = 1e-3f;  // memories that carry the state over every chunk
+  dense.value_spread = true;  // value rows 2^30 apart: the row scales change inside the chain
+  uint64_t seed = 44;
+  for (const ForwardCase& c : {dense, packed_agree_case()}) {
+    const int64_t chains = int64_t{c.cu.empty() ? c.batch : static_cast<int>(c.cu.size()) - 1} *
+                           c.heads;
+    ASSERT_TRUE(kda::detail::scan_value_halves_pay(chains, sms)) << chains << " chains";
+    const Inputs in = make_inputs(c, seed++);
+    const DeviceProblem halves(in, library);
+    const DeviceProblem whole_chains(in, *whole);
+    for (const Path path : {Path::fused, Path::explicit_norm}) {
+      const Outputs a = halves.run(path);
+      const Outputs b = whole_chains.run(path);
+      EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "output";
+      EXPECT_TRUE(bitwise_equal(a.final_state, b.final_state)) << "final state";
+    }
   }
 }
 

@@ -148,7 +148,15 @@ __device__ __forceinline__ void load_u_bounds(const char* record, int warp, int 
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) scan_kernel(const ScanArgs args) {
+// kValueHalves: the CTA is one warpgroup, 128 threads, owning the value rows of warpgroup
+// blockIdx.z (grid (N, H, 2)): `warp` is the warp's index in the whole-chain CTA (4 z .. 4 z + 3),
+// so every map and every product is the whole-chain kernel's for those rows, bit for bit (the two
+// warpgroups of a chain never exchange data); each CTA copies the whole record (the twin's copy
+// hits L2) and writes its 64 value columns of O. For few chains: two SMs per chain halve the
+// tensor work and the shared-memory traffic on each SM's chain (launch_scan).
+template <bool kValueHalves>
+__global__ void __launch_bounds__(kValueHalves ? kThreads / 2 : kThreads, 1)
+    scan_kernel(const ScanArgs args) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The swizzled wgmma tiles need 1024-byte alignment; the dynamic base only promises 16.
   const uint32_t raw = smem_u32(smem_raw);
@@ -156,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_kernel(const ScanArgs args) 
   unsigned char* const smem = smem_raw + (sbase - raw);
   const int tid = threadIdx.x;
   const int lane = tid & 31;
-  const int warp = tid >> 5;
+  const int warp = (tid >> 5) | (kValueHalves ? static_cast<int>(blockIdx.z) << 2 : 0);
   const Chain chain = cta_chain(args);
 
   // The state, warpgroup g's m64n128 accumulators: st[j][reg] = S[state_key(lane, j, reg)]
@@ -186,7 +194,12 @@ __global__ void __launch_bounds__(kThreads, 1) scan_kernel(const ScanArgs args) 
   };
   // Chunk c's output rows from O tile c % 2.
   auto copy_out = [&](int64_t c) {
-    copy_out_rows(args, chain, c, smem, o_tile(static_cast<int>(c & 1)), tid);
+    if constexpr (kValueHalves) {
+      copy_out_rows<kThreads / 2, 8>(args, chain, c, smem, o_tile(static_cast<int>(c & 1)), tid,
+                                     8 * static_cast<int>(blockIdx.z));
+    } else {
+      copy_out_rows(args, chain, c, smem, o_tile(static_cast<int>(c & 1)), tid);
+    }
   };
 
   // One CTA barrier per chunk, at its top, once record c has landed. After it thread 0 issues
@@ -312,12 +325,23 @@ __global__ void __launch_bounds__(kThreads, 1) scan_kernel(const ScanArgs args) 
 
 }  // namespace
 
-void launch_scan(const ScanArgs& args, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(args.seqs.num_seqs), static_cast<unsigned>(args.heads));
-  set_dynamic_smem(reinterpret_cast<const void*>(&scan_kernel), kSBytes, "chunk_forward: scan",
-                   /*max_carveout=*/true);
-  scan_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
-  check_launch("chunk_forward: scan");
+void launch_scan(const ScanArgs& args, cudaStream_t stream, ScanCtas ctas) {
+  const char* what = "chunk_forward: scan";
+  const int64_t chains = int64_t{args.seqs.num_seqs} * args.heads;
+  const bool halves = ctas == ScanCtas::value_halves ||
+                      (ctas == ScanCtas::automatic &&
+                       scan_value_halves_pay(chains, multiprocessor_count(what)));
+  const void* kernel = halves ? reinterpret_cast<const void*>(&scan_kernel<true>)
+                              : reinterpret_cast<const void*>(&scan_kernel<false>);
+  set_dynamic_smem(kernel, kSBytes, what, /*max_carveout=*/true);
+  const unsigned n = static_cast<unsigned>(args.seqs.num_seqs);
+  const unsigned heads = static_cast<unsigned>(args.heads);
+  if (halves) {
+    scan_kernel<true><<<dim3(n, heads, 2), kThreads / 2, kSBytes, stream>>>(args);
+  } else {
+    scan_kernel<false><<<dim3(n, heads), kThreads, kSBytes, stream>>>(args);
+  }
+  check_launch(what);
 }
 
 }  // namespace kda::detail

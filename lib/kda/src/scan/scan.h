@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "scan/scan_ctas.h"
 
 namespace kda::detail {
 
@@ -42,9 +43,8 @@ __device__ __forceinline__ ScanChain scan_chain(const ScanArgs& args, int s, int
   return chain;
 }
 
-// The SCAN (scan.cu): one CTA per (sequence, head), the transposed state on warpgroup MMA; grid
-// (N, H), 256 threads, scan_layout.h kSBytes of dynamic shared memory (one CTA per SM); reads the
-// record of record.h.
-void launch_scan(const ScanArgs& args, cudaStream_t stream);
+// The SCAN (scan.cu): the transposed state on warpgroup MMA, reading the record of record.h, one
+// CTA per SM, whole chains or value halves (scan_ctas.h).
+void launch_scan(const ScanArgs& args, cudaStream_t stream, ScanCtas ctas = ScanCtas::automatic);
 
 }  // namespace kda::detail

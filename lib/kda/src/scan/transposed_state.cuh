@@ -140,22 +140,30 @@ __device__ __forceinline__ void store_o_tile(uint32_t tile, int warp, int lane,
 }
 
 // Chunk c's output rows (fewer than 64 in a tail) from the O tile at byte `tile` of `smem` to
-// global memory, as 16-byte row segments: with kThreads = 256, thread t moves segment t % 16 of
-// rows t / 16 + 16 i. Rows 16 apart are 16 * 256 bytes apart in the tile (swz128 depends on the
-// row only through row & 7), so a row costs one shared and one global address increment.
+// global memory, as 16-byte row segments (8 values): a CTA of kCtaThreads moves kSegments of each
+// row's 16, from first_segment on (the whole row by default; a value-halves SCAN CTA its 8), thread
+// t segment first_segment + t % kSegments of rows t / kSegments + 16 i. Rows 16 apart are
+// 16 * 256 bytes apart in the tile (swz128 depends on the row only through row & 7), so a row
+// costs one shared and one global address increment.
+template <int kCtaThreads = kThreads, int kSegments = 16>
 __device__ __forceinline__ void copy_out_rows(const ScanArgs& args, const Chain& chain, int64_t c,
-                                              const unsigned char* smem, int tile, int tid) {
-  static_assert(kThreads == 256, "16 threads per row, 16 rows per round");
-  constexpr int kRowsPerRound = kThreads / 16;
+                                              const unsigned char* smem, int tile, int tid,
+                                              int first_segment = 0) {
+  constexpr int kRowsPerRound = kCtaThreads / kSegments;
+  static_assert(kRowsPerRound == 16, "16 rows per round: one address step per row");
   const int64_t left = chain.length - c * kChunk;
   const int n = left < kChunk ? static_cast<int>(left) : kChunk;
-  const int u = tid & 15;
-  const unsigned char* src = smem + tile + o_row_in_tile(tid >> 4, u);
-  __nv_bfloat16* dst = args.out + (chain.begin + c * kChunk + (tid >> 4)) * args.out_stride +
+  static_assert(kSegments == 8 || kSegments == 16, "a power of two: mask and shift");
+  const int u = first_segment + (tid & (kSegments - 1));
+  const int row = tid >> (kSegments == 16 ? 4 : 3);
+  const unsigned char* src = smem + tile + o_row_in_tile(row, u);
+  __nv_bfloat16* dst = args.out + (chain.begin + c * kChunk + row) * args.out_stride +
                        static_cast<int64_t>(chain.h) * kHeadDim + 8 * u;
   const int64_t dst_step = kRowsPerRound * args.out_stride;
-#pragma unroll
-  for (int token = tid >> 4, i = 0; i < kChunk / kRowsPerRound; ++i, token += kRowsPerRound) {
+  // Unrolled for whole rows; a loop for half rows, where the unrolled copies' hoisted loads
+  // (under phase A's wgmmas, scan.cu) made ptxas inject a warpgroup.arrive (C7519).
+#pragma unroll (kSegments == 16 ? kChunk / kRowsPerRound : 1)
+  for (int token = row, i = 0; i < kChunk / kRowsPerRound; ++i, token += kRowsPerRound) {
     if (token < n) {
       *reinterpret_cast<uint4*>(dst) =
           *reinterpret_cast<const uint4*>(src + i * (2 * kRowsPerRound * 128));
