@@ -1,6 +1,7 @@
 // Thin wrappers over the PTX instructions the tensor-core kernels use (sm_80+ forms that run on
-// sm_90a): shared-memory addresses, 16-byte cp.async, ldmatrix, mma.sync m16n8k16 and 16-bit
-// packing. One definition for the PREP, the SCAN and the lab's kernels.
+// sm_90a, and a few sm_90 ones: stmatrix, the bulk store): shared-memory addresses, 16-byte
+// cp.async, ldmatrix, stmatrix, mma.sync m16n8k16 and 16-bit packing. One definition for the
+// PREP, the SCAN and the lab's kernels.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -51,6 +52,36 @@ __device__ __forceinline__ void stsm_x4_trans(uint32_t addr, const uint32_t (&r)
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
                ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
+}
+
+// stmatrix .x4 (sm_90), the inverse of ldmatrix .x4: register i of lane l, the pair (row l >> 2,
+// cols 2 (l & 3), +1) of matrix i (an mma C fragment's packed half), lands in row l >> 2 of matrix
+// i, whose 8 row addresses (16 bytes each) lanes 8i..8i+7 give.
+__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+// Shared-memory bytes this thread wrote (generic proxy) made visible to the async proxy (the bulk
+// copy engine) that a later, barrier-ordered bulk store reads them with.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from shared to global memory by the
+// bulk copy engine (cp.async.bulk, sm_90), in this thread's bulk group; commit, then wait until
+// the group's shared-memory reads are done (the bytes may still be in flight to global memory:
+// the kernel's end makes them visible to the next kernel).
+__device__ __forceinline__ void bulk_store_to_global(void* gmem, uint32_t smem_src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gmem),
+               "r"(smem_src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait_reads() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 
 // d += A . B (16x8x16), fp32 accumulators; bf16 or fp16 operands.

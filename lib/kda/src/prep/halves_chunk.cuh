@@ -433,7 +433,8 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args, const Ra
   // 5. W and U into the record.
   float acc[4][2][4];  // [m tile][n tile][C register]
   float u_mult[2][2];  // [n tile][column of the pair]
-  multiply_w_u<Record, halves::Tail, true>(n, lane, warp, smem, rec, acc, u_mult);
+  multiply_w_u<Record, halves::Tail, true, /*kStagedStores=*/true>(n, lane, warp, smem, rec, acc,
+                                                                 u_mult);
 }
 
 }  // namespace kda::detail::prep

@@ -918,6 +918,58 @@ __device__ __forceinline__ void copy_t_operands(int tid, unsigned char* smem, fl
   }
 }
 
+// Phase 5's record tiles through shared memory (multiply_w_u's kStagedStores): this warp's 16
+// columns of W (is_w) or U, all 64 rows (rows >= n zero), as fp16 pairs into the record's byte
+// image at the staging region (W: L::kSX, U: L::kSKT), by stmatrix: matrix (lane >> 3) is rows
+// 16 mt + 8 ((lane >> 3) & 1) .. +7 of columns n0 + 8 (lane >> 4) .. +7, one 16-byte unit of
+// the record's rows (rec_w and rec_u keep 8 aligned columns of a row in one unit). Then every
+// thread's writes are fenced for the async proxy, one CTA barrier (after it KT is dead, all W
+// passes having read it), and thread 0 issues the tile's bulk store; after U's it waits for the
+// stores' shared-memory reads, so the CTA may exit.
+template <class Record, class L>
+__device__ __forceinline__ void stage_w_u_tile(int n, int lane, int warp, bool is_w,
+                                               unsigned char* smem, char* rec,
+                                               const float (&acc)[4][2][4],
+                                               const float (&u_mult)[2][2]) {
+  constexpr int kTileBytes = kC * kHeadDim * 2;  // 16 KB, W and U alike
+  const int n0 = wu_n0(warp);
+  const int matrix = lane >> 3;
+  const int row = (lane & 7) + 8 * (matrix & 1);
+  const int col = n0 + 8 * (matrix >> 1);
+  const int base = is_w ? L::kSX : L::kSKT;
+  const int64_t first = is_w ? kRecW : kRecU;
+  const int64_t at = (is_w ? Record::w(row, col) : Record::u(row, col)) - first;
+  static_assert(L::kSX % 16 == 0 && L::kSKT % 16 == 0, "16-byte aligned staging");
+  // 16 rows further is a fixed step in both images (their swizzles read only row bits 0..2):
+  // one address per lane and pass. W: 128-byte half rows; U: 64-byte slice rows.
+  static_assert(rec_w(16, 0) - rec_w(0, 0) == 16 * 128, "W: 16 rows = 2 KB");
+  static_assert(rec_u(16, 0) - rec_u(0, 0) == 16 * 64, "U: 16 rows = 1 KB");
+  const int row_block = is_w ? 16 * 128 : 16 * 64;
+  const uint32_t addr = smem_u32(smem + base + at);
+#pragma unroll
+  for (int mt = 0; mt < kC / 16; ++mt) {
+    uint32_t r[4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const bool valid = 16 * mt + c_row(lane, 2 * half) < n;
+        r[2 * nt + half] = pack_record<Record::kF16>(
+            valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
+            valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f);
+      }
+    }
+    stsm_x4(addr + mt * row_block, r);
+  }
+  fence_proxy_async_shared();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    bulk_store_to_global(rec + first, smem_u32(smem + base), kTileBytes);
+    bulk_commit();
+    if (!is_w) bulk_wait_reads();
+  }
+}
+
 // ---- 5. W = T (beta k Gamma) (fp16 operands), then U = beta v + (T - I) diag(beta) v (bf16
 // operands onto the fp32 diagonal term), into the record. Warp w: columns n0 .. n0 + 15, all 64
 // rows (acc: the accumulators of the 4 m tiles, zeroed per pass); k-steps in ascending order,
@@ -927,10 +979,17 @@ __device__ __forceinline__ void copy_t_operands(int tid, unsigned char* smem, fl
 // multipliers (u_column_scales).
 // kUnrolled: the two passes as straight code (the halves PREP at 80 registers: as a loop, ptxas
 // hoists U's 32 store addresses above it and spills them) or as a loop (prep_chunk's kernels).
-template <class Record, class L, bool kUnrolled>
+// kStagedStores (the halves PREP, L = halves::Tail, F16Record): instead of 32 four-byte global
+// stores per thread, each with its swizzled 64-bit address, every warp writes its W tile into the
+// dead X region and its U tile into the KT region (dead once every warp's W pass has read it: the
+// barrier between the passes) in the record's exact byte image, four stmatrix per pass, and
+// thread 0 moves each 16 KB tile to the record with one bulk store.
+template <class Record, class L, bool kUnrolled, bool kStagedStores = false>
 __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned char* smem,
                                              char* rec, float (&acc)[4][2][4],
                                              float (&u_mult)[2][2]) {
+  static_assert(!kStagedStores || (kUnrolled && Record::kF16 && Record::kUBounds),
+                "staged stores: the halves PREP's F16Record");
 #pragma unroll(kUnrolled ? 2 : 1)
   for (int pass = 0; pass < 2; ++pass) {
     const bool is_w = pass == 0;  // warp-uniform
@@ -992,6 +1051,10 @@ __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned
       for (int e = 0; e < 2; ++e) u_mult[nt][e] = 1.0f;  // [n tile][column of the pair]
     }
     if (Record::kUBounds && !is_w) u_column_scales(rec, n0, lane, acc, u_mult);
+    if constexpr (kStagedStores) {
+      stage_w_u_tile<Record, L>(n, lane, warp, is_w, smem, rec, acc, u_mult);
+      continue;
+    }
 #pragma unroll
     for (int mt = 0; mt < kC / 16; ++mt) {
 #pragma unroll
