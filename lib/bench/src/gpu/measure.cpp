@@ -183,8 +183,10 @@ class BlockGuard {
     if (state->timed_out != 0) {
       throw kda::Error(kda::ErrorCode::cuda,
                        fmt::format("the blocking kernel waited {} s and gave up: the timed work "
-                                   "probably synchronized the device (possible deadlock); "
-                                   "results of this measurement are invalid",
+                                   "probably synchronized the device (possible deadlock), or a "
+                                   "tool that serializes launches (Nsight Compute, "
+                                   "compute-sanitizer) is attached: then run kda-bench with "
+                                   "--no-blocking-kernel; results of this measurement are invalid",
                                    kBlockTimeoutS));
     }
   }
