@@ -107,6 +107,25 @@ constexpr Variant ladder_variant(const char* name, const char* summary, bool raw
           forward_stage<kStep>};
 }
 
+// v2w_rowpair_grams: the library's forward with the rowpair PREP (validation, record and SCAN
+// the library's).
+void prep_rowpairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  launch_prep_rowpairs(detail::prep_args(p, plan), detail::raw_prep_args(p), stream);
+}
+void scan_library(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  detail::launch_scan(detail::scan_args(p, plan, detail::kRecordBytes), stream);
+}
+constexpr detail::ForwardLaunches kRowPairLaunches{prep_rowpairs, scan_library};
+void forward_rowpairs(const ForwardParams& p, cudaStream_t stream) {
+  kda::validate(p);
+  detail::run_forward(p, kRowPairLaunches, stream);
+}
+void forward_stage_rowpairs(const ForwardParams& p, int stage, cudaStream_t stream) {
+  detail::check_stage("chunk_forward_stage", stage);
+  kda::validate(p);
+  detail::run_forward_stage(p, kRowPairLaunches, stage, stream);
+}
+
 #endif  // KDA_LAB_LADDER
 
 void validate_library(const ForwardParams& p) { kda::validate(p); }
@@ -149,6 +168,11 @@ const Variant kVariants[] = {
                          "v2's PREP; the transposed-state SCAN, one CTA per (sequence, head), on "
                          "mma.sync",
                          true, false),
+    {"v2w_rowpair_grams",
+     "the library's kernels with the grams' tasks in row-block pairs: the row factor built once "
+     "per k-step, scaled per channel for the off-diagonal block (an experiment, lab/README.md)",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, forward_rowpairs, forward_stage_rowpairs},
 #endif
     {"v2w_whole_chains",
      "the library's kernels, the SCAN one 256-thread CTA per chain at every chain count (the "
