@@ -112,19 +112,7 @@ constexpr Variant ladder_variant(const char* name, const char* summary, bool raw
 void prep_rowpairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   launch_prep_rowpairs(detail::prep_args(p, plan), detail::raw_prep_args(p), stream);
 }
-void scan_library(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  detail::launch_scan(detail::scan_args(p, plan, detail::kRecordBytes), stream);
-}
-constexpr detail::ForwardLaunches kRowPairLaunches{prep_rowpairs, scan_library};
-void forward_rowpairs(const ForwardParams& p, cudaStream_t stream) {
-  kda::validate(p);
-  detail::run_forward(p, kRowPairLaunches, stream);
-}
-void forward_stage_rowpairs(const ForwardParams& p, int stage, cudaStream_t stream) {
-  detail::check_stage("chunk_forward_stage", stage);
-  kda::validate(p);
-  detail::run_forward_stage(p, kRowPairLaunches, stage, stream);
-}
+constexpr detail::ForwardLaunches kRowPairLaunches{prep_rowpairs, detail::library_scan};
 
 #endif  // KDA_LAB_LADDER
 
@@ -132,22 +120,23 @@ void validate_library(const ForwardParams& p) { kda::validate(p); }
 
 // The library's kernels with the SCAN always in whole chains (scan_ctas.h): what the library ran
 // for every chain count before it took value halves for few chains.
-void prep_library(const ForwardParams& p, const detail::Plan& plan, cudaStream_t stream) {
-  detail::launch_prep(detail::prep_args(p, plan), detail::raw_prep_args(p), stream);
-}
 void scan_whole_chains(const ForwardParams& p, const detail::Plan& plan, cudaStream_t stream) {
   detail::launch_scan(detail::scan_args(p, plan, detail::kRecordBytes), stream,
                       detail::ScanCtas::whole_chains);
 }
-constexpr detail::ForwardLaunches kWholeChains{prep_library, scan_whole_chains};
-void forward_whole_chains(const ForwardParams& p, cudaStream_t stream) {
+constexpr detail::ForwardLaunches kWholeChains{detail::library_prep, scan_whole_chains};
+
+// kda.h's entry points for the library's record and validation on other launches.
+template <const detail::ForwardLaunches& kLaunches>
+void library_record_forward(const ForwardParams& p, cudaStream_t stream) {
   kda::validate(p);
-  detail::run_forward(p, kWholeChains, stream);
+  detail::run_forward(p, kLaunches, stream);
 }
-void forward_stage_whole_chains(const ForwardParams& p, int stage, cudaStream_t stream) {
+template <const detail::ForwardLaunches& kLaunches>
+void library_record_forward_stage(const ForwardParams& p, int stage, cudaStream_t stream) {
   detail::check_stage("chunk_forward_stage", stage);
   kda::validate(p);
-  detail::run_forward_stage(p, kWholeChains, stage, stream);
+  detail::run_forward_stage(p, kLaunches, stage, stream);
 }
 
 const Variant kVariants[] = {
@@ -172,14 +161,15 @@ const Variant kVariants[] = {
      "the library's kernels with the grams' tasks in row-block pairs: the row factor built once "
      "per k-step, scaled per channel for the off-diagonal block (an experiment, lab/README.md)",
      /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_library, forward_rowpairs, forward_stage_rowpairs},
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kRowPairLaunches>,
+     library_record_forward_stage<kRowPairLaunches>},
 #endif
     {"v2w_whole_chains",
      "the library's kernels, the SCAN one 256-thread CTA per chain at every chain count (the "
      "library splits few chains' value rows over two CTAs)",
      /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_library, forward_whole_chains,
-     forward_stage_whole_chains},
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kWholeChains>,
+     library_record_forward_stage<kWholeChains>},
     {"v2w_mma",
      "the library's chunk_forward: v2t's SCAN on wgmma, fp16 records with per-column U scales",
      /*ships=*/true, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,

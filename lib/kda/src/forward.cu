@@ -116,14 +116,17 @@ void run_stage(const ForwardParams& p, const Plan& plan, const ForwardLaunches& 
   }
 }
 
-void prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+}  // namespace
+
+void library_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   launch_prep(prep_args(p, plan), raw_prep_args(p), stream);
 }
-void scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   launch_scan(scan_args(p, plan, kRecordBytes), stream);
 }
-constexpr ForwardLaunches kLibraryLaunches{prep, scan};
 
+namespace {
+constexpr ForwardLaunches kLibraryLaunches{library_prep, library_scan};
 }  // namespace
 
 void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream) {

@@ -47,6 +47,9 @@ struct ForwardLaunches {
   StageLaunch prep;
   StageLaunch scan;
 };
+// The library's own PREP and SCAN launches (forward.cu), for the lab's variants that replace one.
+void library_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
+void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // chunk_forward's body: every stage in order on one plan.
 void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream);
 // chunk_forward_stage's body (the stage already checked).

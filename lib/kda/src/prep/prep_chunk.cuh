@@ -918,6 +918,17 @@ __device__ __forceinline__ void copy_t_operands(int tid, unsigned char* smem, fl
   }
 }
 
+// The record bits of phase 5's accumulator pair (m tile mt, n tile nt, row c_row(lane, 2 half)):
+// times the column multipliers (1 for W), zero for rows >= n, packed as the record's 16-bit pair.
+template <class Record>
+__device__ __forceinline__ uint32_t w_u_record_pair(int n, int lane, int mt, int nt, int half,
+                                                    const float (&acc)[4][2][4],
+                                                    const float (&u_mult)[2][2]) {
+  const bool valid = 16 * mt + c_row(lane, 2 * half) < n;
+  return pack_record<Record::kF16>(valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
+                                   valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f);
+}
+
 // Phase 5's record tiles through shared memory (multiply_w_u's kStagedStores): this warp's 16
 // columns of W (is_w) or U, all 64 rows (rows >= n zero), as fp16 pairs into the record's byte
 // image at the staging region (W: L::kSX, U: L::kSKT), by stmatrix: matrix (lane >> 3) is rows
@@ -953,10 +964,7 @@ __device__ __forceinline__ void stage_w_u_tile(int n, int lane, int warp, bool i
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const bool valid = 16 * mt + c_row(lane, 2 * half) < n;
-        r[2 * nt + half] = pack_record<Record::kF16>(
-            valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
-            valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f);
+        r[2 * nt + half] = w_u_record_pair<Record>(n, lane, mt, nt, half, acc, u_mult);
       }
     }
     stsm_x4(addr + mt * row_block, r);
@@ -1063,12 +1071,9 @@ __device__ __forceinline__ void multiply_w_u(int n, int lane, int warp, unsigned
         for (int half = 0; half < 2; ++half) {
           const int i = 16 * mt + c_row(lane, 2 * half);
           const int d = n0 + 8 * nt + c_col(lane, 0);
-          const bool valid = i < n;
           const int64_t w_at = Record::w(i, d);
-          put_pair(
-              rec, is_w ? w_at : Record::u(i, d),
-              pack_record<Record::kF16>(valid ? acc[mt][nt][2 * half] * u_mult[nt][0] : 0.0f,
-                                        valid ? acc[mt][nt][2 * half + 1] * u_mult[nt][1] : 0.0f));
+          put_pair(rec, is_w ? w_at : Record::u(i, d),
+                   w_u_record_pair<Record>(n, lane, mt, nt, half, acc, u_mult));
         }
       }
     }
