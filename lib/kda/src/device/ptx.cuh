@@ -68,11 +68,6 @@ __device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-// This thread's global-memory accesses (generic proxy) ordered before the async proxy's later,
-// barrier-ordered ones to the same bytes (a bulk store over a scratch the thread wrote or read).
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
 // `bytes` (a multiple of 16, both addresses 16-byte aligned) from shared to global memory by the
 // bulk copy engine (cp.async.bulk, sm_90), in this thread's bulk group; commit, then wait until
 // the group's shared-memory reads are done (the bytes may still be in flight to global memory:

@@ -20,10 +20,8 @@
 //   Raw inputs (kRawInputs, the raw-input kernel): raw k is loaded whole into KT (its deferred
 // norm needs whole rows; prep_chunk.cuh's raw_k_row_factors), phase 2 copies each half's raw k
 // into the half's k region for the grams and writes beta k Gamma over it (k's row factors go in
-// where prep_chunk.cuh puts them); the raw gate of both halves is staged and activated in the load
-// region by all eight warps (prep_chunk.cuh's strips and sums, HalvesGateStrips): half 0's G goes
-// to its region, half 1's to a scratch in the chunk's record (the U slot, which phase 5 fills
-// later), from where half 1's load copies it back out of L2.
+// where prep_chunk.cuh puts them); the raw gate is staged and activated one half at a time by
+// warps 0..3 in the half's G region (prep_chunk.cuh's strips, HalfGateStrips), the same sums.
 #pragma once
 
 #include "prep/prep_chunk.cuh"
@@ -93,77 +91,40 @@ __device__ __forceinline__ void copy_warp_rows(const __nv_bfloat16* src, int64_t
   }
 }
 
-// The raw gate's strips (prep_chunk.cuh's issue_raw_gate_loads and activate_raw_gate): all eight
-// warps, 16 channels each (warp w: channels 16 w .. 16 w + 15), both halves' channels activated in
-// the load region. Warps 0..3 (half 0) stage theirs in the half's G region, where their G goes;
-// warps 4..7 (half 1) at prep_layout.h's gate_strip_half1 (the k and column-operand regions,
-// unused before phase 2), and their G leaves for the record's U slot (GateIntoRecord), to come
-// back in load_second_half.
-struct HalvesGateStrips {
-  static constexpr int kStripWarps = kWarps;
-  __device__ static int strip(int row, int warp) {
-    constexpr int kHalfWarps = halves::kHalf / 16;
-    return warp < kHalfWarps ? halves::sg(row, 16 * warp)
-                             : halves::gate_strip_half1(row, warp - kHalfWarps);
-  }
-  __device__ static int g(int row, int c) { return halves::sg(row, c); }  // half 0's G
-  __device__ static int staged_f32(int row, int warp, int lane) {
-    return strip(row, warp) + 4 * (lane & 15);
-  }
+// The raw gate's strips in the halves' G region: warps 0..3, 16 channels each (prep_chunk.cuh's
+// issue_raw_gate_loads and activate_raw_gate).
+struct HalfGateStrips {
+  static constexpr int kStripWarps = halves::kHalf / 16;
+  __device__ static int strip(int row, int warp) { return halves::sg(row, 16 * warp); }
+  __device__ static int g(int row, int c) { return halves::sg(row, c); }  // c: within the half
 };
 
-// Half 1's G ([64 rows][64 channels] fp32, 16 KB) in the record's U slot, which phase 5's bulk
-// store of U overwrites once load_second_half has copied it back: a scratch that costs no
-// shared memory and stays in L2.
-__device__ __forceinline__ float* half1_gate_scratch(char* rec) {
-  return reinterpret_cast<float*>(rec + kRecU);
-}
-static_assert(int64_t{kChunk} * halves::kHalf * 4 <= kRecA - kRecU, "half 1's G fits in U's slot");
-struct GateIntoRecord {
-  float* g1;
-  __device__ void operator()(int row, int d, float g) const {
-    g1[row * halves::kHalf + d - halves::kHalf] = g;
-  }
-};
-
-// Both halves' raw gate (staged by issue_raw_gate_loads<HalvesGateStrips>, its group landed) into
-// G, every warp its 16 channels: half 0's into the G region, half 1's into the record's scratch;
-// the caller synchronizes the warp before.
-__device__ __forceinline__ void activate_raw_gate_halves(const RawPrepArgs& raw, float a_log,
-                                                         float dt_bias, int n,
-                                                         unsigned char* smem, char* rec) {
-  if (!raw.raw_gate) return;  // uniform
+// The raw gate of `half` (staged by issue_raw_gate_loads<HalfGateStrips>, its group landed) into
+// G over the half's strips, warps 0..3; the caller synchronizes the warp before.
+__device__ __forceinline__ void activate_raw_gate_half(const RawPrepArgs& raw, float a_log,
+                                                       float dt_bias, int n,
+                                                       unsigned char* smem) {
+  if (!raw.raw_gate || (threadIdx.x >> 5) >= HalfGateStrips::kStripWarps) return;  // uniform
   const GateChannel channel = gate_channel(a_log, dt_bias);
-  using S = HalvesGateStrips;
-  if ((threadIdx.x >> 5) < halves::kHalf / 16) {  // warp-uniform: half 0
-    if (n == kC) {  // uniform: whole chunks need no row predicates
-      activate_raw_gate<true, S>(raw, smem, n, channel, GateIntoStrips<S>{smem});
-    } else {
-      activate_raw_gate<false, S>(raw, smem, n, channel, GateIntoStrips<S>{smem});
-    }
+  if (n == kC) {  // uniform: whole chunks need no row predicates
+    activate_raw_gate<true, HalfGateStrips>(raw, smem, n, channel);
   } else {
-    const GateIntoRecord into_record{half1_gate_scratch(rec)};
-    if (n == kC) {
-      activate_raw_gate<true, S>(raw, smem, n, channel, into_record);
-    } else {
-      activate_raw_gate<false, S>(raw, smem, n, channel, into_record);
-    }
-    fence_proxy_async_global();  // these stores before phase 5's bulk store over them
+    activate_raw_gate<false, HalfGateStrips>(raw, smem, n, channel);
   }
 }
 
 // Phases 1 and 2a, up to the load barrier: q (its own group per warp), half 0's k and G, beta,
-// q's row factors. Raw inputs: the raw gate first (its own group, every warp its 16 channels),
-// then q, then raw k whole into KT (warp w its own 8 rows, q's pattern: its own group), each
-// waited for by the warps that use it (every warp its own gate channels and its own rows' norms).
+// q's row factors. Raw inputs: the raw gate's half 0 first (its own group), then q, then raw k
+// whole into KT (warp w its own 8 rows, q's pattern: its own group), each waited for by the
+// warps that use it (gate: warps 0..3 activate it; q and k: every warp its own rows' norms).
 template <bool kRawInputs>
 __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const RawPrepArgs& raw,
                                                   const RawScalars& scalars,
                                                   const ChunkRef& chunk, int h, int tid, int lane,
-                                                  int warp, unsigned char* smem, char* rec) {
+                                                  int warp, unsigned char* smem) {
   const int n = chunk.rows;
   const int64_t head_offset = static_cast<int64_t>(h) * kD;
-  if constexpr (kRawInputs) issue_raw_gate_loads<HalvesGateStrips>(args, raw, chunk, h, 0, smem);
+  if constexpr (kRawInputs) issue_raw_gate_loads<HalfGateStrips>(args, raw, chunk, h, 0, smem);
   copy_warp_rows(args.q + head_offset, args.q_stride, chunk, kSQ, warp, lane, smem);
   cp_async_commit();
   if constexpr (kRawInputs) {
@@ -175,7 +136,7 @@ __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const Ra
     // Groups: gate, q, raw k (+ a contract G). The gate's is the oldest of three.
     cp_async_wait_pending<2>();
     __syncwarp();
-    activate_raw_gate_halves(raw, scalars.a_log, scalars.dt_bias, n, smem, rec);
+    activate_raw_gate_half(raw, scalars.a_log, scalars.dt_bias, n, smem);
   } else {
     load_half_k_g(args, args.gate, chunk, h, 0, true, smem);
     cp_async_commit();
@@ -210,31 +171,31 @@ __device__ __forceinline__ void load_chunk_halves(const PrepArgs& args, const Ra
 }
 
 // Half 1's inputs over half 0's (the caller's barrier has passed): k and G (contract), G alone
-// (raw kernel, contract gate), or the raw gate's half 1, activated in the load region, back from
-// the record's scratch (in L2: it was written a few microseconds ago). Ends in a barrier. Raw
-// inputs: the half's first channel and the chunk's first token go through an empty asm, which
-// the compiler cannot see through: without it the load addresses are loop-invariant, and the
-// compiler computes them before the caller's loop over the halves and spills them over phases 2
-// and 3.
+// (raw kernel, contract gate), or the raw gate's half 1, activated by warps 0..3. Ends in a
+// barrier. Raw inputs: the half's first channel and the chunk's first token go through an empty
+// asm, which the compiler cannot see through: without it the load addresses are loop-invariant,
+// and the compiler computes them before the caller's loop over the halves and spills them over
+// phases 2 and 3.
 template <bool kRawInputs>
 __device__ __forceinline__ void load_second_half(const PrepArgs& args, const RawPrepArgs& raw,
                                                  const ChunkRef& chunk, int h, int half,
-                                                 unsigned char* smem, const char* rec) {
+                                                 unsigned char* smem) {
   if constexpr (kRawInputs) {
+    int channel0 = halves::kHalf * half;
+    ChunkRef at = chunk;
+    asm volatile("" : "+r"(channel0), "+l"(at.first_token));
     if (raw.raw_gate) {  // uniform
-      const float* g1 = half1_gate_scratch(const_cast<char*>(rec));
-      for (int e = threadIdx.x; e < kC * (halves::kHalf / 4); e += kThreads) {  // 16 units a row
-        const int i = e >> 4;
-        const int c = (e & 15) * 4;
-        cp_async16(smem_u32(smem + halves::sg(i, c)), g1 + i * halves::kHalf + c);
+      const int tid = threadIdx.x;
+      float a_log = 0.0f, dt_bias = 0.0f;  // read beside the cp.async: their latencies overlap
+      if (tid < 32 * HalfGateStrips::kStripWarps) {
+        a_log = raw.a_log[h];
+        dt_bias = raw.dt_bias[h * kD + channel0 + raw_gate_channel(tid >> 5, tid & 31)];
       }
-      cp_async_commit();
+      issue_raw_gate_loads<HalfGateStrips>(args, raw, at, h, channel0, smem);
       cp_async_wait_all();
-      fence_proxy_async_global();  // these reads before phase 5's bulk store over the scratch
+      __syncwarp();
+      activate_raw_gate_half(raw, a_log, dt_bias, at.rows, smem);
     } else {
-      int channel0 = halves::kHalf * half;
-      ChunkRef at = chunk;
-      asm volatile("" : "+r"(channel0), "+l"(at.first_token));
       load_half_k_g(args, static_cast<const float*>(raw.gate), at, h, channel0, false, smem);
       cp_async_commit();
       cp_async_wait_all();
@@ -496,9 +457,9 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args, const Ra
   const int warp = tid >> 5;
   char* const rec = chunk_record<Record>(args, h);
 
-  RawScalars scalars{};  // beta, A_log, dt_bias of the warp's 16 gate channels
-  if constexpr (kRawInputs) scalars = load_raw_scalars<HalvesGateStrips>(args, raw, chunk, h);
-  load_chunk_halves<kRawInputs>(args, raw, scalars, chunk, h, tid, lane, warp, smem, rec);  // barrier
+  RawScalars scalars{};  // beta, A_log, half 0's dt_bias (half 1's: read with half 1's gate)
+  if constexpr (kRawInputs) scalars = load_raw_scalars<HalfGateStrips>(args, raw, chunk, h);
+  load_chunk_halves<kRawInputs>(args, raw, scalars, chunk, h, tid, lane, warp, smem);  // barrier
 
   // 2 and 3, half by half; the grams' accumulators live over both halves.
   float acck[2][2][4], accq[2][2][4];  // [task slot][n tile][C register]
@@ -513,7 +474,7 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args, const Ra
 #pragma unroll 1
   for (int half = 0; half < 2; ++half) {
     if (half == 1) {  // half 0's k, G and column operands are dead: half 1's go over them
-      load_second_half<kRawInputs>(args, raw, chunk, h, half, smem, rec);  // ends in a barrier
+      load_second_half<kRawInputs>(args, raw, chunk, h, half, smem);  // ends in a barrier
     }
     // Raw inputs: the record's base through an empty asm, or the compiler computes phase 2's
     // loop-invariant store addresses before the loop and spills them over it.

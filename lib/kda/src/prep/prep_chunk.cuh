@@ -341,19 +341,14 @@ __device__ __forceinline__ void load_gate(const float* gate, const PrepArgs& arg
 // (bit for bit); the second half starts from the first's total, a shuffle away. Rows >= n add
 // nothing, so they repeat G_{n-1}.
 //   Where the strips lie is a type: this layout's (8 warps, all 128 channels) or the channel halves'
-// (halves_chunk.cuh: 8 warps too, half 1's strips in the regions phase 2 fills later); `channel0`
-// is the first channel the strips hold. Where G goes is the caller's (activate_raw_gate's sink).
-//   A strip type: kStripWarps, strip(row, warp) (the warp's 64 bytes of the row), g(row, c) (where
-// G of channel c - channel0 goes) and staged_f32(row, warp, lane) (lane's fp32 raw value).
-__device__ __forceinline__ int raw_gate_channel(int warp, int lane) { return 16 * warp + (lane & 15); }
+// (halves_chunk.cuh: warps 0..3, the 64 channels of one half); `channel0` is the first channel the
+// strips hold.
 struct PairGateStrips {
   static constexpr int kStripWarps = kWarps;  // warps that own strips
   __device__ static int strip(int row, int warp) { return sg(row, 16 * warp); }
   __device__ static int g(int row, int c) { return sg(row, c); }  // c: channel - channel0
-  __device__ static int staged_f32(int row, int warp, int lane) {  // where its G goes
-    return g(row, raw_gate_channel(warp, lane));
-  }
 };
+__device__ __forceinline__ int raw_gate_channel(int warp, int lane) { return 16 * warp + (lane & 15); }
 
 template <class S>
 __device__ __forceinline__ void issue_raw_gate_loads(const PrepArgs& args, const RawPrepArgs& raw,
@@ -418,19 +413,11 @@ __device__ __forceinline__ void issue_raw_k_loads(const PrepArgs& args, const Ra
   cp_async_commit();
 }
 
-// Where activate_raw_gate puts G: over the strips it read (the strip type's g map), or a sink
-// of the caller's (halves_chunk.cuh: half 1's G to global memory).
-template <class S>
-struct GateIntoStrips {
-  unsigned char* smem;
-  __device__ void operator()(int row, int d, float g) const { stf(smem, S::g(row, d), g); }
-};
-
 // The raw gate's activation and cumsum over the warp's strips (staged by issue_raw_gate_loads,
-// its group landed and the warp synchronized), G_{row, d} to store_g(row, d, G); kAllRows: n = 64.
-template <bool kAllRows, class S, class StoreG>
-__device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, const unsigned char* smem,
-                                                  int n, GateChannel channel, StoreG store_g) {
+// its group landed and the warp synchronized); kAllRows: n = 64.
+template <bool kAllRows, class S>
+__device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, unsigned char* smem,
+                                                  int n, GateChannel channel) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int d = raw_gate_channel(warp, lane);
@@ -445,7 +432,7 @@ __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, const 
       part[r] = raw.gate_bf16
                     ? load_as_float(reinterpret_cast<const __nv_bfloat16*>(
                           smem + S::strip(row, warp) + 32 * half + 2 * (lane & 15)))
-                    : ldf(smem, S::staged_f32(row, warp, lane));
+                    : ldf(smem, S::g(row, d));
     }
   }
   __syncwarp();  // every lane has read its raw values before any G overwrites the strip
@@ -460,7 +447,7 @@ __device__ __forceinline__ void activate_raw_gate(const RawPrepArgs& raw, const 
   const float base = half ? gate_second_half_base(scale, first_total) : -0.0f;
 #pragma unroll
   for (int r = 0; r < kGateHalf; ++r) {
-    store_g(kGateHalf * half + r, d, gate_log2(part[r], scale, base));
+    stf(smem, S::g(kGateHalf * half + r, d), gate_log2(part[r], scale, base));
   }
 }
 
@@ -476,7 +463,8 @@ struct RawScalars {
   float a_log;
   float dt_bias;
 };
-// S: the raw gate's strips (its warps read the channel parameters of their channels).
+// S: the raw gate's strips (its warps read the channel parameters; the halves': warps 0..3, of
+// half 0's channels).
 template <class S>
 __device__ __forceinline__ RawScalars load_raw_scalars(const PrepArgs& args,
                                                        const RawPrepArgs& raw,
@@ -521,11 +509,9 @@ __device__ __forceinline__ void load_raw_inputs(const PrepArgs& args, const RawP
   cp_async_wait_pending<3>();
   __syncwarp();
   if (n == kC) {  // uniform: whole chunks, the common case, need no row predicates
-    activate_raw_gate<true, PairGateStrips>(raw, smem, n, channel,
-                                            GateIntoStrips<PairGateStrips>{smem});
+    activate_raw_gate<true, PairGateStrips>(raw, smem, n, channel);
   } else {
-    activate_raw_gate<false, PairGateStrips>(raw, smem, n, channel,
-                                             GateIntoStrips<PairGateStrips>{smem});
+    activate_raw_gate<false, PairGateStrips>(raw, smem, n, channel);
   }
 }
 

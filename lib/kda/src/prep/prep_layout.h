@@ -231,15 +231,6 @@ inline constexpr int kSBytes = kSKScale + kChunk * 4;   // 75,520
 static_assert(kSV + kChunk * kLdH * 2 <= kSFEnd, "v fits beside X in the halves' region");
 static_assert(3 * (kSBytes + 1024) <= 228 * 1024, "three CTAs per SM");
 using Tail = TailRegions<kSX, kSY, kSBeta, kSKT, kSV>;
-// The raw-input kernel stages half 1's raw gate in the load region, where nothing is before phase
-// 2 (halves_chunk.cuh HalvesGateStrips): warp 4 + w's 64-byte strip of a row holds its 16
-// channels (fp32: the row's 16 values; bf16: rows 0..31 in bytes 0..31, rows 32..63 in 32..63,
-// prep_chunk.cuh's fold), 256 bytes a row: rows 0..31 over the k region, rows 32..63 over the
-// column operands' plus 64 bytes, so that the two row halves a warp reads at once hit different
-// banks.
-KDA_HD constexpr int gate_strip_half1(int row, int w) {
-  return kSK + (kSCol + 64 - kSK) * (row / (kChunk / 2)) + 256 * (row % (kChunk / 2)) + 64 * w;
-}
 // Element (row, col) of the half-width regions; col is the channel within the half.
 KDA_HD constexpr int sk(int row, int col) { return kSK + 2 * (row * kLdKH + col); }
 KDA_HD constexpr int sg(int row, int col) { return kSG + 4 * (row * kLdGH + col); }
