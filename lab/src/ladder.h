@@ -25,10 +25,6 @@ void launch_scan_v1(const detail::ScanArgs& args, cudaStream_t stream);
 // v2 PREP (prep_v2.cu): the library's PREP writing the bf16 v1 record; raw inputs too.
 void launch_prep_v2(const detail::PrepArgs& args, const detail::RawPrepArgs& raw,
                     cudaStream_t stream);
-// v2w_rowpair_grams PREP (prep_rowpairs.cu): the library's halves PREP with the grams' tasks in
-// row-block pairs; the library's record, read by the library's SCAN.
-void launch_prep_rowpairs(const detail::PrepArgs& args, const detail::RawPrepArgs& raw,
-                          cudaStream_t stream);
 // v2t SCAN (scan_t.cu): the library's transposed-state recurrence on mma.sync, one CTA per
 // (sequence, head); grid (N, H), reads the v1 record.
 void launch_scan_t(const detail::ScanArgs& args, cudaStream_t stream);

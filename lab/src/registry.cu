@@ -107,13 +107,6 @@ constexpr Variant ladder_variant(const char* name, const char* summary, bool raw
           forward_stage<kStep>};
 }
 
-// v2w_rowpair_grams: the library's forward with the rowpair PREP (validation, record and SCAN
-// the library's).
-void prep_rowpairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  launch_prep_rowpairs(detail::prep_args(p, plan), detail::raw_prep_args(p), stream);
-}
-constexpr detail::ForwardLaunches kRowPairLaunches{prep_rowpairs, detail::library_scan};
-
 #endif  // KDA_LAB_LADDER
 
 void validate_library(const ForwardParams& p) { kda::validate(p); }
@@ -157,12 +150,6 @@ const Variant kVariants[] = {
                          "v2's PREP; the transposed-state SCAN, one CTA per (sequence, head), on "
                          "mma.sync",
                          true, false),
-    {"v2w_rowpair_grams",
-     "the library's kernels with the grams' tasks in row-block pairs: the row factor built once "
-     "per k-step, scaled per channel for the off-diagonal block (an experiment, lab/README.md)",
-     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_library, library_record_forward<kRowPairLaunches>,
-     library_record_forward_stage<kRowPairLaunches>},
 #endif
     {"v2w_whole_chains",
      "the library's kernels, the SCAN one 256-thread CTA per chain at every chain count (the "

@@ -756,31 +756,7 @@ TEST(PrepLayout, HalvesGramReadsAreConflictFree) {
   }
 }
 
-// Both task maps (prep_layout.h GramMap): spread, each task's A operand from its own anchor;
-// row_pairs, the row block's factor 2^(G_i - G_{m_p}) x_i times 2^(G_{m_p} - G_{m_c}) per channel
-// for the off-diagonal task. Every one of the 10 block pairs is some warp's, exactly once.
-class HalvesGrams : public ::testing::TestWithParam<prep::GramMap> {};
-
-TEST_P(HalvesGrams, EveryBlockPairOnce) {
-  std::vector<int> seen(prep::kGramTasks, 0);
-  for (int warp = 0; warp < 8; ++warp) {
-    int p0 = -1;
-    for (int slot = 0; slot < 2; ++slot) {
-      const int task = prep::gram_task(GetParam(), warp, slot);
-      if (task < 0) continue;
-      ASSERT_LT(task, prep::kGramTasks);
-      ++seen[static_cast<size_t>(task)];
-      if (GetParam() == prep::GramMap::row_pairs) {  // one row block per warp
-        if (p0 < 0) p0 = prep::gram_p(task);
-        EXPECT_EQ(prep::gram_p(task), p0) << "warp " << warp;
-      }
-    }
-  }
-  for (int t = 0; t < prep::kGramTasks; ++t) EXPECT_EQ(seen[static_cast<size_t>(t)], 1) << t;
-}
-
-TEST_P(HalvesGrams, MatchDirectSums) {
-  const prep::GramMap map = GetParam();
+TEST(PrepLayout, HalvesGramsMatchDirectSums) {
   std::mt19937_64 rng(78);
   for (const int n : {64, 45, 16, 1}) {
     const Chunk c = random_chunk(rng, n);
@@ -808,26 +784,18 @@ TEST_P(HalvesGrams, MatchDirectSums) {
       }
       for (int warp = 0; warp < 8; ++warp) {  // phase 3, the half's k-steps
         for (int slot = 0; slot < 2; ++slot) {
-          const int task = prep::gram_task(map, warp, slot);
-          if (task < 0) break;
+          const int task = warp + 8 * slot;
+          if (task >= prep::kGramTasks) break;
           const int p = prep::gram_p(task);
           const int cb = prep::gram_c(task);
           if (16 * cb >= n || 16 * p >= n) continue;
           const int m = prep::anchor(cb, n);
-          const int mp = prep::anchor(p, n);
           for (int ks = 0; ks < halves::kHalf / 16; ++ks) {
             const int d0 = 16 * ks;
             auto row_op = [&](bool is_k, int row, int col) {
               const int i = 16 * p + row, d = d0 + col;
-              const double x = s.at(is_k ? halves::sk(i, d) : prep::sq(i, d_base + d));
-              const double gi = s.at(halves::sg(i, d));
-              if (map == prep::GramMap::spread) return x * std::exp2(gi - s.at(halves::sg(m, d)));
-              // row_pairs: the row block's factor, then the column block's per-channel scale
-              // (1 on the diagonal, <= 1 below it).
-              const double gmp = s.at(halves::sg(mp, d));
-              const double scale = cb == p ? 1.0 : std::exp2(gmp - s.at(halves::sg(m, d)));
-              EXPECT_LE(scale, 1.0);
-              return x * std::exp2(gi - gmp) * scale;
+              return s.at(is_k ? halves::sk(i, d) : prep::sq(i, d_base + d)) *
+                     std::exp2(s.at(halves::sg(i, d)) - s.at(halves::sg(m, d)));
             };
             const Frag4 ak = a_frag([&](int row, int col) { return row_op(true, row, col); });
             const Frag4 aq = a_frag([&](int row, int col) { return row_op(false, row, col); });
@@ -844,8 +812,8 @@ TEST_P(HalvesGrams, MatchDirectSums) {
     // Phase 3': every block pair's accumulators against the direct sums over all 128 channels.
     for (int warp = 0; warp < 8; ++warp) {
       for (int slot = 0; slot < 2; ++slot) {
-        const int task = prep::gram_task(map, warp, slot);
-        if (task < 0) break;
+        const int task = warp + 8 * slot;
+        if (task >= prep::kGramTasks) break;
         const int p = prep::gram_p(task);
         const int cb = prep::gram_c(task);
         for (int nt = 0; nt < 2; ++nt) {
@@ -872,9 +840,3 @@ TEST_P(HalvesGrams, MatchDirectSums) {
     }
   }
 }
-
-INSTANTIATE_TEST_SUITE_P(Maps, HalvesGrams,
-                         ::testing::Values(prep::GramMap::spread, prep::GramMap::row_pairs),
-                         [](const ::testing::TestParamInfo<prep::GramMap>& info) {
-                           return info.param == prep::GramMap::spread ? "spread" : "row_pairs";
-                         });

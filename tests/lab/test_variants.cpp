@@ -50,10 +50,8 @@ kda::ForwardParams raw_forward(const Variant& v) {
 }
 
 TEST(LabVariants, TheLadderInOrderTheLibrarysLast) {
-  const std::vector<std::string> names = {"v0_fp32",           "v1_mma",
-                                          "v2_mma",            "v2t_mma",
-                                          "v2w_rowpair_grams", "v2w_whole_chains",
-                                          "v2w_mma"};
+  const std::vector<std::string> names = {"v0_fp32", "v1_mma",           "v2_mma",
+                                          "v2t_mma", "v2w_whole_chains", "v2w_mma"};
   EXPECT_EQ(kda::lab::variant_names(), names);
   ASSERT_EQ(kda::lab::variants().size(), names.size());
   for (const Variant& v : kda::lab::variants()) {
@@ -76,8 +74,7 @@ TEST(LabVariants, Capabilities) {
     EXPECT_FALSE(variant(name).raw_inputs) << name;
     EXPECT_TRUE(variant(name).fused_q_norm_exact) << name;
   }
-  for (const char* name :
-       {"v2_mma", "v2t_mma", "v2w_rowpair_grams", "v2w_whole_chains", "v2w_mma"}) {
+  for (const char* name : {"v2_mma", "v2t_mma", "v2w_whole_chains", "v2w_mma"}) {
     EXPECT_TRUE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }

@@ -290,88 +290,14 @@ __device__ __forceinline__ void gram_block_step(int lane, int c, int d0, const u
   }
 }
 
-// Phase 3 for the channels of `half`, GramMap::row_pairs: the warp's one or two tasks share row
-// block p. Per k-step the row factor F_i = 2^(G_i - G_{m_p}) (p's own anchor: the diagonal task's
-// operand, <= 8 tokens of growth) times k_i and q_i is built once in fp32; an off-diagonal task
-// (c < p) multiplies it by D = 2^(G_{m_p} - G_{m_c}) <= 1 per channel, so its A operand is
-// x_i 2^(G_i - G_{m_c}) as the spread map's, from two exponentials' products (each 2^-22 accurate)
-// and rounded once to bf16. B operands, accumulators and their order (k-steps ascending through
-// both halves) are the spread map's.
-__device__ __forceinline__ void accumulate_grams_half_row_pairs(int n, int lane, int warp,
-                                                                int half,
-                                                                const unsigned char* smem,
-                                                                float (&acck)[2][2][4],
-                                                                float (&accq)[2][2][4]) {
-  const int t0 = gram_task(GramMap::row_pairs, warp, 0);
-  if (t0 < 0) return;  // warp-uniform: warps 6, 7
-  const int t1 = gram_task(GramMap::row_pairs, warp, 1);
-  const int p = gram_p(t0);
-  if (16 * p >= n) return;  // every block of the row block is zero (c <= p: 16 c < n too)
-  const int mp = anchor(p, n);
-#pragma unroll 1
-  for (int ks = 0; ks < halves::kHalf / 16; ++ks) {
-    const int d0 = 16 * ks;  // channel within the half
-    float2 fk[4], fq[4], gmp[2];
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int row = 16 * p + a_row(lane, r);
-      const int col = d0 + a_col(lane, r, 0);
-      const float2 gi = ldf2(smem, halves::sg(row, col));
-      if ((r & 1) == 0) gmp[r >> 1] = ldf2(smem, halves::sg(mp, col));  // r, r + 1: one column
-      const float2 gm = gmp[r >> 1];
-      const float2 kk = ldh2(smem, halves::sk(row, col));
-      const float2 qq = ldh2(smem, sq(row, halves::kHalf * half + col));
-      const float f0 = ex2_approx(gi.x - gm.x);
-      const float f1 = ex2_approx(gi.y - gm.y);
-      fk[r] = make_float2(kk.x * f0, kk.y * f1);
-      fq[r] = make_float2(qq.x * f0, qq.y * f1);
-    }
-#pragma unroll
-    for (int slot = 0; slot < 2; ++slot) {
-      const int task = slot == 0 ? t0 : t1;
-      if (task < 0) break;  // warp-uniform
-      const int c = gram_c(task);
-      uint32_t ak[4], aq[4];
-      if (c == p) {  // warp-uniform: the diagonal block, anchor m_p
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          ak[r] = pack_bf16(fk[r].x, fk[r].y);
-          aq[r] = pack_bf16(fq[r].x, fq[r].y);
-        }
-      } else {
-        const int mc = anchor(c, n);
-        float2 dc[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 gmc = ldf2(smem, halves::sg(mc, d0 + a_col(lane, 2 * h, 0)));
-          dc[h] = make_float2(ex2_approx(gmp[h].x - gmc.x), ex2_approx(gmp[h].y - gmc.y));
-        }
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const float2 d = dc[r >> 1];
-          ak[r] = pack_bf16(fk[r].x * d.x, fk[r].y * d.y);
-          aq[r] = pack_bf16(fq[r].x * d.x, fq[r].y * d.y);
-        }
-      }
-      gram_block_step(lane, c, d0, smem, ak, aq, acck[slot], accq[slot]);
-    }
-  }
-}
-
 // Phase 3 for the channels of `half`: warp w's block pairs w and w + 8 (prep_layout.h), their
 // k-steps 4 half .. 4 half + 3 added into acck / accq [task slot][n tile][C register], which
 // the caller zeroes before half 0 and keeps over both halves. The operands are prep_chunk.cuh's
 // compute_grams' (A: x_i 2^(G_i - G_m) per element, B: the column operands).
-// kMap (prep_layout.h GramMap): spread, the library's; row_pairs, the lab's (below).
-template <GramMap kMap = GramMap::spread>
 __device__ __forceinline__ void accumulate_grams_half(int n, int lane, int warp, int half,
                                                       const unsigned char* smem,
                                                       float (&acck)[2][2][4],
                                                       float (&accq)[2][2][4]) {
-  if constexpr (kMap == GramMap::row_pairs) {
-    accumulate_grams_half_row_pairs(n, lane, warp, half, smem, acck, accq);
-    return;
-  }
 #pragma unroll
   for (int slot = 0; slot < 2; ++slot) {
     const int task = warp + 8 * slot;
@@ -406,16 +332,15 @@ __device__ __forceinline__ void accumulate_grams_half(int n, int lane, int warp,
 // Phase 3': A_kk = beta_i A (j < i) into shared memory (the q region: every warp is past the
 // grams' last barrier) and A_qk = (scale r_i) A (j <= i) into the record; rows >= n zero.
 // kKFactors: k's row factors scale A_kk's rows with beta (the column operands carry the columns').
-template <class Record, bool kKFactors, GramMap kMap = GramMap::spread>
+template <class Record, bool kKFactors>
 __device__ __forceinline__ void finish_grams_halves(int n, int lane, int warp,
                                                     unsigned char* smem, char* rec,
                                                     const float (&acck)[2][2][4],
                                                     const float (&accq)[2][2][4]) {
 #pragma unroll
   for (int slot = 0; slot < 2; ++slot) {
-    // (spread: tested as `task >= kGramTasks`, the form the library's SASS was built with)
-    const int task = kMap == GramMap::spread ? warp + 8 * slot : gram_task(kMap, warp, slot);
-    if (kMap == GramMap::spread ? task >= kGramTasks : task < 0) break;
+    const int task = warp + 8 * slot;
+    if (task >= kGramTasks) break;
     const int p = gram_p(task);
     const int c = gram_c(task);
 #pragma unroll
@@ -443,8 +368,7 @@ __device__ __forceinline__ void finish_grams_halves(int n, int lane, int warp,
 }
 
 // One chunk of the channel-halves PREP (the library's two kernels, prep.cu).
-// kMap: the grams' task map (prep_layout.h GramMap; the library's kernels: spread).
-template <class Record, bool kRawInputs, GramMap kMap = GramMap::spread>
+template <class Record, bool kRawInputs>
 __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args, const RawPrepArgs& raw) {
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -482,13 +406,13 @@ __device__ __forceinline__ void prep_chunk_halves(const PrepArgs& args, const Ra
     if constexpr (kRawInputs) asm volatile("" : "+l"(rec_half));
     store_factors_half<Record, kRawInputs>(n, tid, half, smem, rec_half);
     __syncthreads();
-    accumulate_grams_half<kMap>(n, lane, warp, half, smem, acck, accq);
+    accumulate_grams_half(n, lane, warp, half, smem, acck, accq);
     __syncthreads();
   }
   // q, k, G and the column operands are dead: v goes over the halves' region (beside X), and
   // lands while the inverse runs.
   load_v(args, chunk, h, smem);
-  finish_grams_halves<Record, kRawInputs, kMap>(n, lane, warp, smem, rec, acck, accq);
+  finish_grams_halves<Record, kRawInputs>(n, lane, warp, smem, rec, acck, accq);
   __syncthreads();
 
   // 4a. X's diagonal blocks (warps 0..3; W's right-hand side is already in KT).

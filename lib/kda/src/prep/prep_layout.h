@@ -151,26 +151,6 @@ KDA_HD constexpr int gram_p(int task) {
   return p;
 }
 KDA_HD constexpr int gram_c(int task) { return task - gram_p(task) * (gram_p(task) + 1) / 2; }
-// Which tasks warp w runs (task index above, or -1 for none), in slots 0 and 1:
-//   spread     tasks w and w + 8 (the library's PREPs)
-//   row_pairs  both of a warp's tasks in one row block p: w0 (3,0) (3,1), w1 (3,2) (3,3),
-//              w2 (2,0) (2,1), w3 (2,2), w4 (1,0) (1,1), w5 (0,0), w6 and w7 none. The warp builds
-//              the row factor 2^(G_i - G_{m_p}) x_i once per k-step and each off-diagonal task
-//              multiplies it by 2^(G_{m_p} - G_{m_c}) <= 1 per channel (the lab's rowpair PREP,
-//              halves_chunk.cuh accumulate_grams_half).
-enum class GramMap { spread, row_pairs };
-KDA_HD constexpr int gram_task(GramMap map, int warp, int slot) {
-  if (map == GramMap::spread) return warp + 8 * slot < kGramTasks ? warp + 8 * slot : -1;
-  switch (warp) {
-    case 0: return 6 + slot;
-    case 1: return 8 + slot;
-    case 2: return 3 + slot;
-    case 3: return slot == 0 ? 5 : -1;
-    case 4: return 1 + slot;
-    case 5: return slot == 0 ? 0 : -1;
-    default: return -1;
-  }
-}
 // Anchor of column block c for a chunk of n valid rows (kernel-design §7.1): its middle row.
 KDA_HD constexpr int anchor(int c, int n) { return 16 * c + 8 < n - 1 ? 16 * c + 8 : n - 1; }
 
