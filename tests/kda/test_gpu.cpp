@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "bf16_unpack_check.h"
 #include "common/device_problem.h"
 #include "kda/kda.h"
 #include "kda/lab/variants.h"
@@ -232,6 +233,14 @@ std::vector<float> as_seen(const std::vector<float>& x, kda::DType dtype) {
   std::vector<float> out(x.size());
   for (size_t i = 0; i < x.size(); ++i) out[i] = from_bf16(to_bf16(x[i]));
   return out;
+}
+
+// PREP and the lab's SCANs widen bf16 pairs by a shift and a mask (device/ptx.cuh unpack_bf16):
+// the same bits as CUDA's conversion for every pattern, NaN payloads and subnormals included.
+TEST_F(KdaGpu, Bf16PairsUnpackExactly) {
+  unsigned mismatches = 0, first_bad = 0;
+  cuda_check(kda::test::bf16_unpack_mismatches(&mismatches, &first_bad), "bf16 unpack check");
+  EXPECT_EQ(mismatches, 0u) << "first word that differs: 0x" << std::hex << first_bad;
 }
 
 TEST_F(KdaGpu, L2NormRandomRows) {

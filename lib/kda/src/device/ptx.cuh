@@ -109,8 +109,13 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   const __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
+// A bf16 pair (low element in the low half) as two floats. A bf16 is the top half of an fp32, so
+// the low element is the word shifted up and the high one the word with its low half cleared:
+// exact for every pattern (NaN payloads and subnormals included), one instruction each, where
+// __bfloat1622float2 spends a byte permute and a shift on the high one (3 % of PREP's
+// instructions: docs/perf-notes.md "bf16 pairs unpacked in two instructions").
 __device__ __forceinline__ float2 unpack_bf16(uint32_t bits) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+  return make_float2(__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u));
 }
 __device__ __forceinline__ float2 unpack_f16(uint32_t bits) {
   return __half22float2(*reinterpret_cast<const __half2*>(&bits));

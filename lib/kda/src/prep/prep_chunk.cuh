@@ -78,7 +78,7 @@ __device__ __forceinline__ float2 ldf2(const unsigned char* s, int byte) {
   return *reinterpret_cast<const float2*>(s + byte);
 }
 __device__ __forceinline__ float2 ldh2(const unsigned char* s, int byte) {  // a bf16 pair
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(s + byte));
+  return unpack_bf16(*reinterpret_cast<const uint32_t*>(s + byte));
 }
 __device__ __forceinline__ void stf(unsigned char* s, int byte, float x) {
   *reinterpret_cast<float*>(s + byte) = x;
