@@ -4,6 +4,8 @@
 // kernels' per-block anchors (docs/design.md, PREP step 3) instead of one exp2 per (i, j, d).
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -341,7 +343,106 @@ void run_sequence_head(const Problem& problem, const Options& options,
   }
 }
 
+// The chunked algorithm in segments of `segment_chunks` chunks (segmented_forward). Pass 1, per
+// segment from a zero state: its state contribution B_s (the state it leaves) and its transition
+// M_s = M_last ... M_first, M_c = diag(Gamma_{n-1}) - kg^T W (S_{c+1} = M_c S_c + kg^T U); pass 2:
+// S_{s+1} = M_s S_s + B_s from the initial state; pass 3: every segment again from S_s, for its
+// outputs and, at the end, the final state. Pass 1's segments are independent (a GPU runs them
+// at once); here they run in order, which does not change their values. With one segment, passes
+// 1 and 2 have nothing to do and pass 3 is run_sequence_head's loop: the same bits.
+template <class S>
+void run_sequence_head_segmented(const Problem& problem, const Options& options,
+                                 const detail::SequenceSpan& span, int64_t sequence,
+                                 int64_t head, int segment_chunks, std::vector<S>& out,
+                                 std::vector<S>& state) {
+  const int64_t K = problem.key_dim, V = problem.value_dim;
+  const detail::TokenLayout layout{problem.tokens, problem.heads};
+  const S scale = detail::resolved_scale<S>(options, K);
+  const FlushSubnormalResults flush(std::is_same_v<S, float>);
+
+  detail::load_initial_state(problem, options, sequence, head, state.data());
+  ChunkWorkspace<S> work(std::min<int64_t>(options.chunk_size, span.end - span.begin), K, V);
+  std::vector<int64_t> firsts;  // each chunk's first token
+  for (int64_t first = span.begin; first < span.end; first += options.chunk_size)
+    firsts.push_back(first);
+  const auto chunks = static_cast<int64_t>(firsts.size());
+  const int64_t segments = (chunks + segment_chunks - 1) / segment_chunks;
+  auto load = [&](int64_t chunk) {
+    const int64_t first = firsts[static_cast<std::size_t>(chunk)];
+    load_chunk(problem, options, span.batch_row, first,
+               std::min<int64_t>(options.chunk_size, span.end - first), head, work);
+  };
+
+  // Passes 1 and 2: the state entering each segment.
+  std::vector<std::vector<S>> entering(static_cast<std::size_t>(std::max<int64_t>(segments, 1)));
+  entering[0] = state;
+  std::vector<S> contribution(K * V), transition(K * K), chunk_transition(K * K), scratch(K * K);
+  for (int64_t seg = 0; seg + 1 < segments; ++seg) {
+    std::fill(contribution.begin(), contribution.end(), S(0));
+    std::fill(transition.begin(), transition.end(), S(0));
+    for (int64_t r = 0; r < K; ++r) transition[r * K + r] = S(1);
+    for (int64_t c = seg * segment_chunks; c < (seg + 1) * segment_chunks; ++c) {
+      load(c);
+      chunk_step(work, scale, contribution);
+      const S* last_gamma = work.gamma.data() + (work.n - 1) * K;
+      product(K, K, work.n, work.kg.data(), 1, K, work.w.data(), K, chunk_transition.data(), K);
+      for (int64_t r = 0; r < K; ++r)
+        for (int64_t col = 0; col < K; ++col)
+          chunk_transition[r * K + col] =
+              (r == col ? last_gamma[r] : S(0)) - chunk_transition[r * K + col];
+      product(K, K, K, chunk_transition.data(), K, 1, transition.data(), K, scratch.data(), K);
+      transition.swap(scratch);
+    }
+    std::vector<S>& next = entering[static_cast<std::size_t>(seg + 1)];
+    next.assign(K * V, S(0));
+    product(K, V, K, transition.data(), K, 1, entering[static_cast<std::size_t>(seg)].data(), V,
+            next.data(), V);
+    for (int64_t e = 0; e < K * V; ++e) next[e] = next[e] + contribution[e];
+  }
+
+  // Pass 3: each segment from its entering state.
+  for (int64_t seg = 0; seg < segments; ++seg) {
+    state = entering[static_cast<std::size_t>(seg)];
+    for (int64_t c = seg * segment_chunks; c < std::min(chunks, (seg + 1) * segment_chunks); ++c) {
+      load(c);
+      chunk_step(work, scale, state);
+      const int64_t first = firsts[static_cast<std::size_t>(c)];
+      for (int64_t i = 0; i < work.n; ++i)
+        std::copy_n(work.out.data() + i * V, V,
+                    out.data() + layout.row(span.batch_row, first + i, head) * V);
+    }
+  }
+}
+
 }  // namespace
+
+template <class S>
+Result<S> segmented_forward(const Problem& problem, const Options& options, int segment_chunks) {
+  problem.check();
+  detail::check_options(options);
+  if (segment_chunks < 1)
+    throw std::invalid_argument(std::string("segmented_forward: segment_chunks must be >= 1, got ")
+                                    .append(std::to_string(segment_chunks)));
+  if (options.reset_state_at_chunk_starts)
+    throw std::invalid_argument(
+        "segmented_forward: reset_state_at_chunk_starts leaves no state to carry between "
+        "segments; use chunked_forward");
+  const auto spans = detail::sequence_spans(problem.batch, problem.tokens, problem.cu_seqlens);
+  const int64_t states = problem.num_states();
+  const int64_t heads = problem.heads;
+  const int64_t KV = problem.key_dim * problem.value_dim;
+  Result<S> result;
+  result.out.assign(problem.batch * problem.tokens * heads * problem.value_dim, S(0));
+  if (options.final_state) result.final_state.assign(states * heads * KV, S(0));
+  detail::for_each_sequence_head(states, heads, [&](int64_t sequence, int64_t head) {
+    std::vector<S> state(KV);
+    run_sequence_head_segmented<S>(problem, options, spans[sequence], sequence, head,
+                                   segment_chunks, result.out, state);
+    if (options.final_state)
+      detail::store_final_state(state.data(), problem, sequence, head, result.final_state);
+  });
+  return result;
+}
 
 template <class S>
 Result<S> chunked_forward(const Problem& problem, const Options& options,
@@ -385,5 +486,7 @@ template Result<float> chunked_forward<float>(const Problem&, const Options&,
                                               std::vector<ChunkTrace<float>>*, TraceFilter);
 template Result<double> chunked_forward<double>(const Problem&, const Options&,
                                                 std::vector<ChunkTrace<double>>*, TraceFilter);
+template Result<float> segmented_forward<float>(const Problem&, const Options&, int);
+template Result<double> segmented_forward<double>(const Problem&, const Options&, int);
 
 }  // namespace kda::ref

@@ -89,6 +89,16 @@ Result<S> chunked_forward(const Problem& problem, const Options& options,
                           std::vector<ChunkTrace<S>>* trace = nullptr,
                           TraceFilter filter = {});
 
+// The chunked algorithm split exactly into segments of `segment_chunks` chunks per (sequence,
+// head): the form a GPU forward can run in parallel for few long sequences without a bound on the
+// decay (docs/design.md "The one-kernel forward"). Pass 1, per segment from a zero state, its
+// state contribution B_s and transition M_s = prod over its chunks of (diag(Gamma_{n-1}) - kg^T W)
+// (K x K); pass 2, S_{s+1} = M_s S_s + B_s from the initial state; pass 3, every segment again
+// from S_s for its outputs. Agrees with chunked_forward to rounding, bit for bit with one segment.
+// Throws std::invalid_argument for segment_chunks < 1 or reset_state_at_chunk_starts.
+template <class S>
+Result<S> segmented_forward(const Problem& problem, const Options& options, int segment_chunks);
+
 // y = x / sqrt(sum x^2 + eps) per row, in precision S; overflow- and underflow-safe for any
 // finite row (exact power-of-two pre-scaling); zero row -> zero row; NaN/inf propagate.
 // Throws std::invalid_argument for a negative or non-finite eps.
