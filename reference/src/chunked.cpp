@@ -414,6 +414,27 @@ void run_sequence_head_segmented(const Problem& problem, const Options& options,
   }
 }
 
+// The result's buffers (zero-filled: rows at or after cu[N] are never written) and one run of
+// chain(span, sequence, head, out, state) per (sequence, head), in parallel, its final state
+// stored after it. The caller has checked problem and options.
+template <class S, class Chain>
+Result<S> run_chains(const Problem& problem, const Options& options, const Chain& chain) {
+  const auto spans = detail::sequence_spans(problem.batch, problem.tokens, problem.cu_seqlens);
+  const int64_t states = problem.num_states();
+  const int64_t heads = problem.heads;
+  const int64_t KV = problem.key_dim * problem.value_dim;
+  Result<S> result;
+  result.out.assign(problem.batch * problem.tokens * heads * problem.value_dim, S(0));
+  if (options.final_state) result.final_state.assign(states * heads * KV, S(0));
+  detail::for_each_sequence_head(states, heads, [&](int64_t sequence, int64_t head) {
+    std::vector<S> state(KV);
+    chain(spans[sequence], sequence, head, result.out, state);
+    if (options.final_state)
+      detail::store_final_state(state.data(), problem, sequence, head, result.final_state);
+  });
+  return result;
+}
+
 }  // namespace
 
 template <class S>
@@ -427,21 +448,12 @@ Result<S> segmented_forward(const Problem& problem, const Options& options, int 
     throw std::invalid_argument(
         "segmented_forward: reset_state_at_chunk_starts leaves no state to carry between "
         "segments; use chunked_forward");
-  const auto spans = detail::sequence_spans(problem.batch, problem.tokens, problem.cu_seqlens);
-  const int64_t states = problem.num_states();
-  const int64_t heads = problem.heads;
-  const int64_t KV = problem.key_dim * problem.value_dim;
-  Result<S> result;
-  result.out.assign(problem.batch * problem.tokens * heads * problem.value_dim, S(0));
-  if (options.final_state) result.final_state.assign(states * heads * KV, S(0));
-  detail::for_each_sequence_head(states, heads, [&](int64_t sequence, int64_t head) {
-    std::vector<S> state(KV);
-    run_sequence_head_segmented<S>(problem, options, spans[sequence], sequence, head,
-                                   segment_chunks, result.out, state);
-    if (options.final_state)
-      detail::store_final_state(state.data(), problem, sequence, head, result.final_state);
-  });
-  return result;
+  return run_chains<S>(problem, options,
+                       [&](const detail::SequenceSpan& span, int64_t sequence, int64_t head,
+                           std::vector<S>& out, std::vector<S>& state) {
+                         run_sequence_head_segmented<S>(problem, options, span, sequence, head,
+                                                        segment_chunks, out, state);
+                       });
 }
 
 template <class S>
@@ -449,33 +461,21 @@ Result<S> chunked_forward(const Problem& problem, const Options& options,
                           std::vector<ChunkTrace<S>>* trace, TraceFilter filter) {
   problem.check();
   detail::check_options(options);
-  const auto spans = detail::sequence_spans(problem.batch, problem.tokens, problem.cu_seqlens);
-  const int64_t states = problem.num_states();
-  const int64_t heads = problem.heads;
-  const int64_t KV = problem.key_dim * problem.value_dim;
-
-  Result<S> result;
-  // Zero-filled: rows at or after cu[N] are never written.
-  result.out.assign(problem.batch * problem.tokens * heads * problem.value_dim, S(0));
-  if (options.final_state) result.final_state.assign(states * heads * KV, S(0));
-
   // One trace list per (sequence, head) task, concatenated in task order afterwards so the
   // record order does not depend on thread scheduling.
+  const int64_t heads = problem.heads;
   std::vector<std::vector<ChunkTrace<S>>> task_traces(
-      trace != nullptr ? static_cast<std::size_t>(states * heads) : 0);
-
-  detail::for_each_sequence_head(states, heads, [&](int64_t sequence, int64_t head) {
-    std::vector<ChunkTrace<S>>* task_trace =
-        trace != nullptr && traced(filter, sequence, head)
-            ? &task_traces[static_cast<std::size_t>(sequence * heads + head)]
-            : nullptr;
-    std::vector<S> state(KV);
-    run_sequence_head<S>(problem, options, spans[sequence], sequence, head, result.out, state,
-                         task_trace);
-    if (options.final_state)
-      detail::store_final_state(state.data(), problem, sequence, head, result.final_state);
-  });
-
+      trace != nullptr ? static_cast<std::size_t>(problem.num_states() * heads) : 0);
+  Result<S> result = run_chains<S>(
+      problem, options,
+      [&](const detail::SequenceSpan& span, int64_t sequence, int64_t head, std::vector<S>& out,
+          std::vector<S>& state) {
+        std::vector<ChunkTrace<S>>* task_trace =
+            trace != nullptr && traced(filter, sequence, head)
+                ? &task_traces[static_cast<std::size_t>(sequence * heads + head)]
+                : nullptr;
+        run_sequence_head<S>(problem, options, span, sequence, head, out, state, task_trace);
+      });
   if (trace != nullptr)
     for (auto& records : task_traces)
       for (auto& record : records) trace->push_back(std::move(record));
