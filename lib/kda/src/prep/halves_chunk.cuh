@@ -272,24 +272,6 @@ __device__ __forceinline__ void store_factors_half(int n, int tid, int half, uns
   if (half == 0) zero_aqk_upper_blocks<Record>(tid, rec);
 }
 
-// One k-step of one block pair (p, c): the A fragments ak (k) and aq (q) of row block p against
-// column block c's operands (bf16, the half's column region), both n tiles, into acck / accq.
-__device__ __forceinline__ void gram_block_step(int lane, int c, int d0, const unsigned char* smem,
-                                                const uint32_t (&ak)[4], const uint32_t (&aq)[4],
-                                                float (&acck)[2][4], float (&accq)[2][4]) {
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-    const int j = 16 * c + 8 * nt + b_n(lane);
-    uint32_t b[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      b[r] = *reinterpret_cast<const uint32_t*>(smem + halves::scol(j, d0 + b_k(lane, r, 0)));
-    }
-    mma_bf16(acck[nt], ak, b[0], b[1]);
-    mma_bf16(accq[nt], aq, b[0], b[1]);
-  }
-}
-
 // Phase 3 for the channels of `half`: warp w's block pairs w and w + 8 (prep_layout.h), their
 // k-steps 4 half .. 4 half + 3 added into acck / accq [task slot][n tile][C register], which
 // the caller zeroes before half 0 and keeps over both halves. The operands are prep_chunk.cuh's
@@ -323,7 +305,7 @@ __device__ __forceinline__ void accumulate_grams_half(int n, int lane, int warp,
           ak[r] = pack_bf16(kk.x * f0, kk.y * f1);
           aq[r] = pack_bf16(qq.x * f0, qq.y * f1);
         }
-        gram_block_step(lane, c, d0, smem, ak, aq, acck[slot], accq[slot]);
+        gram_block_step<halves::scol>(lane, c, d0, smem, ak, aq, acck[slot], accq[slot]);
       }
     }
   }

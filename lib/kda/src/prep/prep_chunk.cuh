@@ -682,6 +682,26 @@ __device__ __forceinline__ void store_factors(int n, int tid, unsigned char* sme
 // region is q's, which other warps may still be reading: store_akk after the barrier).
 // kKFactors: k's row factors (the column operands carry the columns') scale A_kk's rows with beta.
 // acck, accq: the accumulators of one block pair, zeroed per pair.
+// One k-step of one block pair (p, c): the A fragments ak (k) and aq (q) of row block p against
+// column block c's operands (bf16 at Col(row, col): this layout's scol or the halves'), both n
+// tiles, into acck / accq.
+template <int (*Col)(int, int)>
+__device__ __forceinline__ void gram_block_step(int lane, int c, int d0, const unsigned char* smem,
+                                                const uint32_t (&ak)[4], const uint32_t (&aq)[4],
+                                                float (&acck)[2][4], float (&accq)[2][4]) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int j = 16 * c + 8 * nt + b_n(lane);
+    uint32_t b[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      b[r] = *reinterpret_cast<const uint32_t*>(smem + Col(j, d0 + b_k(lane, r, 0)));
+    }
+    mma_bf16(acck[nt], ak, b[0], b[1]);
+    mma_bf16(accq[nt], aq, b[0], b[1]);
+  }
+}
+
 template <class Record, bool kKFactors>
 __device__ __forceinline__ void compute_grams(int n, int lane, int warp, const unsigned char* smem,
                                               char* rec, float (&akk)[2][2][4], float (&acck)[2][4],
@@ -716,17 +736,7 @@ __device__ __forceinline__ void compute_grams(int n, int lane, int warp, const u
           ak[r] = pack_bf16(kk.x * f0, kk.y * f1);
           aq[r] = pack_bf16(qq.x * f0, qq.y * f1);
         }
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int j = 16 * c + 8 * nt + b_n(lane);
-          uint32_t b[2];
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            b[r] = *reinterpret_cast<const uint32_t*>(smem + scol(j, d0 + b_k(lane, r, 0)));
-          }
-          mma_bf16(acck[nt], ak, b[0], b[1]);
-          mma_bf16(accq[nt], aq, b[0], b[1]);
-        }
+        gram_block_step<scol>(lane, c, d0, smem, ak, aq, acck, accq);
       }
     }
 #pragma unroll
