@@ -1,0 +1,422 @@
+// The 16-token factor builder (factors16.h has the math). One CTA = one warpgroup = one
+// (16-token sub-chunk, head); phases, CTA barriers between them:
+//   1  q, k, v (bf16), G (fp32, rows >= n: G_{n-1}) and the gate row before the sub-chunk by
+//      16-byte cp.async; beta; rows >= n of q, k, v zeros by selection (that memory belongs to the
+//      next sequence or lies past the end)
+//   1b thread d: the channel's anchors, cs = 2^(Gm - Gs), ce = 2^(Ge - Gm), A = 2^(Ge - Gs)
+//   2  thread (row i = t / 8, channels 16 (t % 8) .. +15): the fused q norm's factor (8 lanes per
+//      row), the two exponentials per element and every elementwise factor: the grams' operands
+//      (bf16: k 2^(G - Gm), q 2^(G - Gm) rows, k 2^(Gm - G) columns), W's right-hand side
+//      beta k 2^(G - Gs) (fp16), QP and KG (fp16, to the record)
+//   3  grams on mma.sync: warp w runs k-steps 2w, 2w + 1 of both (16 x 16, shared column
+//      operand); partials summed in warp order, beta / scale r folded in, AQK to the record
+//   4  T = (I + A_kk)^-1 by forward substitution, lane j of warp 0 solving column j
+//   5  W = T rhs (fp16 operands), U = beta v + (T - I) diag(beta) v (bf16 operands, the diagonal
+//      term in fp32); warp w owns columns 32 w .. +31; U's column bounds and scaling
+// Every sum has a fixed order: bitwise reproducible.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "device/ptx.cuh"
+#include "factors16.h"
+#include "l2norm_row.cuh"
+#include "prep/prep_chunk.cuh"  // deferred_row_norm
+
+namespace kda::lab::factors16 {
+namespace {
+
+using namespace kda::detail::ptx;  // NOLINT: the PTX wrappers are this file's vocabulary
+
+// ---- Shared memory (bytes). 16-bit tiles have 136-element rows (272 bytes): ldmatrix's 8 row
+// addresses then fall in 8 distinct 16-byte bank groups. fp32 16 x 16 tiles have 24-float rows.
+constexpr int kLd16 = 136;
+constexpr int kLdG = 132;
+constexpr int kLdS = 24;
+constexpr int kTile16 = kSub * kLd16 * 2;  // 4,352
+constexpr int kSQ = 0;                      // q bf16
+constexpr int kSK = kSQ + kTile16;          // k bf16
+constexpr int kSV = kSK + kTile16;          // v bf16
+constexpr int kSG = kSV + kTile16;          // G fp32 [16][132]
+constexpr int kSGs = kSG + kSub * kLdG * 4;  // the gate row before the sub-chunk [128]
+constexpr int kSCs = kSGs + kDim * 4;        // 2^(Gm - Gs) [128]
+constexpr int kSCe = kSCs + kDim * 4;        // 2^(Ge - Gm) [128]
+constexpr int kSBeta = kSCe + kDim * 4;      // [16]
+constexpr int kSQScale = kSBeta + kSub * 4;  // scale r_i [16]
+constexpr int kSRowK = kSQScale + kSub * 4;  // bf16 k 2^(G - Gm)
+constexpr int kSRowQ = kSRowK + kTile16;     // bf16 q 2^(G - Gm)
+constexpr int kSColK = kSRowQ + kTile16;     // bf16 k 2^(Gm - G)
+constexpr int kSRhsW = kSColK + kTile16;     // fp16 beta k 2^(G - Gs)
+constexpr int kSPart = kSRhsW + kTile16;     // [4 warps][2 grams][16][16] fp32
+constexpr int kSA = kSPart + 4 * 2 * kSub * kSub * 4;  // A_kk fp32 [16][24]
+constexpr int kST = kSA + kSub * kLdS * 4;             // T fp32 [16][24]
+constexpr int kSBytes = kST + kSub * kLdS * 4;
+static_assert(kSBytes == 51840, "four CTAs per SM");
+static_assert(4 * (kSBytes + 1024) <= 228 * 1024, "four CTAs per SM");
+
+__device__ __forceinline__ int s16(int region, int row, int col) {
+  return region + 2 * (row * kLd16 + col);
+}
+__device__ __forceinline__ int sg(int row, int col) { return kSG + 4 * (row * kLdG + col); }
+__device__ __forceinline__ int ss(int region, int row, int col) {
+  return region + 4 * (row * kLdS + col);
+}
+
+struct SubChunk {
+  int seq;
+  int64_t first_token;
+  int rows;       // n, 1..16
+  bool at_chunk;  // the sub-chunk starts a 64-token chunk (its Gs is 0)
+};
+
+// Slot -> sub-chunk (factors16.h slot_capacity); false when no sequence owns the slot.
+__device__ __forceinline__ bool find_sub_chunk(const Args& a, int64_t slot, SubChunk& out) {
+  auto begin = [&](int s) {
+    return a.cu != nullptr ? static_cast<int64_t>(a.cu[s]) : static_cast<int64_t>(s) * a.seq_len;
+  };
+  int lo = 0, hi = a.num_seqs - 1;  // the largest s with begin(s) / 16 + s <= slot
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (begin(mid) / kSub + mid <= slot) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const int64_t b = begin(lo), e = begin(lo + 1);
+  const int64_t local = slot - (b / kSub + lo);
+  if (local < 0 || local * kSub >= e - b) return false;
+  out.seq = lo;
+  out.first_token = b + local * kSub;
+  const int64_t left = e - out.first_token;
+  out.rows = left < kSub ? static_cast<int>(left) : kSub;
+  out.at_chunk = (local & 3) == 0;
+  return true;
+}
+
+// 16 consecutive bf16 / fp32 values at a 16-byte aligned shared byte offset.
+__device__ __forceinline__ void load16_bf16(const unsigned char* s, int byte, float (&x)[16]) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const uint4 w = *reinterpret_cast<const uint4*>(s + byte + 16 * u);
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const float2 f = unpack_bf16(words[p]);
+      x[8 * u + 2 * p] = f.x;
+      x[8 * u + 2 * p + 1] = f.y;
+    }
+  }
+}
+__device__ __forceinline__ void load16_f32(const unsigned char* s, int byte, float (&x)[16]) {
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const float4 w = *reinterpret_cast<const float4*>(s + byte + 16 * u);
+    x[4 * u] = w.x;
+    x[4 * u + 1] = w.y;
+    x[4 * u + 2] = w.z;
+    x[4 * u + 3] = w.w;
+  }
+}
+// 16 values as bf16 (kF16 false) or fp16, two 16-byte stores at `dst` (shared or global).
+template <bool kF16>
+__device__ __forceinline__ void store16(void* dst, const float (&x)[16]) {
+  uint32_t w[8];
+#pragma unroll
+  for (int p = 0; p < 8; ++p) {
+    w[p] = kF16 ? pack_f16(x[2 * p], x[2 * p + 1]) : pack_bf16(x[2 * p], x[2 * p + 1]);
+  }
+  uint4* d = reinterpret_cast<uint4*>(dst);
+  d[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  d[1] = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
+// U's column bound and multiplier from the column's max |U| (the library's record.h rule): max
+// in [2^(f-127), 2^(f-126)) gives bound 2^(f-126) and multiplier 2^15 / bound, f clamped to
+// [27, 253]; an all-zero column bound 0; a non-finite max bound 1 and multiplier 1.
+__device__ __forceinline__ void u_scale(float max_abs, float& bound, float& mult) {
+  if (!(max_abs <= 3.4e38f)) {  // inf (fmaxf drops NaNs; a NaN max is impossible)
+    bound = 1.0f;
+    mult = 1.0f;
+    return;
+  }
+  if (max_abs == 0.0f) {
+    bound = 0.0f;
+    mult = 1.0f;
+    return;
+  }
+  int f = static_cast<int>((__float_as_uint(max_abs) >> 23) & 0xffu);
+  f = min(max(f, 27), 253);
+  bound = kda::detail::exact_pow2(f - 126);
+  mult = kda::detail::exact_pow2(141 - f);
+}
+
+__global__ void __launch_bounds__(kThreads, 4) factors16_kernel(const Args a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int h = blockIdx.y;
+  SubChunk sc;
+  if (!find_sub_chunk(a, blockIdx.x, sc)) return;  // uniform: no sequence owns the slot
+  const int n = sc.rows;
+  char* const rec = a.records + (static_cast<int64_t>(h) * a.capacity + blockIdx.x) *
+                                    a.record_stride;
+  const int64_t head_offset = static_cast<int64_t>(h) * kDim;
+  const int64_t gate_row = static_cast<int64_t>(a.heads) * kDim;
+
+  // ---- 1: loads.
+#pragma unroll
+  for (int it = 0; it < 2; ++it) {  // q, k, v: 16 rows x 16 units, two units per thread
+    const int u = tid + kThreads * it;
+    const int i = u >> 4, c = 8 * (u & 15);
+    const int64_t token = sc.first_token + i;
+    if (i < n) {
+      cp_async16(smem_u32(smem + s16(kSQ, i, c)), a.q + token * a.q_stride + head_offset + c);
+      cp_async16(smem_u32(smem + s16(kSK, i, c)), a.k + token * a.k_stride + head_offset + c);
+      cp_async16(smem_u32(smem + s16(kSV, i, c)), a.v + token * a.v_stride + head_offset + c);
+    } else {
+      const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(smem + s16(kSQ, i, c)) = z;
+      *reinterpret_cast<uint4*>(smem + s16(kSK, i, c)) = z;
+      *reinterpret_cast<uint4*>(smem + s16(kSV, i, c)) = z;
+    }
+  }
+#pragma unroll
+  for (int it = 0; it < 4; ++it) {  // G: 16 rows x 32 units; rows >= n repeat row n - 1
+    const int u = tid + kThreads * it;
+    const int i = u >> 5, c = 4 * (u & 31);
+    const int64_t token = sc.first_token + min(i, n - 1);
+    cp_async16(smem_u32(smem + sg(i, c)), a.gate + token * gate_row + head_offset + c);
+  }
+  if (tid < 32) {  // the row before: Gs (0 at a 64-token chunk's start)
+    const int c = 4 * tid;
+    if (sc.at_chunk) {
+      *reinterpret_cast<float4*>(smem + kSGs + 4 * c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    } else {
+      cp_async16(smem_u32(smem + kSGs + 4 * c),
+                 a.gate + (sc.first_token - 1) * gate_row + head_offset + c);
+    }
+  }
+  cp_async_commit();
+  if (tid < kSub) {
+    const float b = tid < n ? a.beta[(sc.first_token + tid) * a.heads + h] : 0.0f;
+    *reinterpret_cast<float*>(smem + kSBeta + 4 * tid) = b;
+  }
+  cp_async_wait_all();
+  __syncthreads();
+
+  // ---- 1b: thread d's channel anchors.
+  const int m = min(8, n - 1);
+  {
+    const int d = tid;
+    const float gs = *reinterpret_cast<const float*>(smem + kSGs + 4 * d);
+    const float gm = *reinterpret_cast<const float*>(smem + sg(m, d));
+    const float ge = *reinterpret_cast<const float*>(smem + sg(n - 1, d));
+    *reinterpret_cast<float*>(smem + kSCs + 4 * d) = ex2_approx(gm - gs);
+    *reinterpret_cast<float*>(smem + kSCe + 4 * d) = ex2_approx(ge - gm);
+    *reinterpret_cast<float*>(rec + kRecA + 4 * d) = ex2_approx(ge - gs);
+  }
+  __syncthreads();
+
+  // ---- 2: the elementwise factors of row i, channels d0 .. d0 + 15.
+  {
+    const int i = tid >> 3, d0 = 16 * (tid & 7);
+    float q[16], k[16], g[16], gm[16];
+    load16_bf16(smem, s16(kSQ, i, d0), q);
+    load16_bf16(smem, s16(kSK, i, d0), k);
+    load16_f32(smem, sg(i, d0), g);
+    load16_f32(smem, sg(m, d0), gm);
+    float qscale = kda::detail::kScale;
+    if (a.fuse_q_l2norm) {  // uniform
+      bool rescaled;
+      qscale *= kda::detail::prep::deferred_row_norm<8, 16>(q, rescaled);  // huge rows: q rescaled
+    }
+    if ((tid & 7) == 0) *reinterpret_cast<float*>(smem + kSQScale + 4 * i) = qscale;
+    const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
+    float cs[16], ce[16];
+    load16_f32(smem, kSCs + 4 * d0, cs);
+    load16_f32(smem, kSCe + 4 * d0, ce);
+    float rk[16], rq[16], ck[16], rhs[16], qp[16], kg[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      const float x = g[e] - gm[e];
+      const float fr = ex2_approx(x);   // 2^(G_i - Gm), within 2^+-68
+      const float fc = ex2_approx(-x);  // 2^(Gm - G_i)
+      rk[e] = k[e] * fr;
+      rq[e] = q[e] * fr;
+      ck[e] = k[e] * fc;
+      const float gamma = fr * cs[e];  // 2^(G_i - Gs) <= 1
+      rhs[e] = beta * (k[e] * gamma);
+      qp[e] = qscale * (q[e] * gamma);
+      kg[e] = k[e] * (fc * ce[e]);  // 2^(Ge - G_i) <= 1
+    }
+    store16<false>(smem + s16(kSRowK, i, d0), rk);
+    store16<false>(smem + s16(kSRowQ, i, d0), rq);
+    store16<false>(smem + s16(kSColK, i, d0), ck);
+    store16<true>(smem + s16(kSRhsW, i, d0), rhs);
+    store16<true>(rec + kRecQP + 2 * (i * kDim + d0), qp);
+    store16<true>(rec + kRecKG + 2 * (i * kDim + d0), kg);
+  }
+  __syncthreads();
+
+  // ---- 3: the grams' k-steps 2 warp, 2 warp + 1 (channels 32 warp .. +31).
+  {
+    float acck[2][4] = {}, accq[2][4] = {};
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const int d0 = 32 * warp + 16 * s;
+      uint32_t ak[4], aq[4], b[4];
+      const int arow = lane & 15, acol = d0 + 8 * (lane >> 4);
+      ldsm_x4(smem_u32(smem + s16(kSRowK, arow, acol)), ak);
+      ldsm_x4(smem_u32(smem + s16(kSRowQ, arow, acol)), aq);
+      // B = the column operand stored [j][d]: matrix mi = lane / 8 is (j 0-7 | 8-15 for mi / 2,
+      // d 0-7 | 8-15 for mi % 2): registers b0, b1 of n tile 0, then of n tile 1.
+      const int mi = lane >> 3;
+      ldsm_x4(smem_u32(smem + s16(kSColK, (lane & 7) + 8 * (mi >> 1), d0 + 8 * (mi & 1))), b);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        mma_bf16(acck[nt], ak, b[2 * nt], b[2 * nt + 1]);
+        mma_bf16(accq[nt], aq, b[2 * nt], b[2 * nt + 1]);
+      }
+    }
+    const int gr = lane >> 2, gc = 2 * (lane & 3);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = gr + 8 * half, j = 8 * nt + gc;
+        float* pk = reinterpret_cast<float*>(smem + kSPart) + ((warp * 2 + 0) * kSub + i) * kSub + j;
+        float* pq = reinterpret_cast<float*>(smem + kSPart) + ((warp * 2 + 1) * kSub + i) * kSub + j;
+        *reinterpret_cast<float2*>(pk) = make_float2(acck[nt][2 * half], acck[nt][2 * half + 1]);
+        *reinterpret_cast<float2*>(pq) = make_float2(accq[nt][2 * half], accq[nt][2 * half + 1]);
+      }
+    }
+  }
+  __syncthreads();
+  {  // thread t: entries (i, 2 (t % 8) .. +1) of both grams, summed in warp order
+    const int i = tid >> 3, j = 2 * (tid & 7);
+    const float* part = reinterpret_cast<const float*>(smem + kSPart);
+    float sk[2], sq[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      sk[e] = sq[e] = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        sk[e] += part[((w * 2 + 0) * kSub + i) * kSub + j + e];
+        sq[e] += part[((w * 2 + 1) * kSub + i) * kSub + j + e];
+      }
+    }
+    const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
+    const float qscale = *reinterpret_cast<const float*>(smem + kSQScale + 4 * i);
+    float out_q[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      *reinterpret_cast<float*>(smem + ss(kSA, i, j + e)) =
+          (j + e < i && i < n) ? beta * sk[e] : 0.0f;
+      out_q[e] = (j + e <= i && i < n) ? qscale * sq[e] : 0.0f;
+    }
+    *reinterpret_cast<uint32_t*>(rec + kRecAQK + 2 * (i * kSub + j)) = pack_f16(out_q[0], out_q[1]);
+  }
+  __syncthreads();
+
+  // ---- 4: column `lane` of T by forward substitution (warp 0, lanes 0..15).
+  if (warp == 0 && lane < kSub) {
+    float x[kSub];
+#pragma unroll
+    for (int i = 0; i < kSub; ++i) {
+      float s = 0.0f;
+#pragma unroll
+      for (int r = 0; r < i; ++r) {
+        s = fmaf(*reinterpret_cast<const float*>(smem + ss(kSA, i, r)), x[r], s);
+      }
+      x[i] = (i == lane ? 1.0f : 0.0f) - s;
+      *reinterpret_cast<float*>(smem + ss(kST, i, lane)) = x[i];
+    }
+  }
+  __syncthreads();
+
+  // ---- 5: W and U, columns n0 .. n0 + 31 of warp `warp`.
+  {
+    const int gr = lane >> 2, gc = 2 * (lane & 3);
+    uint32_t at[4], au[4];  // A fragments: T (fp16), (T - I) diag(beta) (bf16)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int i = gr + 8 * (r & 1), j = gc + 8 * (r >> 1);
+      const float2 t = *reinterpret_cast<const float2*>(smem + ss(kST, i, j));
+      const float b0 = *reinterpret_cast<const float*>(smem + kSBeta + 4 * j);
+      const float b1 = *reinterpret_cast<const float*>(smem + kSBeta + 4 * (j + 1));
+      at[r] = pack_f16(t.x, t.y);
+      au[r] = pack_bf16((t.x - (i == j ? 1.0f : 0.0f)) * b0, (t.y - (i == j + 1 ? 1.0f : 0.0f)) * b1);
+    }
+    const int n0 = 32 * warp;
+    float accw[4][4] = {}, accu[4][4] = {};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // B = rhs / v stored [j][d]: ldmatrix .trans
+      const int row = (lane & 7) + 8 * ((lane >> 3) & 1);
+      const int col = n0 + 16 * half + 8 * (lane >> 4);
+      uint32_t bw[4], bv[4];
+      ldsm_x4_trans(smem_u32(smem + s16(kSRhsW, row, col)), bw);
+      ldsm_x4_trans(smem_u32(smem + s16(kSV, row, col)), bv);
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        mma_f16(accw[2 * half + t], at, bw[2 * t], bw[2 * t + 1]);
+        mma_bf16(accu[2 * half + t], au, bv[2 * t], bv[2 * t + 1]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int col = n0 + 8 * nt + gc;
+      float u[2][2];
+      float mx[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = gr + 8 * half;
+        *reinterpret_cast<uint32_t*>(rec + kRecW + 2 * (i * kDim + col)) =
+            pack_f16(accw[nt][2 * half], accw[nt][2 * half + 1]);
+        const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
+        const float2 vv =
+            unpack_bf16(*reinterpret_cast<const uint32_t*>(smem + s16(kSV, i, col)));
+        u[half][0] = fmaf(beta, vv.x, accu[nt][2 * half]);
+        u[half][1] = fmaf(beta, vv.y, accu[nt][2 * half + 1]);
+        mx[0] = fmaxf(mx[0], fabsf(u[half][0]));
+        mx[1] = fmaxf(mx[1], fabsf(u[half][1]));
+      }
+      float bound[2], mult[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+          mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], off));
+        }
+        u_scale(mx[e], bound[e], mult[e]);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = gr + 8 * half;
+        *reinterpret_cast<uint32_t*>(rec + kRecU + 2 * (i * kDim + col)) =
+            pack_f16(u[half][0] * mult[0], u[half][1] * mult[1]);
+      }
+      if (gr == 0) {
+        *reinterpret_cast<float2*>(rec + kRecUBound + 4 * col) = make_float2(bound[0], bound[1]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int shared_bytes() { return kSBytes; }
+
+cudaError_t launch(const Args& args, cudaStream_t stream) {
+  cudaError_t e = cudaFuncSetAttribute(factors16_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSBytes);
+  if (e != cudaSuccess) return e;
+  e = cudaFuncSetAttribute(factors16_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared);
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
+  factors16_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
+}  // namespace kda::lab::factors16

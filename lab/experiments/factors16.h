@@ -1,0 +1,76 @@
+// The 16-token factor builder (issue 15's producer, measured before the one-kernel forward is
+// written): for every 16-token sub-chunk of every (sequence, head), the factors a 16-token chain
+// step multiplies the state with (kda-forward.md §2.2 with C = 16), built the way the fused kernel
+// will build them, by one 128-thread warpgroup, and written to a record per (head, sub-chunk slot).
+// docs/design.md "The one-kernel forward" says why: the 64-token PREP spends 30.8 k warp
+// instructions per chunk on grams over 10 block pairs, a blocked 64 x 64 inverse and 64-row W / U;
+// with 16-token chunks the grams and the inverse are one 16 x 16 block each, and everything
+// between sub-chunks goes through the state on the tensor cores.
+//
+// Per sub-chunk (n <= 16 valid rows, G the contract's 64-chunk-local cumulative log2 gate, Gs
+// the gate at the row before the sub-chunk (0 at a 64-token chunk start), Ge at row n - 1, Gm at
+// the anchor row m = min(8, n - 1), so every exponent below stays within +-68 (kda-forward §3.1:
+// at most 128 / 15 per token)):
+//   QP  = scale r_i q_i 2^(G_i - Gs)              r_i = 1 / |q_i| when fused, else 1
+//   KG  = k_j 2^(Ge - G_j)                        A   = 2^(Ge - Gs)
+//   AQK = scale r_i sum_d q_id k_jd 2^(G_id - G_jd)   (j <= i)
+//   T   = (I + A_kk)^-1, A_kk[i][j] = beta_i sum_d k_id k_jd 2^(G_id - G_jd)   (j < i)
+//   W   = T (beta k 2^(G - Gs)),   U = T (beta v), column d stored as U 2^15 / U_BOUND[d]
+// Two exponentials per element, 2^(G_i - Gm) and 2^(Gm - G_i), each within 2^+-68; the rest are
+// per-channel factors 2^(Gm - Gs), 2^(Ge - Gm) <= 1, so every product is of normal floats and a
+// result below 2^-126 is one whose true value is.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace kda::lab::factors16 {
+
+inline constexpr int kSub = 16;       // tokens per sub-chunk
+inline constexpr int kDim = 128;      // K = V
+inline constexpr int kThreads = 128;  // one warpgroup per sub-chunk
+
+// The record of one (head, sub-chunk), byte offsets; 16-bit tiles row-major [row][column], rows
+// >= n zero. fp16 everywhere but A and U_BOUND (fp32).
+inline constexpr int64_t kRecW = 0;                              // [16][128]
+inline constexpr int64_t kRecQP = kRecW + kSub * kDim * 2;       // [16][128]
+inline constexpr int64_t kRecKG = kRecQP + kSub * kDim * 2;      // [16][128]
+inline constexpr int64_t kRecU = kRecKG + kSub * kDim * 2;       // [16][128], scaled per column
+inline constexpr int64_t kRecAQK = kRecU + kSub * kDim * 2;      // [16][16]
+inline constexpr int64_t kRecA = kRecAQK + kSub * kSub * 2;      // [128] fp32
+inline constexpr int64_t kRecUBound = kRecA + kDim * 4;          // [128] fp32
+inline constexpr int64_t kRecordBytes = kRecUBound + kDim * 4;   // 17,920 = 1,120 per token
+static_assert(kRecordBytes == 17920, "4 x 4 KB + 512 B + 2 x 512 B");
+
+// Sub-chunk slots per head: sequence s owns [floor(cu[s] / 16) + s, ... + ceil(len_s / 16)),
+// disjoint and below floor(total / 16) + N (record.h's argument with 16 for 64).
+inline int64_t slot_capacity(int64_t total_tokens, int num_seqs) {
+  return total_tokens / kSub + num_seqs;
+}
+
+struct Args {
+  const __nv_bfloat16* q;  // [tokens][heads][128] with the strides below
+  const __nv_bfloat16* k;  // normalized rows (the contract)
+  const __nv_bfloat16* v;
+  const float* gate;  // [tokens][heads][128] cumulative log2, restarting every 64 tokens
+  const float* beta;  // [tokens][heads] in [0, 1]
+  int64_t q_stride, k_stride, v_stride;  // elements between tokens
+  int heads;
+  const int32_t* cu;  // device [num_seqs + 1]; null: dense, sequence s = tokens s T .. s T + T
+  int64_t seq_len;    // dense only
+  int num_seqs;
+  int64_t capacity;       // slot_capacity()
+  char* records;          // [heads][capacity] records
+  int64_t record_stride;  // bytes between slots' records; 0: every CTA writes one record (a
+                          // timing mode: the same instructions, the stores absorbed by L2)
+  bool fuse_q_l2norm;
+};
+
+// Grid (capacity, heads), kThreads threads; returns the launch's error.
+cudaError_t launch(const Args& args, cudaStream_t stream);
+// Dynamic shared memory per CTA.
+int shared_bytes();
+
+}  // namespace kda::lab::factors16
