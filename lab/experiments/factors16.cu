@@ -6,13 +6,13 @@
 //   1b thread d: the channel's anchors, cs = 2^(Gm - Gs), ce = 2^(Ge - Gm), A = 2^(Ge - Gs)
 //   2  thread (row i = t / 8, channels 16 (t % 8) .. +15): the fused q norm's factor (8 lanes per
 //      row), the two exponentials per element and every elementwise factor: the grams' operands
-//      (bf16: k 2^(G - Gm), q 2^(G - Gm) rows, k 2^(Gm - G) columns), W's right-hand side
-//      beta k 2^(G - Gs) (fp16), QP and KG (fp16, to the record)
+//      (bf16: k 2^(G - Gm), q 2^(G - Gm) rows over k and q in place, k 2^(Gm - G) columns), W's
+//      right-hand side beta k 2^(G - Gs) (fp16), QP and KG (bf16, to the record)
 //   3  grams on mma.sync: warp w runs k-steps 2w, 2w + 1 of both (16 x 16, shared column
 //      operand); partials summed in warp order, beta / scale r folded in, AQK to the record
 //   4  T = (I + A_kk)^-1 by forward substitution, lane j of warp 0 solving column j
 //   5  W = T rhs (fp16 operands), U = beta v + (T - I) diag(beta) v (bf16 operands, the diagonal
-//      term in fp32); warp w owns columns 32 w .. +31; U's column bounds and scaling
+//      term in fp32); warp w owns columns 32 w .. +31; U goes out transposed, in fp32
 // Every sum has a fixed order: bitwise reproducible.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -35,25 +35,27 @@ constexpr int kLd16 = 136;
 constexpr int kLdG = 132;
 constexpr int kLdS = 24;
 constexpr int kTile16 = kSub * kLd16 * 2;  // 4,352
-constexpr int kSQ = 0;                      // q bf16
-constexpr int kSK = kSQ + kTile16;          // k bf16
+constexpr int kSQ = 0;                      // q bf16; the grams' q rows q 2^(G - Gm) after 2
+constexpr int kSK = kSQ + kTile16;          // k bf16; the grams' k rows k 2^(G - Gm) after 2
 constexpr int kSV = kSK + kTile16;          // v bf16
-constexpr int kSG = kSV + kTile16;          // G fp32 [16][132]
+constexpr int kSG = kSV + kTile16;          // G fp32 [16][132]; the grams' partials after 2
+constexpr int kSPart = kSG;                  // [4 warps][2 grams][16][16] fp32
 constexpr int kSGs = kSG + kSub * kLdG * 4;  // the gate row before the sub-chunk [128]
 constexpr int kSCs = kSGs + kDim * 4;        // 2^(Gm - Gs) [128]
 constexpr int kSCe = kSCs + kDim * 4;        // 2^(Ge - Gm) [128]
 constexpr int kSBeta = kSCe + kDim * 4;      // [16]
 constexpr int kSQScale = kSBeta + kSub * 4;  // scale r_i [16]
-constexpr int kSRowK = kSQScale + kSub * 4;  // bf16 k 2^(G - Gm)
-constexpr int kSRowQ = kSRowK + kTile16;     // bf16 q 2^(G - Gm)
-constexpr int kSColK = kSRowQ + kTile16;     // bf16 k 2^(Gm - G)
+constexpr int kSRowK = kSK;
+constexpr int kSRowQ = kSQ;
+constexpr int kSColK = kSQScale + kSub * 4;  // bf16 k 2^(Gm - G)
 constexpr int kSRhsW = kSColK + kTile16;     // fp16 beta k 2^(G - Gs)
-constexpr int kSPart = kSRhsW + kTile16;     // [4 warps][2 grams][16][16] fp32
-constexpr int kSA = kSPart + 4 * 2 * kSub * kSub * 4;  // A_kk fp32 [16][24]
-constexpr int kST = kSA + kSub * kLdS * 4;             // T fp32 [16][24]
+constexpr int kSA = kSRhsW + kTile16;        // A_kk fp32 [16][24]
+constexpr int kST = kSA + kSub * kLdS * 4;   // T fp32 [16][24]
 constexpr int kSBytes = kST + kSub * kLdS * 4;
-static_assert(kSBytes == 51840, "four CTAs per SM");
-static_assert(4 * (kSBytes + 1024) <= 228 * 1024, "four CTAs per SM");
+static_assert(4 * 2 * kSub * kSub * 4 <= kSGs - kSG, "the partials fit in G's region");
+static_assert(kSBytes == 34944, "six CTAs per SM");
+static_assert(6 * (kSBytes + 1024) <= 228 * 1024, "six CTAs per SM");
+constexpr int kCtasPerSm = 6;
 
 __device__ __forceinline__ int s16(int region, int row, int col) {
   return region + 2 * (row * kLd16 + col);
@@ -95,7 +97,7 @@ __device__ __forceinline__ bool find_sub_chunk(const Args& a, int64_t slot, SubC
   return true;
 }
 
-// 16 consecutive bf16 / fp32 values at a 16-byte aligned shared byte offset.
+// 16 (8) consecutive bf16 / fp32 values at a 16-byte aligned shared byte offset.
 __device__ __forceinline__ void load16_bf16(const unsigned char* s, int byte, float (&x)[16]) {
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
@@ -109,9 +111,19 @@ __device__ __forceinline__ void load16_bf16(const unsigned char* s, int byte, fl
     }
   }
 }
-__device__ __forceinline__ void load16_f32(const unsigned char* s, int byte, float (&x)[16]) {
+__device__ __forceinline__ void load8_bf16(const unsigned char* s, int byte, float (&x)[8]) {
+  const uint4 w = *reinterpret_cast<const uint4*>(s + byte);
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
+  for (int p = 0; p < 4; ++p) {
+    const float2 f = unpack_bf16(words[p]);
+    x[2 * p] = f.x;
+    x[2 * p + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void load8_f32(const unsigned char* s, int byte, float (&x)[8]) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
     const float4 w = *reinterpret_cast<const float4*>(s + byte + 16 * u);
     x[4 * u] = w.x;
     x[4 * u + 1] = w.y;
@@ -119,48 +131,35 @@ __device__ __forceinline__ void load16_f32(const unsigned char* s, int byte, flo
     x[4 * u + 3] = w.w;
   }
 }
-// 16 values as bf16 (kF16 false) or fp16, two 16-byte stores at `dst` (shared or global).
+// 8 values as bf16 (kF16 false) or fp16, one 16-byte store at `dst` (shared or global).
 template <bool kF16>
-__device__ __forceinline__ void store16(void* dst, const float (&x)[16]) {
-  uint32_t w[8];
+__device__ __forceinline__ void store8(void* dst, const float (&x)[8]) {
+  uint32_t w[4];
 #pragma unroll
-  for (int p = 0; p < 8; ++p) {
+  for (int p = 0; p < 4; ++p) {
     w[p] = kF16 ? pack_f16(x[2 * p], x[2 * p + 1]) : pack_bf16(x[2 * p], x[2 * p + 1]);
   }
-  uint4* d = reinterpret_cast<uint4*>(dst);
-  d[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  d[1] = make_uint4(w[4], w[5], w[6], w[7]);
+  *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// U's column bound and multiplier from the column's max |U| (the library's record.h rule): max
-// in [2^(f-127), 2^(f-126)) gives bound 2^(f-126) and multiplier 2^15 / bound, f clamped to
-// [27, 253]; an all-zero column bound 0; a non-finite max bound 1 and multiplier 1.
-__device__ __forceinline__ void u_scale(float max_abs, float& bound, float& mult) {
-  if (!(max_abs <= 3.4e38f)) {  // inf (fmaxf drops NaNs; a NaN max is impossible)
-    bound = 1.0f;
-    mult = 1.0f;
-    return;
-  }
-  if (max_abs == 0.0f) {
-    bound = 0.0f;
-    mult = 1.0f;
-    return;
-  }
-  int f = static_cast<int>((__float_as_uint(max_abs) >> 23) & 0xffu);
-  f = min(max(f, 27), 253);
-  bound = kda::detail::exact_pow2(f - 126);
-  mult = kda::detail::exact_pow2(141 - f);
+// The SM this thread runs on (the on-chip timing mode's record).
+__device__ __forceinline__ uint32_t sm_id() {
+  uint32_t id;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(id));
+  return id;
 }
 
-__global__ void __launch_bounds__(kThreads, 4) factors16_kernel(const Args a) {
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const Args a) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int h = blockIdx.y;
   SubChunk sc;
   if (!find_sub_chunk(a, blockIdx.x, sc)) return;  // uniform: no sequence owns the slot
   const int n = sc.rows;
-  char* const rec = a.records + (static_cast<int64_t>(h) * a.capacity + blockIdx.x) *
-                                    a.record_stride;
+  const int64_t own = static_cast<int64_t>(h) * a.capacity + blockIdx.x;
+  const int64_t slot =
+      a.on_chip ? (int64_t{sm_id()} * 8 + (blockIdx.x & 7)) % (a.capacity * a.heads) : own;
+  char* const rec = a.records + slot * kRecordBytes;
   const int64_t head_offset = static_cast<int64_t>(h) * kDim;
   const int64_t gate_row = static_cast<int64_t>(a.heads) * kDim;
 
@@ -214,18 +213,15 @@ __global__ void __launch_bounds__(kThreads, 4) factors16_kernel(const Args a) {
     const float ge = *reinterpret_cast<const float*>(smem + sg(n - 1, d));
     *reinterpret_cast<float*>(smem + kSCs + 4 * d) = ex2_approx(gm - gs);
     *reinterpret_cast<float*>(smem + kSCe + 4 * d) = ex2_approx(ge - gm);
-    *reinterpret_cast<float*>(rec + kRecA + 4 * d) = ex2_approx(ge - gs);
+    *reinterpret_cast<float*>(rec + rec_a(d)) = ex2_approx(ge - gs);
   }
   __syncthreads();
 
   // ---- 2: the elementwise factors of row i, channels d0 .. d0 + 15.
   {
     const int i = tid >> 3, d0 = 16 * (tid & 7);
-    float q[16], k[16], g[16], gm[16];
+    float q[16];
     load16_bf16(smem, s16(kSQ, i, d0), q);
-    load16_bf16(smem, s16(kSK, i, d0), k);
-    load16_f32(smem, sg(i, d0), g);
-    load16_f32(smem, sg(m, d0), gm);
     float qscale = kda::detail::kScale;
     if (a.fuse_q_l2norm) {  // uniform
       bool rescaled;
@@ -233,29 +229,37 @@ __global__ void __launch_bounds__(kThreads, 4) factors16_kernel(const Args a) {
     }
     if ((tid & 7) == 0) *reinterpret_cast<float*>(smem + kSQScale + 4 * i) = qscale;
     const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
-    float cs[16], ce[16];
-    load16_f32(smem, kSCs + 4 * d0, cs);
-    load16_f32(smem, kSCe + 4 * d0, ce);
-    float rk[16], rq[16], ck[16], rhs[16], qp[16], kg[16];
 #pragma unroll
-    for (int e = 0; e < 16; ++e) {
-      const float x = g[e] - gm[e];
-      const float fr = ex2_approx(x);   // 2^(G_i - Gm), within 2^+-68
-      const float fc = ex2_approx(-x);  // 2^(Gm - G_i)
-      rk[e] = k[e] * fr;
-      rq[e] = q[e] * fr;
-      ck[e] = k[e] * fc;
-      const float gamma = fr * cs[e];  // 2^(G_i - Gs) <= 1
-      rhs[e] = beta * (k[e] * gamma);
-      qp[e] = qscale * (q[e] * gamma);
-      kg[e] = k[e] * (fc * ce[e]);  // 2^(Ge - G_i) <= 1
+    for (int u = 0; u < 2; ++u) {  // one 16-byte unit of every output at a time (registers)
+      const int c0 = d0 + 8 * u;
+      float k[8], g[8], gm[8], cs[8], ce[8];
+      load8_bf16(smem, s16(kSK, i, c0), k);
+      load8_f32(smem, sg(i, c0), g);
+      load8_f32(smem, sg(m, c0), gm);
+      load8_f32(smem, kSCs + 4 * c0, cs);
+      load8_f32(smem, kSCe + 4 * c0, ce);
+      float rk[8], rq[8], ck[8], rhs[8], qp[8], kg[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float x = g[e] - gm[e];
+        const float fr = ex2_approx(x);   // 2^(G_i - Gm), within 2^+-68
+        const float fc = ex2_approx(-x);  // 2^(Gm - G_i)
+        const float qe = q[8 * u + e];
+        rk[e] = k[e] * fr;
+        rq[e] = qe * fr;
+        ck[e] = k[e] * fc;
+        const float gamma = fr * cs[e];  // 2^(G_i - Gs) <= 1
+        rhs[e] = beta * (k[e] * gamma);
+        qp[e] = qscale * (qe * gamma);
+        kg[e] = k[e] * (fc * ce[e]);  // 2^(Ge - G_i) <= 1
+      }
+      store8<false>(smem + s16(kSRowK, i, c0), rk);  // over k's own unit, read above
+      store8<false>(smem + s16(kSRowQ, i, c0), rq);  // over q's (q is in registers)
+      store8<false>(smem + s16(kSColK, i, c0), ck);
+      store8<true>(smem + s16(kSRhsW, i, c0), rhs);
+      store8<false>(rec + rec_split(kRecQP, i, c0), qp);
+      store8<false>(rec + rec_split(kRecKG, i, c0), kg);
     }
-    store16<false>(smem + s16(kSRowK, i, d0), rk);
-    store16<false>(smem + s16(kSRowQ, i, d0), rq);
-    store16<false>(smem + s16(kSColK, i, d0), ck);
-    store16<true>(smem + s16(kSRhsW, i, d0), rhs);
-    store16<true>(rec + kRecQP + 2 * (i * kDim + d0), qp);
-    store16<true>(rec + kRecKG + 2 * (i * kDim + d0), kg);
   }
   __syncthreads();
 
@@ -315,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, 4) factors16_kernel(const Args a) {
           (j + e < i && i < n) ? beta * sk[e] : 0.0f;
       out_q[e] = (j + e <= i && i < n) ? qscale * sq[e] : 0.0f;
     }
-    *reinterpret_cast<uint32_t*>(rec + kRecAQK + 2 * (i * kSub + j)) = pack_f16(out_q[0], out_q[1]);
+    *reinterpret_cast<uint32_t*>(rec + rec_aqk(i, j)) = pack_bf16(out_q[0], out_q[1]);
   }
   __syncthreads();
 
@@ -366,46 +370,23 @@ __global__ void __launch_bounds__(kThreads, 4) factors16_kernel(const Args a) {
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       const int col = n0 + 8 * nt + gc;
-      float u[2][2];
-      float mx[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = gr + 8 * half;
-        *reinterpret_cast<uint32_t*>(rec + kRecW + 2 * (i * kDim + col)) =
-            pack_f16(accw[nt][2 * half], accw[nt][2 * half + 1]);
+        *reinterpret_cast<uint32_t*>(rec + rec_split(kRecW, i, col)) =
+            pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]);
         const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
         const float2 vv =
             unpack_bf16(*reinterpret_cast<const uint32_t*>(smem + s16(kSV, i, col)));
-        u[half][0] = fmaf(beta, vv.x, accu[nt][2 * half]);
-        u[half][1] = fmaf(beta, vv.y, accu[nt][2 * half + 1]);
-        mx[0] = fmaxf(mx[0], fabsf(u[half][0]));
-        mx[1] = fmaxf(mx[1], fabsf(u[half][1]));
-      }
-      float bound[2], mult[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-#pragma unroll
-        for (int off = 4; off < 32; off <<= 1) {
-          mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], off));
-        }
-        u_scale(mx[e], bound[e], mult[e]);
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = gr + 8 * half;
-        *reinterpret_cast<uint32_t*>(rec + kRecU + 2 * (i * kDim + col)) =
-            pack_f16(u[half][0] * mult[0], u[half][1] * mult[1]);
-      }
-      if (gr == 0) {
-        *reinterpret_cast<float2*>(rec + kRecUBound + 4 * col) = make_float2(bound[0], bound[1]);
+        *reinterpret_cast<float*>(rec + rec_ut(col, i)) = fmaf(beta, vv.x, accu[nt][2 * half]);
+        *reinterpret_cast<float*>(rec + rec_ut(col + 1, i)) =
+            fmaf(beta, vv.y, accu[nt][2 * half + 1]);
       }
     }
   }
 }
 
 }  // namespace
-
-int shared_bytes() { return kSBytes; }
 
 cudaError_t launch(const Args& args, cudaStream_t stream) {
   cudaError_t e = cudaFuncSetAttribute(factors16_kernel,

@@ -15,7 +15,7 @@
 //   KG  = k_j 2^(Ge - G_j)                        A   = 2^(Ge - Gs)
 //   AQK = scale r_i sum_d q_id k_jd 2^(G_id - G_jd)   (j <= i)
 //   T   = (I + A_kk)^-1, A_kk[i][j] = beta_i sum_d k_id k_jd 2^(G_id - G_jd)   (j < i)
-//   W   = T (beta k 2^(G - Gs)),   U = T (beta v), column d stored as U 2^15 / U_BOUND[d]
+//   W   = T (beta k 2^(G - Gs)),   U = T (beta v)
 // Two exponentials per element, 2^(G_i - Gm) and 2^(Gm - G_i), each within 2^+-68; the rest are
 // per-channel factors 2^(Gm - Gs), 2^(Ge - Gm) <= 1, so every product is of normal floats and a
 // result below 2^-126 is one whose true value is.
@@ -32,17 +32,43 @@ inline constexpr int kSub = 16;       // tokens per sub-chunk
 inline constexpr int kDim = 128;      // K = V
 inline constexpr int kThreads = 128;  // one warpgroup per sub-chunk
 
-// The record of one (head, sub-chunk), byte offsets; 16-bit tiles row-major [row][column], rows
-// >= n zero. fp16 everywhere but A and U_BOUND (fp32).
-inline constexpr int64_t kRecW = 0;                              // [16][128]
-inline constexpr int64_t kRecQP = kRecW + kSub * kDim * 2;       // [16][128]
-inline constexpr int64_t kRecKG = kRecQP + kSub * kDim * 2;      // [16][128]
-inline constexpr int64_t kRecU = kRecKG + kSub * kDim * 2;       // [16][128], scaled per column
-inline constexpr int64_t kRecAQK = kRecU + kSub * kDim * 2;      // [16][16]
-inline constexpr int64_t kRecA = kRecAQK + kSub * kSub * 2;      // [128] fp32
-inline constexpr int64_t kRecUBound = kRecA + kDim * 4;          // [128] fp32
-inline constexpr int64_t kRecordBytes = kRecUBound + kDim * 4;   // 17,920 = 1,120 per token
-static_assert(kRecordBytes == 17920, "4 x 4 KB + 512 B + 2 x 512 B");
+#if defined(__CUDACC__)
+#define KDA_F16_HD __host__ __device__
+#else
+#define KDA_F16_HD
+#endif
+
+// The record of one (head, sub-chunk): the chain step's shared-memory image, so that the chain
+// kernel (scan16.h) moves it with one bulk copy. Rows >= n zero.
+//   W, QP, KG  [16 rows][128] bf16, each split into two key halves of [16][128 B] (2 KB), every
+//              half a canonical 128-byte-swizzle wgmma tile (16-byte unit u of row r at u ^ (r & 7)):
+//              W and QP the K-major B operands of S^T W^T, S^T QP^T, KG the MN-major one of
+//              V_new^T KG
+//   AQK        [16 rows][64] bf16, the same swizzle; only columns 0..15 are written (the K-major B
+//              operand of V_new^T AQK^T: one k16 step)
+//   UT         U^T [128 values][16 tokens] fp32 (the chain subtracts S^T W^T from it in fp32)
+//   A          [128] fp32
+// The state's products run on bf16 operands (the state and V_new need its range: v is unbounded
+// user data); every B operand is bounded (|W| <~ 1, |QP|, |AQK| <= 1/sqrt(128), |KG| <= 1).
+inline constexpr int64_t kRecW = 0;
+inline constexpr int64_t kRecQP = 4096;
+inline constexpr int64_t kRecKG = 8192;
+inline constexpr int64_t kRecAQK = 12288;
+inline constexpr int64_t kRecUT = 14336;
+inline constexpr int64_t kRecA = kRecUT + kDim * kSub * 4;       // 22,528
+inline constexpr int64_t kRecordBytes = kRecA + kDim * 4;         // 23,040 = 1,440 per token
+static_assert(kRecordBytes == 23040, "3 x 4 KB + 2 KB + 8 KB + 512 B");
+inline constexpr int kHalfTileBytes = kSub * 128;                 // [16 rows][128 B]
+
+// Byte offset of element (row i, column d) in a W / QP / KG tile at `base`.
+KDA_F16_HD constexpr int64_t rec_split(int64_t base, int i, int d) {
+  return base + (d >> 6) * kHalfTileBytes + i * 128 + ((((d >> 3) ^ i) & 7) << 4) + 2 * (d & 7);
+}
+KDA_F16_HD constexpr int64_t rec_aqk(int i, int j) {
+  return kRecAQK + i * 128 + ((((j >> 3) ^ i) & 7) << 4) + 2 * (j & 7);
+}
+KDA_F16_HD constexpr int64_t rec_ut(int d, int i) { return kRecUT + 4 * (d * kSub + i); }
+KDA_F16_HD constexpr int64_t rec_a(int d) { return kRecA + 4 * d; }
 
 // Sub-chunk slots per head: sequence s owns [floor(cu[s] / 16) + s, ... + ceil(len_s / 16)),
 // disjoint and below floor(total / 16) + N (record.h's argument with 16 for 64).
@@ -63,14 +89,13 @@ struct Args {
   int num_seqs;
   int64_t capacity;       // slot_capacity()
   char* records;          // [heads][capacity] records
-  int64_t record_stride;  // bytes between slots' records; 0: every CTA writes one record (a
-                          // timing mode: the same instructions, the stores absorbed by L2)
+  bool on_chip;    // timing mode: CTA writes the record of slot (SM, blockIdx.x % 8) instead of
+                   // its own, 132 x 8 records that stay in L2 (the same instructions; the one-kernel
+                   // forward's factors never leave the SM)
   bool fuse_q_l2norm;
 };
 
 // Grid (capacity, heads), kThreads threads; returns the launch's error.
 cudaError_t launch(const Args& args, cudaStream_t stream);
-// Dynamic shared memory per CTA.
-int shared_bytes();
 
 }  // namespace kda::lab::factors16

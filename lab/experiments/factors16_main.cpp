@@ -30,6 +30,7 @@
 #include "factors16_inputs.h"
 #include "kda/kda.h"
 #include "kda/ref/reference.h"
+#include "scan16.h"
 
 namespace {
 
@@ -57,10 +58,11 @@ T* device_copy(const std::vector<T>& host, const char* what) {
 }
 
 float to_bf16_value(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-float half_bits_to_float(uint16_t bits) {
-  __half_raw raw;
-  raw.x = bits;
-  return __half2float(__half(raw));
+float bf16_bits_to_float(uint16_t bits) {
+  const uint32_t word = static_cast<uint32_t>(bits) << 16;
+  float x;
+  std::memcpy(&x, &word, 4);
+  return x;
 }
 
 // ---- check
@@ -92,6 +94,8 @@ struct Error {
 // fp16 / bf16 operands; what this tool has measured is in lab/README.md.
 constexpr double kRmsBudget = 4e-3;
 constexpr double kMaxBudget = 2e-2;
+// The forward's outputs and final state: the contract's gate (kda-forward.md §9.1).
+constexpr double kForwardRmsBudget = 5e-3;
 
 bool run_check(const CheckCase& c, uint64_t seed) {
   const std::vector<int32_t> cu = {0, 0, 1, 16, 33, 97, 200, 200, 330, 394};
@@ -150,12 +154,14 @@ bool run_check(const CheckCase& c, uint64_t seed) {
   p.v = v;
   p.gate = gate16;
   p.beta = beta;
+  p.initial_state.resize(static_cast<size_t>(num_seqs) * heads * dim * dim);
+  for (auto& x : p.initial_state) x = static_cast<float>(0.5 * normal(rng));
   kda::ref::Options o;
   o.normalize_q = true;
-  o.final_state = false;
+  o.final_state = true;
   o.chunk_size = 16;
   std::vector<kda::ref::ChunkTrace<double>> traces;
-  (void)kda::ref::chunked_forward<double>(p, o, &traces);
+  const kda::ref::Result<double> want = kda::ref::chunked_forward<double>(p, o, &traces);
 
   // The kernel on the same inputs (bf16 q, k, v; the 64-local gate).
   auto bf16_of = [](const std::vector<float>& x) {
@@ -178,12 +184,37 @@ bool run_check(const CheckCase& c, uint64_t seed) {
   const size_t record_bytes = static_cast<size_t>(capacity) * heads * f16::kRecordBytes;
   a.records = device_alloc<char>(record_bytes, "records");
   check(cudaMemset(a.records, 0xff, record_bytes), "poison records");  // NaN in fp16 and fp32
-  a.record_stride = f16::kRecordBytes;
+  a.on_chip = false;
   a.fuse_q_l2norm = true;
   check(f16::launch(a, nullptr), "factors16 launch");
   check(cudaDeviceSynchronize(), "factors16");
   std::vector<char> rec(record_bytes);
   check(cudaMemcpy(rec.data(), a.records, record_bytes, cudaMemcpyDeviceToHost), "records");
+  // The chain on those records: the whole 16-token forward.
+  f16::ChainArgs ca{};
+  ca.records = a.records;
+  ca.capacity = capacity;
+  ca.heads = heads;
+  ca.cu = a.cu;
+  ca.num_seqs = num_seqs;
+  ca.out = device_alloc<__nv_bfloat16>(elems, "out");
+  ca.out_stride = heads * dim;
+  ca.initial_state = device_copy(p.initial_state, "initial state");
+  ca.final_state = device_alloc<float>(p.initial_state.size(), "final state");
+  check(cudaMemset(ca.out, 0xff, elems * 2), "poison out");  // NaN
+  check(cudaMemset(ca.final_state, 0xff, p.initial_state.size() * 4), "poison final state");
+  check(f16::launch_chain(ca, nullptr), "chain launch");
+  check(cudaDeviceSynchronize(), "chain");
+  std::vector<__nv_bfloat16> out(elems);
+  std::vector<float> final_state(p.initial_state.size());
+  check(cudaMemcpy(out.data(), ca.out, elems * 2, cudaMemcpyDeviceToHost), "out");
+  check(cudaMemcpy(final_state.data(), ca.final_state, final_state.size() * 4,
+                   cudaMemcpyDeviceToHost),
+        "final state");
+  for (const void* ptr : {static_cast<const void*>(ca.out), static_cast<const void*>(ca.initial_state),
+                          static_cast<const void*>(ca.final_state)}) {
+    check(cudaFree(const_cast<void*>(ptr)), "cudaFree");
+  }
   for (const void* ptr : {static_cast<const void*>(a.q), static_cast<const void*>(a.k),
                           static_cast<const void*>(a.v), static_cast<const void*>(a.gate),
                           static_cast<const void*>(a.beta), static_cast<const void*>(a.cu),
@@ -196,23 +227,23 @@ bool run_check(const CheckCase& c, uint64_t seed) {
   for (const auto& t : traces) {
     const int64_t slot = cu[t.sequence] / 16 + t.sequence + t.chunk;
     const char* r = rec.data() + (t.head * capacity + slot) * f16::kRecordBytes;
-    auto h16 = [&](int64_t offset, int row, int col, int cols) {
+    auto bf16_at = [&](int64_t offset) {
       uint16_t bits;
-      std::memcpy(&bits, r + offset + 2 * (row * cols + col), 2);
-      return static_cast<double>(half_bits_to_float(bits));
+      std::memcpy(&bits, r + offset, 2);
+      return static_cast<double>(bf16_bits_to_float(bits));
     };
-    auto f32 = [&](int64_t offset, int i) {
+    auto f32_at = [&](int64_t offset) {
       float x;
-      std::memcpy(&x, r + offset + 4 * i, 4);
+      std::memcpy(&x, r + offset, 4);
       return static_cast<double>(x);
     };
     const int n = static_cast<int>(t.rows);
     ++sub_chunks;
     for (int i = 0; i < 16; ++i) {
       for (int d = 0; d < dim; ++d) {
-        const double w = h16(f16::kRecW, i, d, dim), qp = h16(f16::kRecQP, i, d, dim),
-                     kg = h16(f16::kRecKG, i, d, dim),
-                     u = h16(f16::kRecU, i, d, dim) * f32(f16::kRecUBound, d) * std::ldexp(1.0, -15);
+        const double w = bf16_at(f16::rec_split(f16::kRecW, i, d)),
+                     qp = bf16_at(f16::rec_split(f16::kRecQP, i, d)),
+                     kg = bf16_at(f16::rec_split(f16::kRecKG, i, d)), u = f32_at(f16::rec_ut(d, i));
         if (i >= n) {
           nonzero_tail += (w != 0) + (qp != 0) + (kg != 0) + (u != 0);
           continue;
@@ -223,7 +254,7 @@ bool run_check(const CheckCase& c, uint64_t seed) {
         eu.add(u, t.U(i, d));
       }
       for (int j = 0; j < 16; ++j) {
-        const double x = h16(f16::kRecAQK, i, j, 16);
+        const double x = bf16_at(f16::rec_aqk(i, j));
         if (i >= n || j > i) {
           nonzero_tail += x != 0;
         } else {
@@ -233,17 +264,24 @@ bool run_check(const CheckCase& c, uint64_t seed) {
     }
     for (int d = 0; d < dim; ++d) {  // A = 2^(G16 at row n - 1)
       const double g = gate16[(t.first_token + n - 1) * heads * dim + t.head * dim + d];
-      ea.add(f32(f16::kRecA, d), std::exp2(g));
+      ea.add(f32_at(f16::rec_a(d)), std::exp2(g));
     }
   }
+  Error eout, estate;
+  for (size_t i = 0; i < out.size(); ++i) eout.add(__bfloat162float(out[i]), want.out[i]);
+  for (size_t i = 0; i < final_state.size(); ++i) estate.add(final_state[i], want.final_state[i]);
   bool ok = nonzero_tail == 0 && sub_chunks > 0;
   std::printf("check %s: %lld sub-chunks, record entries at rows >= n or above the diagonal not zero: %lld\n",
               c.name, static_cast<long long>(sub_chunks), static_cast<long long>(nonzero_tail));
   std::printf("| factor | rel-RMS | max err / max ref | max ref |\n|---|---:|---:|---:|\n");
   const std::pair<const char*, const Error*> rows[] = {{"W", &ew},    {"U", &eu},     {"QP", &eqp},
-                                                        {"KG", &ekg}, {"AQK", &eaqk}, {"A", &ea}};
+                                                        {"KG", &ekg}, {"AQK", &eaqk}, {"A", &ea},
+                                                        {"forward: out", &eout},
+                                                        {"forward: final state", &estate}};
   for (const auto& [name, e] : rows) {
-    const bool in = e->rel_rms() <= kRmsBudget && e->rel_max() <= kMaxBudget && std::isfinite(e->err2);
+    const bool forward = std::strncmp(name, "forward", 7) == 0;
+    const bool in = e->rel_rms() <= (forward ? kForwardRmsBudget : kRmsBudget) &&
+                    e->rel_max() <= kMaxBudget && std::isfinite(e->err2);
     ok = ok && in;
     std::printf("| %s | %.3e | %.3e | %.3e |%s\n", name, e->rel_rms(), e->rel_max(), e->max_ref,
                 in ? "" : " OUT OF BUDGET");
@@ -317,36 +355,51 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
                                  "records");
   a.fuse_q_l2norm = true;
 
+  f16::ChainArgs ca{};
+  ca.records = a.records;
+  ca.capacity = a.capacity;
+  ca.heads = s.heads;
+  ca.cu = cu_dev;
+  ca.num_seqs = s.num_seqs;
+  ca.out = out;
+  ca.out_stride = static_cast<int64_t>(s.heads) * dim;
+
+  // One round: the library's forward, its PREP, factors16 on chip, factors16 with records, the
+  // chain on those records, factors16 + chain; medians over the rounds.
+  enum { kLibForward, kLibPrep, kOnChip, kRecords, kChain, kBoth, kKinds };
   cudaEvent_t e0, e1;
   check(cudaEventCreate(&e0), "cudaEventCreate");
   check(cudaEventCreate(&e1), "cudaEventCreate");
-  std::vector<float> t_prep, t_store, t_sink;
+  std::vector<float> t[kKinds];
   for (int it = 0; it < warmup + runs; ++it) {
-    for (int which = 0; which < 3; ++which) {
+    for (int which = 0; which < kKinds; ++which) {
       check(cudaEventRecord(e0, stream), "cudaEventRecord");
-      if (which == 0) {
-        try {
-          kda::chunk_forward_stage(fp, 0, stream);
-        } catch (const std::exception& ex) {
-          std::fprintf(stderr, "kda-lab-factors16: library PREP: %s\n", ex.what());
-          std::exit(3);
-        }
-      } else {
-        a.record_stride = which == 1 ? f16::kRecordBytes : 0;
+      try {
+        if (which == kLibForward) kda::chunk_forward(fp, stream);
+        if (which == kLibPrep) kda::chunk_forward_stage(fp, 0, stream);
+      } catch (const std::exception& ex) {
+        std::fprintf(stderr, "kda-lab-factors16: library forward: %s\n", ex.what());
+        std::exit(3);
+      }
+      if (which == kOnChip || which == kRecords || which == kBoth) {
+        a.on_chip = which == kOnChip;
         check(f16::launch(a, stream), "factors16 launch");
       }
+      if (which == kChain || which == kBoth) check(f16::launch_chain(ca, stream), "chain launch");
       check(cudaEventRecord(e1, stream), "cudaEventRecord");
       check(cudaEventSynchronize(e1), "timed kernel");
       float ms = 0;
       check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-      if (it >= warmup) (which == 0 ? t_prep : which == 1 ? t_store : t_sink).push_back(ms);
+      if (it >= warmup) t[which].push_back(ms);
     }
   }
   const double chunk_heads = static_cast<double>(tokens) / 64 * s.heads;
-  const double prep = median(t_prep), store = median(t_store), sink = median(t_sink);
-  std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |\n", s.name,
-              long_memory ? "mixed" : "contract", prep, store, sink, store / prep, sink / prep,
-              sink * 1e3 * 132 / chunk_heads, prep * 1e3 * 132 / chunk_heads);
+  double m[kKinds];
+  for (int i = 0; i < kKinds; ++i) m[i] = median(t[i]);
+  std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |\n",
+              s.name, long_memory ? "mixed" : "contract", m[kLibForward], m[kLibPrep], m[kOnChip],
+              m[kRecords], m[kChain], m[kBoth], m[kBoth] / m[kLibForward],
+              m[kOnChip] * 1e3 * 132 / chunk_heads, m[kLibPrep] * 1e3 * 132 / chunk_heads);
   check(cudaEventDestroy(e0), "cudaEventDestroy");
   check(cudaEventDestroy(e1), "cudaEventDestroy");
   for (void* ptr : {static_cast<void*>(in.q), static_cast<void*>(in.k), static_cast<void*>(in.v),
@@ -399,9 +452,10 @@ int main(int argc, char** argv) {
   }
   if (!check_only) {
     std::printf(
-        "| shape | gates | library PREP (ms) | factors16, records (ms) | factors16, on chip "
-        "(ms) | records / PREP | on chip / PREP | on chip: SM-us per 64 tokens | PREP: SM-us "
-        "per 64 tokens |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        "| shape | gates | library forward (ms) | library PREP | factors16 on chip | factors16 "
+        "with records | chain | factors16 + chain | (factors16 + chain) / library | on chip: "
+        "SM-us per 64 tokens | PREP: SM-us per 64 tokens |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     const TimeShape shapes[] = {{"h96-fixed", 96, 1}, {"h96-uniform8", 96, 8},
                                 {"h64-fixed", 64, 1}, {"h64-uniform8", 64, 8}};
     for (const bool long_memory : {false, true}) {

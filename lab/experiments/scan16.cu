@@ -1,0 +1,220 @@
+// The 16-token chain (scan16.h has the steps). Fragment maps: warp w owns value rows
+// 16 w .. 16 w + 15 (the C-fragment rows g = lane / 4 and g + 8 of its warpgroup's m64 tiles);
+// st[j][e] holds S^T[row(e)][key 8 j + 2 t + (e & 1)], row(e) = 16 w + g + 8 (e >> 1),
+// t = lane % 4: wgmma's accumulators give each warp mma.sync's C fragments, and a pair of them,
+// packed, is the A fragment of the next product (keys 16 kt .. +15 from tiles 2 kt, 2 kt + 1).
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "device/ptx.cuh"
+#include "device/wgmma.cuh"
+#include "factors16.h"
+#include "scan/scan_layout.h"  // desc_sw128
+#include "scan16.h"
+
+namespace kda::lab::factors16 {
+namespace {
+
+using kda::detail::ptx::pack_bf16;
+using kda::detail::ptx::smem_u32;
+namespace wg = kda::detail::wgmma;
+using kda::detail::scan::desc_sw128;
+
+constexpr int kChainThreads = 256;
+constexpr int kBuffer = 23 * 1024;  // a record (23,040 B), 1024-byte aligned buffers
+static_assert(kBuffer >= kRecordBytes, "a record fits a buffer");
+constexpr int kSBar = 2 * kBuffer;                   // two 8-byte mbarriers
+constexpr int kSBytes = kSBar + 16 + 1024;           // + the base's alignment slack
+constexpr int kSBO = 1024;                           // 8 rows of 128 bytes
+
+// D[64 x 16] (+)= A[64 x 16] (registers, bf16) . B[16 x 16] (K-major descriptor).
+template <bool kAccumulate>
+__device__ __forceinline__ void m64n16k16(float (&d)[2][4], const uint32_t (&a)[4], uint64_t b) {
+  if constexpr (kAccumulate) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7},"
+        " {%8, %9, %10, %11}, %12, 1, 1, 1, 0;\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+          "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+  } else {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7},"
+        " {%8, %9, %10, %11}, %12, 0, 1, 1, 0;\n"
+        : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]),
+          "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+  }
+}
+
+// D[64 x 128] += A[64 x 16] (registers, bf16) . B[16 x 128] (MN-major descriptor: trans-b 1).
+__device__ __forceinline__ void m64n128k16_mn(float (&d)[16][4], const uint32_t (&a)[4],
+                                              uint64_t b) {
+  asm volatile(
+      "{\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
+      " {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+        "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+        "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+        "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+        "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),
+        "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),
+        "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+        "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+// The bf16 A fragment of key k-step kt from the state's accumulator tiles 2 kt, 2 kt + 1.
+__device__ __forceinline__ void state_a(const float (&st)[16][4], int kt, uint32_t (&a)[4]) {
+  a[0] = pack_bf16(st[2 * kt][0], st[2 * kt][1]);
+  a[1] = pack_bf16(st[2 * kt][2], st[2 * kt][3]);
+  a[2] = pack_bf16(st[2 * kt + 1][0], st[2 * kt + 1][1]);
+  a[3] = pack_bf16(st[2 * kt + 1][2], st[2 * kt + 1][3]);
+}
+
+__global__ void __launch_bounds__(kChainThreads, 1) chain_kernel(const ChainArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;  // the swizzled tiles need 1024-byte alignment
+  const unsigned char* const smem = smem_raw + (base - raw);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int s = static_cast<int>(blockIdx.x / a.heads), h = static_cast<int>(blockIdx.x % a.heads);
+  const int64_t begin = a.cu != nullptr ? a.cu[s] : static_cast<int64_t>(s) * a.seq_len;
+  const int64_t end = a.cu != nullptr ? a.cu[s + 1] : begin + a.seq_len;
+  const int64_t chunks = (end - begin + kSub - 1) / kSub;
+  const char* const first = a.records + (static_cast<int64_t>(h) * a.capacity + begin / kSub + s) *
+                                            kRecordBytes;
+  const int gr = lane >> 2, t2 = 2 * (lane & 3);
+  const int row0 = 16 * warp + gr;  // the thread's value rows row0, row0 + 8
+  const int64_t state_offset = (static_cast<int64_t>(s) * a.heads + h) * kDim * kDim;
+
+  float st[16][4];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = 8 * j + t2 + (e & 1), value = row0 + 8 * (e >> 1);
+      st[j][e] = a.initial_state == nullptr
+                     ? 0.0f
+                     : a.initial_state[state_offset + key * kDim + value];
+    }
+  }
+
+  const uint32_t bars = base + kSBar;
+  if (tid == 0) {
+    wg::mbarrier_init(bars, 1);
+    wg::mbarrier_init(bars + 8, 1);
+    wg::fence_mbarrier_init();
+  }
+  __syncthreads();
+  auto issue = [&](int64_t c) {
+    wg::bulk_copy_to_smem(tid == 0, base + static_cast<uint32_t>(c & 1) * kBuffer,
+                          first + c * kRecordBytes, kRecordBytes,
+                          bars + 8 * static_cast<uint32_t>(c & 1));
+  };
+  if (chunks > 0) issue(0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    __syncthreads();  // every warp is done with buffer (c + 1) % 2 (chunk c - 1)
+    if (c + 1 < chunks) issue(c + 1);
+    wg::mbarrier_wait(bars + 8 * static_cast<uint32_t>(c & 1), static_cast<uint32_t>((c >> 1) & 1));
+    const uint32_t buf = base + static_cast<uint32_t>(c & 1) * kBuffer;
+    const unsigned char* const rec = smem + static_cast<uint32_t>(c & 1) * kBuffer;
+
+    // A: acc = S^T W^T, pacc = S^T QP^T (key k-step kt: key half kt / 4, +32 bytes per k16).
+    float acc[2][4], pacc[2][4];
+    uint32_t sa[8][4];  // every A fragment before the fence: no register writes between wgmmas
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) state_a(st, kt, sa[kt]);
+    wg::fence();
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const uint32_t off = static_cast<uint32_t>((kt >> 2) * kHalfTileBytes + (kt & 3) * 32);
+      if (kt == 0) {
+        m64n16k16<false>(acc, sa[kt], desc_sw128(buf + kRecW + off, 16, kSBO));
+        m64n16k16<false>(pacc, sa[kt], desc_sw128(buf + kRecQP + off, 16, kSBO));
+      } else {
+        m64n16k16<true>(acc, sa[kt], desc_sw128(buf + kRecW + off, 16, kSBO));
+        m64n16k16<true>(pacc, sa[kt], desc_sw128(buf + kRecQP + off, 16, kSBO));
+      }
+    }
+    wg::commit();
+    wg::wait<0>();
+
+    // V: V_new^T = U^T - acc; tile nt, register e: token 8 nt + t2 + (e & 1), value row(e).
+    uint32_t av[4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int value = row0 + 8 * hh, token = 8 * nt + t2;
+        const float2 u = *reinterpret_cast<const float2*>(rec + rec_ut(value, token));
+        av[2 * nt + hh] = pack_bf16(u.x - acc[nt][2 * hh], u.y - acc[nt][2 * hh + 1]);
+      }
+    }
+    // S^T diag(A): key column 8 j + t2 (+1) times its decay.
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float2 d = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
+      st[j][0] *= d.x;
+      st[j][1] *= d.y;
+      st[j][2] *= d.x;
+      st[j][3] *= d.y;
+    }
+    // B: pacc += V_new^T AQK^T; S^T += V_new^T KG (64 keys per 128-byte row: LBO = a key half).
+    wg::fence();
+    m64n16k16<true>(pacc, av, desc_sw128(buf + kRecAQK, 16, kSBO));
+    m64n128k16_mn(st, av, desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
+    wg::commit();
+    wg::wait<0>();
+
+    // O: rows < n of the sub-chunk.
+    const int64_t token0 = begin + c * kSub;
+    const int n = static_cast<int>(end - token0 < kSub ? end - token0 : kSub);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int token = 8 * nt + t2 + (e & 1), value = row0 + 8 * (e >> 1);
+        if (token < n) {
+          a.out[(token0 + token) * a.out_stride + static_cast<int64_t>(h) * kDim + value] =
+              __float2bfloat16_rn(pacc[nt][e]);
+        }
+      }
+    }
+  }
+  if (a.final_state != nullptr) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = 8 * j + t2 + (e & 1), value = row0 + 8 * (e >> 1);
+        a.final_state[state_offset + key * kDim + value] = st[j][e];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_chain(const ChainArgs& args, cudaStream_t stream) {
+  const cudaError_t e =
+      cudaFuncSetAttribute(chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSBytes);
+  if (e != cudaSuccess) return e;
+  chain_kernel<<<static_cast<unsigned>(args.num_seqs) * static_cast<unsigned>(args.heads),
+                 kChainThreads, kSBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
+}  // namespace kda::lab::factors16
