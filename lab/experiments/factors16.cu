@@ -323,18 +323,43 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
   }
   __syncthreads();
 
-  // ---- 4: column `lane` of T by forward substitution (warp 0, lanes 0..15).
-  if (warp == 0 && lane < kSub) {
-    float x[kSub];
+  // ---- 4: T = (I + A_kk)^-1 in 8 x 8 blocks (warp 0): the diagonal blocks by forward
+  // substitution, lane j < 8 column j of T11, lane 8 + j column j of T22, side by side; then
+  // T21 = -T22 A21 T11, lane l entries (8 + l / 8, l % 8) and (12 + l / 8, l % 8). Dependent depth
+  // 28 + 8 + 8 FMAs instead of the 120 of one 16-row substitution.
+  if (warp == 0) {
+    const float* A = reinterpret_cast<const float*>(smem + kSA);
+    float* T = reinterpret_cast<float*>(smem + kST);
+    if (lane < kSub) {
+      const int o = lane & 8, j = lane & 7;
+      float x[8];
 #pragma unroll
-    for (int i = 0; i < kSub; ++i) {
+      for (int i = 0; i < 8; ++i) {
+        float s = 0.0f;
+#pragma unroll
+        for (int r = 0; r < i; ++r) s = fmaf(A[(o + i) * kLdS + o + r], x[r], s);
+        x[i] = (i == j ? 1.0f : 0.0f) - s;
+        T[(o + i) * kLdS + o + j] = x[i];
+        if (o == 0) T[i * kLdS + 8 + j] = 0.0f;  // T12
+      }
+    }
+    __syncwarp();
+    const int c = lane & 7;
+    float y[8];  // y = A21 T11[:, c]
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
       float s = 0.0f;
 #pragma unroll
-      for (int r = 0; r < i; ++r) {
-        s = fmaf(*reinterpret_cast<const float*>(smem + ss(kSA, i, r)), x[r], s);
-      }
-      x[i] = (i == lane ? 1.0f : 0.0f) - s;
-      *reinterpret_cast<float*>(smem + ss(kST, i, lane)) = x[i];
+      for (int r = 0; r < 8; ++r) s = fmaf(A[(8 + k) * kLdS + r], T[r * kLdS + c], s);
+      y[k] = s;
+    }
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int i = (lane >> 3) + 4 * q;  // row 8 + i
+      float s = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s = fmaf(T[(8 + i) * kLdS + 8 + k], y[k], s);
+      T[(8 + i) * kLdS + c] = -s;
     }
   }
   __syncthreads();

@@ -24,8 +24,12 @@ using kda::detail::scan::desc_sw128;
 constexpr int kChainThreads = 256;
 constexpr int kBuffer = 23 * 1024;  // a record (23,040 B), 1024-byte aligned buffers
 static_assert(kBuffer >= kRecordBytes, "a record fits a buffer");
-constexpr int kSBar = 2 * kBuffer;                   // two 8-byte mbarriers
-constexpr int kSBytes = kSBar + 16 + 1024;           // + the base's alignment slack
+// Records c + 1 .. c + 3 are in flight while c runs: one record's copy takes longer than a step.
+constexpr int kBuffers = 4;
+constexpr int kOTile = kSub * kDim * 2;              // O [16 tokens][128 values] bf16, two of them
+constexpr int kSO = kBuffers * kBuffer;
+constexpr int kSBar = kSO + 2 * kOTile;              // kBuffers 8-byte mbarriers
+constexpr int kSBytes = kSBar + 8 * kBuffers + 1024;  // + the base's alignment slack
 constexpr int kSBO = 1024;                           // 8 rows of 128 bytes
 
 // D[64 x 16] (+)= A[64 x 16] (registers, bf16) . B[16 x 16] (K-major descriptor).
@@ -114,23 +118,38 @@ __global__ void __launch_bounds__(kChainThreads, 1) chain_kernel(const ChainArgs
 
   const uint32_t bars = base + kSBar;
   if (tid == 0) {
-    wg::mbarrier_init(bars, 1);
-    wg::mbarrier_init(bars + 8, 1);
+    for (int b = 0; b < kBuffers; ++b) wg::mbarrier_init(bars + 8 * b, 1);
     wg::fence_mbarrier_init();
   }
   __syncthreads();
   auto issue = [&](int64_t c) {
-    wg::bulk_copy_to_smem(tid == 0, base + static_cast<uint32_t>(c & 1) * kBuffer,
-                          first + c * kRecordBytes, kRecordBytes,
-                          bars + 8 * static_cast<uint32_t>(c & 1));
+    const uint32_t b = static_cast<uint32_t>(c % kBuffers);
+    wg::bulk_copy_to_smem(tid == 0, base + b * kBuffer, first + c * kRecordBytes, kRecordBytes,
+                          bars + 8 * b);
   };
-  if (chunks > 0) issue(0);
+  for (int64_t c = 0; c < kBuffers - 1 && c < chunks; ++c) issue(c);
+  // Sub-chunk c - 1's output rows, from O tile (c - 1) % 2: 16 rows of 16 16-byte units, one per
+  // thread (after the barrier that ends the tile's writes).
+  auto copy_out = [&](int64_t c) {
+    const int64_t token = begin + c * kSub + (tid >> 4);
+    if (token < end) {
+      const int unit = tid & 15;
+      *reinterpret_cast<uint4*>(a.out + token * a.out_stride + static_cast<int64_t>(h) * kDim +
+                                8 * unit) =
+          *reinterpret_cast<const uint4*>(smem + kSO + (c & 1) * kOTile + 16 * tid);
+    }
+  };
   for (int64_t c = 0; c < chunks; ++c) {
-    __syncthreads();  // every warp is done with buffer (c + 1) % 2 (chunk c - 1)
-    if (c + 1 < chunks) issue(c + 1);
-    wg::mbarrier_wait(bars + 8 * static_cast<uint32_t>(c & 1), static_cast<uint32_t>((c >> 1) & 1));
-    const uint32_t buf = base + static_cast<uint32_t>(c & 1) * kBuffer;
-    const unsigned char* const rec = smem + static_cast<uint32_t>(c & 1) * kBuffer;
+    __syncthreads();  // every warp is done with chunk c - 1: its buffer and its O tile's writes
+    if (c + kBuffers - 1 < chunks) issue(c + kBuffers - 1);
+    if (c > 0) copy_out(c - 1);
+    const uint32_t b = static_cast<uint32_t>(c % kBuffers);
+    wg::mbarrier_wait(bars + 8 * b, static_cast<uint32_t>((c / kBuffers) & 1));
+    const uint32_t buf = base + b * kBuffer;
+    const unsigned char* const rec = smem + b * kBuffer;
+    // Descriptors of the buffer's tiles; a k-step's is the tile's plus its byte offset / 16.
+    const uint64_t desc_w = desc_sw128(buf + kRecW, 16, kSBO);
+    const uint64_t desc_qp = desc_sw128(buf + kRecQP, 16, kSBO);
 
     // A: acc = S^T W^T, pacc = S^T QP^T (key k-step kt: key half kt / 4, +32 bytes per k16).
     float acc[2][4], pacc[2][4];
@@ -140,13 +159,13 @@ __global__ void __launch_bounds__(kChainThreads, 1) chain_kernel(const ChainArgs
     wg::fence();
 #pragma unroll
     for (int kt = 0; kt < 8; ++kt) {
-      const uint32_t off = static_cast<uint32_t>((kt >> 2) * kHalfTileBytes + (kt & 3) * 32);
+      const uint64_t off = static_cast<uint64_t>((kt >> 2) * kHalfTileBytes + (kt & 3) * 32) >> 4;
       if (kt == 0) {
-        m64n16k16<false>(acc, sa[kt], desc_sw128(buf + kRecW + off, 16, kSBO));
-        m64n16k16<false>(pacc, sa[kt], desc_sw128(buf + kRecQP + off, 16, kSBO));
+        m64n16k16<false>(acc, sa[kt], desc_w + off);
+        m64n16k16<false>(pacc, sa[kt], desc_qp + off);
       } else {
-        m64n16k16<true>(acc, sa[kt], desc_sw128(buf + kRecW + off, 16, kSBO));
-        m64n16k16<true>(pacc, sa[kt], desc_sw128(buf + kRecQP + off, 16, kSBO));
+        m64n16k16<true>(acc, sa[kt], desc_w + off);
+        m64n16k16<true>(pacc, sa[kt], desc_qp + off);
       }
     }
     wg::commit();
@@ -179,21 +198,20 @@ __global__ void __launch_bounds__(kChainThreads, 1) chain_kernel(const ChainArgs
     wg::commit();
     wg::wait<0>();
 
-    // O: rows < n of the sub-chunk.
-    const int64_t token0 = begin + c * kSub;
-    const int n = static_cast<int>(end - token0 < kSub ? end - token0 : kSub);
+    // O: into tile c % 2 as [token][value] rows (copied out at the top of chunk c + 1).
+    unsigned char* const otile = smem_raw + (base - raw) + kSO + (c & 1) * kOTile;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int token = 8 * nt + t2 + (e & 1), value = row0 + 8 * (e >> 1);
-        if (token < n) {
-          a.out[(token0 + token) * a.out_stride + static_cast<int64_t>(h) * kDim + value] =
-              __float2bfloat16_rn(pacc[nt][e]);
-        }
+        *reinterpret_cast<__nv_bfloat16*>(otile + 2 * (token * kDim + value)) =
+            __float2bfloat16_rn(pacc[nt][e]);
       }
     }
   }
+  __syncthreads();
+  if (chunks > 0) copy_out(chunks - 1);
   if (a.final_state != nullptr) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The 16-token factor builder (kda-lab-factors16, 68570ab): its checks against the float64
+# reference (three gate regimes), memcheck and racecheck of them, the timing against the library's
+# PREP (contract and long-memory gates), and Nsight Compute of one h96-fixed launch of it in each
+# mode beside the library's PREP.
+set -u
+B=.device/f16/bin
+DEADLINE=${DEADLINE:-420}
+. scripts/device-steps.sh
+record_machine "binary: kda-lab-factors16 built from 68570ab"
+step 60 check $B/kda-lab-factors16 --check-only
+step 90 memcheck compute-sanitizer --tool memcheck --error-exitcode 9 $B/kda-lab-factors16 --check-only
+step 90 racecheck compute-sanitizer --tool racecheck --error-exitcode 9 $B/kda-lab-factors16 --check-only
+step 120 time $B/kda-lab-factors16 --time-only
+step 120 ncu ncu --clock-control none -k "regex:factors16_kernel|prep_kernel" -c 3 --set full --import-source yes \
+  -o "$r/f16" $B/kda-lab-factors16 --time-only --only h96-fixed --contract-only --warmup 0 --runs 1
+step 30 ncu-details ncu -i "$r/f16.ncu-rep" --page details
+step 30 ncu-source bash -c "ncu -i '$r/f16.ncu-rep' --page source --csv --print-source sass | gzip > '$r/ncu-source.csv.gz'"
+rm -f "$r/f16.ncu-rep"
+nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
+finish
