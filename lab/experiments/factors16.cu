@@ -35,27 +35,34 @@ constexpr int kLd16 = 136;
 constexpr int kLdG = 132;
 constexpr int kLdS = 24;
 constexpr int kTile16 = kSub * kLd16 * 2;  // 4,352
-constexpr int kSQ = 0;                      // q bf16; the grams' q rows q 2^(G - Gm) after 2
-constexpr int kSK = kSQ + kTile16;          // k bf16; the grams' k rows k 2^(G - Gm) after 2
-constexpr int kSV = kSK + kTile16;          // v bf16
-constexpr int kSG = kSV + kTile16;          // G fp32 [16][132]; the grams' partials after 2
-constexpr int kSPart = kSG;                  // [4 warps][2 grams][16][16] fp32
-constexpr int kSGs = kSG + kSub * kLdG * 4;  // the gate row before the sub-chunk [128]
-constexpr int kSCs = kSGs + kDim * 4;        // 2^(Gm - Gs) [128]
+// Shared regions first, then two input buffers: the next sub-chunk's inputs arrive in one while
+// this one's factors are built from the other (the CTA walks kSlotsPerCta consecutive slots).
+constexpr int kSCs = 0;                      // 2^(Gm - Gs) [128]
 constexpr int kSCe = kSCs + kDim * 4;        // 2^(Ge - Gm) [128]
-constexpr int kSBeta = kSCe + kDim * 4;      // [16]
-constexpr int kSQScale = kSBeta + kSub * 4;  // scale r_i [16]
-constexpr int kSRowK = kSK;
-constexpr int kSRowQ = kSQ;
+constexpr int kSQScale = kSCe + kDim * 4;    // scale r_i [16]
 constexpr int kSColK = kSQScale + kSub * 4;  // bf16 k 2^(Gm - G)
 constexpr int kSRhsW = kSColK + kTile16;     // fp16 beta k 2^(G - Gs)
 constexpr int kSA = kSRhsW + kTile16;        // A_kk fp32 [16][24]
 constexpr int kST = kSA + kSub * kLdS * 4;   // T fp32 [16][24]
-constexpr int kSBytes = kST + kSub * kLdS * 4;
+constexpr int kSIn = kST + kSub * kLdS * 4;  // the two input buffers
+// An input buffer (offsets from its base):
+constexpr int kSQ = 0;                       // q bf16; the grams' q rows q 2^(G - Gm) after 2
+constexpr int kSK = kSQ + kTile16;           // k bf16; the grams' k rows k 2^(G - Gm) after 2
+constexpr int kSV = kSK + kTile16;           // v bf16
+constexpr int kSG = kSV + kTile16;           // G fp32 [16][132]; the grams' partials after 2
+constexpr int kSPart = kSG;                  // [4 warps][2 grams][16][16] fp32
+constexpr int kSGs = kSG + kSub * kLdG * 4;  // the gate row before the sub-chunk [128]
+constexpr int kSBeta = kSGs + kDim * 4;      // [16]
+constexpr int kSRowK = kSK;
+constexpr int kSRowQ = kSQ;
+constexpr int kInBytes = kSBeta + kSub * 4;
+constexpr int kSBytes = kSIn + 2 * kInBytes;
 static_assert(4 * 2 * kSub * kSub * 4 <= kSGs - kSG, "the partials fit in G's region");
-static_assert(kSBytes == 34944, "six CTAs per SM");
-static_assert(6 * (kSBytes + 1024) <= 228 * 1024, "six CTAs per SM");
-constexpr int kCtasPerSm = 6;
+static_assert(kInBytes % 16 == 0 && kSIn % 16 == 0, "16-byte aligned buffers");
+static_assert(kSBytes == 57024, "four CTAs per SM");
+constexpr int kCtasPerSm = 4;
+static_assert(kCtasPerSm * (kSBytes + 1024) <= 228 * 1024, "four CTAs per SM");
+constexpr int kSlotsPerCta = 4;
 
 __device__ __forceinline__ int s16(int region, int row, int col) {
   return region + 2 * (row * kLd16 + col);
@@ -142,6 +149,12 @@ __device__ __forceinline__ void store8(void* dst, const float (&x)[8]) {
   *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// 4-byte cp.async (beta's rows are heads apart in memory).
+__device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_dst), "l"(gmem_src)
+               : "memory");
+}
+
 // The SM this thread runs on (the on-chip timing mode's record).
 __device__ __forceinline__ uint32_t sm_id() {
   uint32_t id;
@@ -149,20 +162,13 @@ __device__ __forceinline__ uint32_t sm_id() {
   return id;
 }
 
-__global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const Args a) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int h = blockIdx.y;
-  SubChunk sc;
-  if (!find_sub_chunk(a, blockIdx.x, sc)) return;  // uniform: no sequence owns the slot
+// Phase 1 for sub-chunk `sc` into the input buffer `in`, by cp.async (the caller commits).
+__device__ __forceinline__ void load_inputs(const Args& a, int h, const SubChunk& sc,
+                                            unsigned char* in) {
+  const int tid = threadIdx.x;
   const int n = sc.rows;
-  const int64_t own = static_cast<int64_t>(h) * a.capacity + blockIdx.x;
-  const int64_t slot =
-      a.on_chip ? (int64_t{sm_id()} * 8 + (blockIdx.x & 7)) % (a.capacity * a.heads) : own;
-  char* const rec = a.records + slot * kRecordBytes;
   const int64_t head_offset = static_cast<int64_t>(h) * kDim;
   const int64_t gate_row = static_cast<int64_t>(a.heads) * kDim;
-
   // ---- 1: loads.
 #pragma unroll
   for (int it = 0; it < 2; ++it) {  // q, k, v: 16 rows x 16 units, two units per thread
@@ -170,14 +176,14 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
     const int i = u >> 4, c = 8 * (u & 15);
     const int64_t token = sc.first_token + i;
     if (i < n) {
-      cp_async16(smem_u32(smem + s16(kSQ, i, c)), a.q + token * a.q_stride + head_offset + c);
-      cp_async16(smem_u32(smem + s16(kSK, i, c)), a.k + token * a.k_stride + head_offset + c);
-      cp_async16(smem_u32(smem + s16(kSV, i, c)), a.v + token * a.v_stride + head_offset + c);
+      cp_async16(smem_u32(in + s16(kSQ, i, c)), a.q + token * a.q_stride + head_offset + c);
+      cp_async16(smem_u32(in + s16(kSK, i, c)), a.k + token * a.k_stride + head_offset + c);
+      cp_async16(smem_u32(in + s16(kSV, i, c)), a.v + token * a.v_stride + head_offset + c);
     } else {
       const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(smem + s16(kSQ, i, c)) = z;
-      *reinterpret_cast<uint4*>(smem + s16(kSK, i, c)) = z;
-      *reinterpret_cast<uint4*>(smem + s16(kSV, i, c)) = z;
+      *reinterpret_cast<uint4*>(in + s16(kSQ, i, c)) = z;
+      *reinterpret_cast<uint4*>(in + s16(kSK, i, c)) = z;
+      *reinterpret_cast<uint4*>(in + s16(kSV, i, c)) = z;
     }
   }
 #pragma unroll
@@ -185,32 +191,44 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
     const int u = tid + kThreads * it;
     const int i = u >> 5, c = 4 * (u & 31);
     const int64_t token = sc.first_token + min(i, n - 1);
-    cp_async16(smem_u32(smem + sg(i, c)), a.gate + token * gate_row + head_offset + c);
+    cp_async16(smem_u32(in + sg(i, c)), a.gate + token * gate_row + head_offset + c);
   }
   if (tid < 32) {  // the row before: Gs (0 at a 64-token chunk's start)
     const int c = 4 * tid;
     if (sc.at_chunk) {
-      *reinterpret_cast<float4*>(smem + kSGs + 4 * c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      *reinterpret_cast<float4*>(in + kSGs + 4 * c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     } else {
-      cp_async16(smem_u32(smem + kSGs + 4 * c),
+      cp_async16(smem_u32(in + kSGs + 4 * c),
                  a.gate + (sc.first_token - 1) * gate_row + head_offset + c);
     }
   }
-  cp_async_commit();
-  if (tid < kSub) {
-    const float b = tid < n ? a.beta[(sc.first_token + tid) * a.heads + h] : 0.0f;
-    *reinterpret_cast<float*>(smem + kSBeta + 4 * tid) = b;
+  if (tid < kSub) {  // beta: 4-byte copies (tokens are heads apart); rows >= n zero
+    if (tid < n) {
+      cp_async4(smem_u32(in + kSBeta + 4 * tid), a.beta + (sc.first_token + tid) * a.heads + h);
+    } else {
+      *reinterpret_cast<float*>(in + kSBeta + 4 * tid) = 0.0f;
+    }
   }
-  cp_async_wait_all();
-  __syncthreads();
+}
+
+// Phases 1b .. 5 of sub-chunk `sc` (slot `own` of head h) from the input buffer `in`, landed.
+__device__ __forceinline__ void build_factors(const Args& a, int h, int64_t own_slot,
+                                              const SubChunk& sc, unsigned char* in,
+                                              unsigned char* smem) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n = sc.rows;
+  const int64_t own = static_cast<int64_t>(h) * a.capacity + own_slot;
+  const int64_t slot =
+      a.on_chip ? (int64_t{sm_id()} * 8 + (own_slot & 7)) % (a.capacity * a.heads) : own;
+  char* const rec = a.records + slot * kRecordBytes;
 
   // ---- 1b: thread d's channel anchors.
   const int m = min(8, n - 1);
   {
     const int d = tid;
-    const float gs = *reinterpret_cast<const float*>(smem + kSGs + 4 * d);
-    const float gm = *reinterpret_cast<const float*>(smem + sg(m, d));
-    const float ge = *reinterpret_cast<const float*>(smem + sg(n - 1, d));
+    const float gs = *reinterpret_cast<const float*>(in + kSGs + 4 * d);
+    const float gm = *reinterpret_cast<const float*>(in + sg(m, d));
+    const float ge = *reinterpret_cast<const float*>(in + sg(n - 1, d));
     *reinterpret_cast<float*>(smem + kSCs + 4 * d) = ex2_approx(gm - gs);
     *reinterpret_cast<float*>(smem + kSCe + 4 * d) = ex2_approx(ge - gm);
     *reinterpret_cast<float*>(rec + rec_a(d)) = ex2_approx(ge - gs);
@@ -221,21 +239,21 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
   {
     const int i = tid >> 3, d0 = 16 * (tid & 7);
     float q[16];
-    load16_bf16(smem, s16(kSQ, i, d0), q);
+    load16_bf16(in, s16(kSQ, i, d0), q);
     float qscale = kda::detail::kScale;
     if (a.fuse_q_l2norm) {  // uniform
       bool rescaled;
       qscale *= kda::detail::prep::deferred_row_norm<8, 16>(q, rescaled);  // huge rows: q rescaled
     }
     if ((tid & 7) == 0) *reinterpret_cast<float*>(smem + kSQScale + 4 * i) = qscale;
-    const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
+    const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {  // one 16-byte unit of every output at a time (registers)
       const int c0 = d0 + 8 * u;
       float k[8], g[8], gm[8], cs[8], ce[8];
-      load8_bf16(smem, s16(kSK, i, c0), k);
-      load8_f32(smem, sg(i, c0), g);
-      load8_f32(smem, sg(m, c0), gm);
+      load8_bf16(in, s16(kSK, i, c0), k);
+      load8_f32(in, sg(i, c0), g);
+      load8_f32(in, sg(m, c0), gm);
       load8_f32(smem, kSCs + 4 * c0, cs);
       load8_f32(smem, kSCe + 4 * c0, ce);
       float rk[8], rq[8], ck[8], rhs[8], qp[8], kg[8];
@@ -253,8 +271,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
         qp[e] = qscale * (qe * gamma);
         kg[e] = k[e] * (fc * ce[e]);  // 2^(Ge - G_i) <= 1
       }
-      store8<false>(smem + s16(kSRowK, i, c0), rk);  // over k's own unit, read above
-      store8<false>(smem + s16(kSRowQ, i, c0), rq);  // over q's (q is in registers)
+      store8<false>(in + s16(kSRowK, i, c0), rk);  // over k's own unit, read above
+      store8<false>(in + s16(kSRowQ, i, c0), rq);  // over q's (q is in registers)
       store8<false>(smem + s16(kSColK, i, c0), ck);
       store8<true>(smem + s16(kSRhsW, i, c0), rhs);
       store8<false>(rec + rec_split(kRecQP, i, c0), qp);
@@ -271,8 +289,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
       const int d0 = 32 * warp + 16 * s;
       uint32_t ak[4], aq[4], b[4];
       const int arow = lane & 15, acol = d0 + 8 * (lane >> 4);
-      ldsm_x4(smem_u32(smem + s16(kSRowK, arow, acol)), ak);
-      ldsm_x4(smem_u32(smem + s16(kSRowQ, arow, acol)), aq);
+      ldsm_x4(smem_u32(in + s16(kSRowK, arow, acol)), ak);
+      ldsm_x4(smem_u32(in + s16(kSRowQ, arow, acol)), aq);
       // B = the column operand stored [j][d]: matrix mi = lane / 8 is (j 0-7 | 8-15 for mi / 2,
       // d 0-7 | 8-15 for mi % 2): registers b0, b1 of n tile 0, then of n tile 1.
       const int mi = lane >> 3;
@@ -289,8 +307,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = gr + 8 * half, j = 8 * nt + gc;
-        float* pk = reinterpret_cast<float*>(smem + kSPart) + ((warp * 2 + 0) * kSub + i) * kSub + j;
-        float* pq = reinterpret_cast<float*>(smem + kSPart) + ((warp * 2 + 1) * kSub + i) * kSub + j;
+        float* pk = reinterpret_cast<float*>(in + kSPart) + ((warp * 2 + 0) * kSub + i) * kSub + j;
+        float* pq = reinterpret_cast<float*>(in + kSPart) + ((warp * 2 + 1) * kSub + i) * kSub + j;
         *reinterpret_cast<float2*>(pk) = make_float2(acck[nt][2 * half], acck[nt][2 * half + 1]);
         *reinterpret_cast<float2*>(pq) = make_float2(accq[nt][2 * half], accq[nt][2 * half + 1]);
       }
@@ -299,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
   __syncthreads();
   {  // thread t: entries (i, 2 (t % 8) .. +1) of both grams, summed in warp order
     const int i = tid >> 3, j = 2 * (tid & 7);
-    const float* part = reinterpret_cast<const float*>(smem + kSPart);
+    const float* part = reinterpret_cast<const float*>(in + kSPart);
     float sk[2], sq[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -310,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
         sq[e] += part[((w * 2 + 1) * kSub + i) * kSub + j + e];
       }
     }
-    const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
+    const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
     const float qscale = *reinterpret_cast<const float*>(smem + kSQScale + 4 * i);
     float out_q[2];
 #pragma unroll
@@ -372,8 +390,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
     for (int r = 0; r < 4; ++r) {
       const int i = gr + 8 * (r & 1), j = gc + 8 * (r >> 1);
       const float2 t = *reinterpret_cast<const float2*>(smem + ss(kST, i, j));
-      const float b0 = *reinterpret_cast<const float*>(smem + kSBeta + 4 * j);
-      const float b1 = *reinterpret_cast<const float*>(smem + kSBeta + 4 * (j + 1));
+      const float b0 = *reinterpret_cast<const float*>(in + kSBeta + 4 * j);
+      const float b1 = *reinterpret_cast<const float*>(in + kSBeta + 4 * (j + 1));
       at[r] = pack_f16(t.x, t.y);
       au[r] = pack_bf16((t.x - (i == j ? 1.0f : 0.0f)) * b0, (t.y - (i == j + 1 ? 1.0f : 0.0f)) * b1);
     }
@@ -385,7 +403,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
       const int col = n0 + 16 * half + 8 * (lane >> 4);
       uint32_t bw[4], bv[4];
       ldsm_x4_trans(smem_u32(smem + s16(kSRhsW, row, col)), bw);
-      ldsm_x4_trans(smem_u32(smem + s16(kSV, row, col)), bv);
+      ldsm_x4_trans(smem_u32(in + s16(kSV, row, col)), bv);
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         mma_f16(accw[2 * half + t], at, bw[2 * t], bw[2 * t + 1]);
@@ -400,14 +418,40 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
         const int i = gr + 8 * half;
         *reinterpret_cast<uint32_t*>(rec + rec_split(kRecW, i, col)) =
             pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]);
-        const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
+        const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
         const float2 vv =
-            unpack_bf16(*reinterpret_cast<const uint32_t*>(smem + s16(kSV, i, col)));
+            unpack_bf16(*reinterpret_cast<const uint32_t*>(in + s16(kSV, i, col)));
         *reinterpret_cast<float*>(rec + rec_ut(col, i)) = fmaf(beta, vv.x, accu[nt][2 * half]);
         *reinterpret_cast<float*>(rec + rec_ut(col + 1, i)) =
             fmaf(beta, vv.y, accu[nt][2 * half + 1]);
       }
     }
+  }
+}
+
+
+// One CTA walks slots kSlotsPerCta x blockIdx.x .. + kSlotsPerCta - 1 of head blockIdx.y, the
+// next slot's loads (and its slot search) in flight while this one's factors are built.
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const Args a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int h = blockIdx.y;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kSlotsPerCta;
+  const int64_t last = min(first + kSlotsPerCta, a.capacity);
+  SubChunk next{};
+  bool next_ok = find_sub_chunk(a, first, next);  // first < capacity (the grid's size)
+  if (next_ok) load_inputs(a, h, next, smem + kSIn);
+  cp_async_commit();
+  for (int64_t slot = first, it = 0; slot < last; ++slot, ++it) {
+    const SubChunk sc = next;
+    const bool ok = next_ok;
+    unsigned char* const in = smem + kSIn + (it & 1) * kInBytes;
+    __syncthreads();  // every warp is done with the other buffer (slot - 1)
+    next_ok = slot + 1 < last && find_sub_chunk(a, slot + 1, next);
+    if (next_ok) load_inputs(a, h, next, smem + kSIn + ((it + 1) & 1) * kInBytes);
+    cp_async_commit();
+    cp_async_wait_pending<1>();  // this slot's group
+    __syncthreads();
+    if (ok) build_factors(a, h, slot, sc, in, smem);  // uniform
   }
 }
 
@@ -420,7 +464,8 @@ cudaError_t launch(const Args& args, cudaStream_t stream) {
   e = cudaFuncSetAttribute(factors16_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                            cudaSharedmemCarveoutMaxShared);
   if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
+  const dim3 grid(static_cast<unsigned>((args.capacity + kSlotsPerCta - 1) / kSlotsPerCta),
+                  static_cast<unsigned>(args.heads));
   factors16_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
   return cudaGetLastError();
 }
