@@ -1,5 +1,0 @@
-# Device call 2 of 2026-12-02 (session 27): the raw path of f097903, 2446901 (deferred k norm) and
-# 09ce7e7 (cp.async groups gate, q, raw k, k/v) against 46be186 (one FMA in the gate activation),
-# GPU tests, kda-check of the raw path (46be186), sanitizers on the raw-input and gate_cumsum tests.
-# run(carry=[".device/new"]):
-export NEW=.device/new/bin BASES="f097903=.device/new/bin/kda-bench-f097903 deferred=.device/new/bin/kda-bench-deferred korder=.device/new/bin/kda-bench-korder" PATHS_f097903=raw PATHS_deferred=raw PATHS_korder=raw CHECKS="smoke edge edge:raw long-memory:raw contract-mixed:raw contract:raw long-memory" DEADLINE=450; bash scripts/h200-ab.sh; for t in racecheck memcheck synccheck; do s=$SECONDS; timeout 45 compute-sanitizer --tool $t --error-exitcode 9 $NEW/test_kda_gpu --gtest_brief=1 --gtest_filter='*KdaRawForward.PackedTailsAndEmptySequence*:*KdaRawForward.HugeTinyAndZeroKRows*:*GateCumsum*' > $OUT/san-$t-raw.log 2>&1; echo "san-$t-raw rc=$? $((SECONDS-s))s" | tee -a $OUT/san-summary.txt; done
