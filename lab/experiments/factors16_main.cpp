@@ -12,7 +12,6 @@
 // Exit codes: 0 done, 1 a factor outside its budget, 2 bad usage, 3 no usable GPU or a CUDA / kda
 // error.
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -89,9 +88,10 @@ struct Error {
   double rel_max() const { return max_ref > 0 ? max_err / max_ref : max_err; }
 };
 
-// Budgets (relative RMS, relative max) against float64. The roundings: fp16 factors 2^-11,
-// bf16 gram operands 2^-9 per element, summed over 128 channels with random signs, T through
-// fp16 / bf16 operands; what this tool has measured is in lab/README.md.
+// Budgets (relative RMS, relative max) against float64. The roundings: the record's bf16 factors
+// 2^-9 (U fp32), bf16 gram operands 2^-9 per element, summed over 128 channels with random
+// signs, T through fp16 / bf16 operands; what this tool has measured is in docs/perf-notes.md
+// ("The 16-token factor builder" onwards).
 constexpr double kRmsBudget = 4e-3;
 constexpr double kMaxBudget = 2e-2;
 // The forward's outputs and final state: the contract's gate (kda-forward.md §9.1).
@@ -183,7 +183,7 @@ bool run_check(const CheckCase& c, uint64_t seed, bool pair) {
   a.capacity = capacity;
   const size_t record_bytes = static_cast<size_t>(capacity) * heads * f16::kRecordBytes;
   a.records = device_alloc<char>(record_bytes, "records");
-  check(cudaMemset(a.records, 0xff, record_bytes), "poison records");  // NaN in fp16 and fp32
+  check(cudaMemset(a.records, 0xff, record_bytes), "poison records");  // NaN in bf16 and fp32
   a.on_chip = false;
   a.fuse_q_l2norm = true;
   a.pair = pair;
