@@ -1,6 +1,5 @@
-// The 16-token factor builder (factors16.h has the math). One CTA = one warpgroup = kPair
-// (16-token sub-chunk, head)s, 1 or 2 (Args::pair), interleaved phase by phase so that each
-// thread has kPair independent streams of work; phases, CTA barriers between them:
+// The 16-token factor builder (factors16.h has the math). One CTA = one warpgroup = one
+// (16-token sub-chunk, head); phases, CTA barriers between them:
 //   1  q, k, v (bf16), G (fp32, rows >= n: G_{n-1}) and the gate row before the sub-chunk by
 //      16-byte cp.async; beta; rows >= n of q, k, v zeros by selection (that memory belongs to the
 //      next sequence or lies past the end)
@@ -9,9 +8,9 @@
 //      row), the two exponentials per element and every elementwise factor: the grams' operands
 //      (bf16: k 2^(G - Gm), q 2^(G - Gm) rows over k and q in place, k 2^(Gm - G) columns), W's
 //      right-hand side beta k 2^(G - Gs) (fp16), QP and KG (bf16, to the record)
-//   3  grams on mma.sync: warp w runs gram w / 2 (A_kk, A_qk) for the 8 columns 8 (w % 2) ..,
-//      all 8 k-steps in order; beta / scale r folded in, AQK to the record
-//   4  T = (I + A_kk)^-1 in 8 x 8 blocks, warp s for sub-chunk s
+//   3  grams on mma.sync: warp w runs k-steps 2w, 2w + 1 of both (16 x 16, shared column
+//      operand); partials summed in warp order, beta / scale r folded in, AQK to the record
+//   4  T = (I + A_kk)^-1 by forward substitution, lane j of warp 0 solving column j
 //   5  W = T rhs (fp16 operands), U = beta v + (T - I) diag(beta) v (bf16 operands, the diagonal
 //      term in fp32); warp w owns columns 32 w .. +31; U goes out transposed, in fp32
 // Every sum has a fixed order: bitwise reproducible.
@@ -36,34 +35,27 @@ constexpr int kLd16 = 136;
 constexpr int kLdG = 132;
 constexpr int kLdS = 24;
 constexpr int kTile16 = kSub * kLd16 * 2;  // 4,352
-// Per sub-chunk of the CTA: a work region, then its input buffer; kPair of both.
-constexpr int kSCs = 0;                      // 2^(Gm - Gs) [128]
+constexpr int kSQ = 0;                      // q bf16; the grams' q rows q 2^(G - Gm) after 2
+constexpr int kSK = kSQ + kTile16;          // k bf16; the grams' k rows k 2^(G - Gm) after 2
+constexpr int kSV = kSK + kTile16;          // v bf16
+constexpr int kSG = kSV + kTile16;          // G fp32 [16][132]; the grams' partials after 2
+constexpr int kSPart = kSG;                  // [4 warps][2 grams][16][16] fp32
+constexpr int kSGs = kSG + kSub * kLdG * 4;  // the gate row before the sub-chunk [128]
+constexpr int kSCs = kSGs + kDim * 4;        // 2^(Gm - Gs) [128]
 constexpr int kSCe = kSCs + kDim * 4;        // 2^(Ge - Gm) [128]
-constexpr int kSQScale = kSCe + kDim * 4;    // scale r_i [16]
+constexpr int kSBeta = kSCe + kDim * 4;      // [16]
+constexpr int kSQScale = kSBeta + kSub * 4;  // scale r_i [16]
+constexpr int kSRowK = kSK;
+constexpr int kSRowQ = kSQ;
 constexpr int kSColK = kSQScale + kSub * 4;  // bf16 k 2^(Gm - G)
 constexpr int kSRhsW = kSColK + kTile16;     // fp16 beta k 2^(G - Gs)
 constexpr int kSA = kSRhsW + kTile16;        // A_kk fp32 [16][24]
 constexpr int kST = kSA + kSub * kLdS * 4;   // T fp32 [16][24]
-constexpr int kWorkBytes = kST + kSub * kLdS * 4;
-// The input buffer (offsets from its base):
-constexpr int kSQ = 0;                       // q bf16; the grams' q rows q 2^(G - Gm) after 2
-constexpr int kSK = kSQ + kTile16;           // k bf16; the grams' k rows k 2^(G - Gm) after 2
-constexpr int kSV = kSK + kTile16;           // v bf16
-constexpr int kSG = kSV + kTile16;           // G fp32 [16][132]
-constexpr int kSGs = kSG + kSub * kLdG * 4;  // the gate row before the sub-chunk [128]
-constexpr int kSBeta = kSGs + kDim * 4;      // [16]
-constexpr int kSRowK = kSK;
-constexpr int kSRowQ = kSQ;
-constexpr int kInBytes = kSBeta + kSub * 4;
-constexpr int kSubBytes = kWorkBytes + kInBytes;  // 34,944
-static_assert(kInBytes % 16 == 0 && kWorkBytes % 16 == 0, "16-byte aligned regions");
-static_assert(kSubBytes == 34944, "six CTAs per SM with one sub-chunk, three with two");
-template <int kPair>
-constexpr int shared_bytes() { return kPair * kSubBytes; }
-template <int kPair>
-constexpr int ctas_per_sm() { return kPair == 1 ? 6 : 3; }
-static_assert(6 * (shared_bytes<1>() + 1024) <= 228 * 1024, "six CTAs per SM");
-static_assert(3 * (shared_bytes<2>() + 1024) <= 228 * 1024, "three CTAs per SM");
+constexpr int kSBytes = kST + kSub * kLdS * 4;
+static_assert(4 * 2 * kSub * kSub * 4 <= kSGs - kSG, "the partials fit in G's region");
+static_assert(kSBytes == 34944, "six CTAs per SM");
+static_assert(6 * (kSBytes + 1024) <= 228 * 1024, "six CTAs per SM");
+constexpr int kCtasPerSm = 6;
 
 __device__ __forceinline__ int s16(int region, int row, int col) {
   return region + 2 * (row * kLd16 + col);
@@ -150,12 +142,6 @@ __device__ __forceinline__ void store8(void* dst, const float (&x)[8]) {
   *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// 4-byte cp.async (beta's rows are heads apart in memory).
-__device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void* gmem_src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_dst), "l"(gmem_src)
-               : "memory");
-}
-
 // The SM this thread runs on (the on-chip timing mode's record).
 __device__ __forceinline__ uint32_t sm_id() {
   uint32_t id;
@@ -163,13 +149,20 @@ __device__ __forceinline__ uint32_t sm_id() {
   return id;
 }
 
-// Phase 1 for sub-chunk `sc` into the input buffer `in`, by cp.async (the caller commits).
-__device__ __forceinline__ void load_inputs(const Args& a, int h, const SubChunk& sc,
-                                            unsigned char* in) {
-  const int tid = threadIdx.x;
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const Args a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int h = blockIdx.y;
+  SubChunk sc;
+  if (!find_sub_chunk(a, blockIdx.x, sc)) return;  // uniform: no sequence owns the slot
   const int n = sc.rows;
+  const int64_t own = static_cast<int64_t>(h) * a.capacity + blockIdx.x;
+  const int64_t slot =
+      a.on_chip ? (int64_t{sm_id()} * 8 + (blockIdx.x & 7)) % (a.capacity * a.heads) : own;
+  char* const rec = a.records + slot * kRecordBytes;
   const int64_t head_offset = static_cast<int64_t>(h) * kDim;
   const int64_t gate_row = static_cast<int64_t>(a.heads) * kDim;
+
   // ---- 1: loads.
 #pragma unroll
   for (int it = 0; it < 2; ++it) {  // q, k, v: 16 rows x 16 units, two units per thread
@@ -177,14 +170,14 @@ __device__ __forceinline__ void load_inputs(const Args& a, int h, const SubChunk
     const int i = u >> 4, c = 8 * (u & 15);
     const int64_t token = sc.first_token + i;
     if (i < n) {
-      cp_async16(smem_u32(in + s16(kSQ, i, c)), a.q + token * a.q_stride + head_offset + c);
-      cp_async16(smem_u32(in + s16(kSK, i, c)), a.k + token * a.k_stride + head_offset + c);
-      cp_async16(smem_u32(in + s16(kSV, i, c)), a.v + token * a.v_stride + head_offset + c);
+      cp_async16(smem_u32(smem + s16(kSQ, i, c)), a.q + token * a.q_stride + head_offset + c);
+      cp_async16(smem_u32(smem + s16(kSK, i, c)), a.k + token * a.k_stride + head_offset + c);
+      cp_async16(smem_u32(smem + s16(kSV, i, c)), a.v + token * a.v_stride + head_offset + c);
     } else {
       const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(in + s16(kSQ, i, c)) = z;
-      *reinterpret_cast<uint4*>(in + s16(kSK, i, c)) = z;
-      *reinterpret_cast<uint4*>(in + s16(kSV, i, c)) = z;
+      *reinterpret_cast<uint4*>(smem + s16(kSQ, i, c)) = z;
+      *reinterpret_cast<uint4*>(smem + s16(kSK, i, c)) = z;
+      *reinterpret_cast<uint4*>(smem + s16(kSV, i, c)) = z;
     }
   }
 #pragma unroll
@@ -192,86 +185,59 @@ __device__ __forceinline__ void load_inputs(const Args& a, int h, const SubChunk
     const int u = tid + kThreads * it;
     const int i = u >> 5, c = 4 * (u & 31);
     const int64_t token = sc.first_token + min(i, n - 1);
-    cp_async16(smem_u32(in + sg(i, c)), a.gate + token * gate_row + head_offset + c);
+    cp_async16(smem_u32(smem + sg(i, c)), a.gate + token * gate_row + head_offset + c);
   }
   if (tid < 32) {  // the row before: Gs (0 at a 64-token chunk's start)
     const int c = 4 * tid;
     if (sc.at_chunk) {
-      *reinterpret_cast<float4*>(in + kSGs + 4 * c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      *reinterpret_cast<float4*>(smem + kSGs + 4 * c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     } else {
-      cp_async16(smem_u32(in + kSGs + 4 * c),
+      cp_async16(smem_u32(smem + kSGs + 4 * c),
                  a.gate + (sc.first_token - 1) * gate_row + head_offset + c);
     }
   }
-  if (tid < kSub) {  // beta: 4-byte copies (tokens are heads apart); rows >= n zero
-    if (tid < n) {
-      cp_async4(smem_u32(in + kSBeta + 4 * tid), a.beta + (sc.first_token + tid) * a.heads + h);
-    } else {
-      *reinterpret_cast<float*>(in + kSBeta + 4 * tid) = 0.0f;
-    }
+  cp_async_commit();
+  if (tid < kSub) {
+    const float b = tid < n ? a.beta[(sc.first_token + tid) * a.heads + h] : 0.0f;
+    *reinterpret_cast<float*>(smem + kSBeta + 4 * tid) = b;
   }
-}
-
-// Phases 1b .. 5 of the CTA's kPair sub-chunks (slots slot[s] of head h), their inputs landed in
-// in[s]; work[s] their work regions; ok[s] false for a slot no sequence owns (CTA-uniform).
-// Each phase runs every sub-chunk's share back to back (the loops over s are unrolled), so a
-// thread's instructions for the two are independent and interleave.
-template <int kPair>
-__device__ __forceinline__ void build_factors(const Args& a, int h, const int64_t (&slots)[kPair],
-                                              const SubChunk (&sc)[kPair], const bool (&ok)[kPair],
-                                              unsigned char* const (&in)[kPair],
-                                              unsigned char* const (&work)[kPair]) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int gr = lane >> 2, gc = 2 * (lane & 3);
-  char* rec[kPair];
-  int n[kPair], m[kPair];
-#pragma unroll
-  for (int s = 0; s < kPair; ++s) {
-    const int64_t own = static_cast<int64_t>(h) * a.capacity + slots[s];
-    const int64_t slot =
-        a.on_chip ? (int64_t{sm_id()} * 8 + (slots[s] & 7)) % (a.capacity * a.heads) : own;
-    rec[s] = a.records + slot * kRecordBytes;
-    n[s] = sc[s].rows;
-    m[s] = min(8, n[s] - 1);
-  }
+  cp_async_wait_all();
+  __syncthreads();
 
   // ---- 1b: thread d's channel anchors.
-#pragma unroll
-  for (int s = 0; s < kPair; ++s) {
-    if (!ok[s]) continue;
+  const int m = min(8, n - 1);
+  {
     const int d = tid;
-    const float gs = *reinterpret_cast<const float*>(in[s] + kSGs + 4 * d);
-    const float gm = *reinterpret_cast<const float*>(in[s] + sg(m[s], d));
-    const float ge = *reinterpret_cast<const float*>(in[s] + sg(n[s] - 1, d));
-    *reinterpret_cast<float*>(work[s] + kSCs + 4 * d) = ex2_approx(gm - gs);
-    *reinterpret_cast<float*>(work[s] + kSCe + 4 * d) = ex2_approx(ge - gm);
-    *reinterpret_cast<float*>(rec[s] + rec_a(d)) = ex2_approx(ge - gs);
+    const float gs = *reinterpret_cast<const float*>(smem + kSGs + 4 * d);
+    const float gm = *reinterpret_cast<const float*>(smem + sg(m, d));
+    const float ge = *reinterpret_cast<const float*>(smem + sg(n - 1, d));
+    *reinterpret_cast<float*>(smem + kSCs + 4 * d) = ex2_approx(gm - gs);
+    *reinterpret_cast<float*>(smem + kSCe + 4 * d) = ex2_approx(ge - gm);
+    *reinterpret_cast<float*>(rec + rec_a(d)) = ex2_approx(ge - gs);
   }
   __syncthreads();
 
   // ---- 2: the elementwise factors of row i, channels d0 .. d0 + 15.
-#pragma unroll
-  for (int s = 0; s < kPair; ++s) {
-    if (!ok[s]) continue;
+  {
     const int i = tid >> 3, d0 = 16 * (tid & 7);
     float q[16];
-    load16_bf16(in[s], s16(kSQ, i, d0), q);
+    load16_bf16(smem, s16(kSQ, i, d0), q);
     float qscale = kda::detail::kScale;
     if (a.fuse_q_l2norm) {  // uniform
       bool rescaled;
       qscale *= kda::detail::prep::deferred_row_norm<8, 16>(q, rescaled);  // huge rows: q rescaled
     }
-    if ((tid & 7) == 0) *reinterpret_cast<float*>(work[s] + kSQScale + 4 * i) = qscale;
-    const float beta = *reinterpret_cast<const float*>(in[s] + kSBeta + 4 * i);
+    if ((tid & 7) == 0) *reinterpret_cast<float*>(smem + kSQScale + 4 * i) = qscale;
+    const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {  // one 16-byte unit of every output at a time (registers)
       const int c0 = d0 + 8 * u;
       float k[8], g[8], gm[8], cs[8], ce[8];
-      load8_bf16(in[s], s16(kSK, i, c0), k);
-      load8_f32(in[s], sg(i, c0), g);
-      load8_f32(in[s], sg(m[s], c0), gm);
-      load8_f32(work[s], kSCs + 4 * c0, cs);
-      load8_f32(work[s], kSCe + 4 * c0, ce);
+      load8_bf16(smem, s16(kSK, i, c0), k);
+      load8_f32(smem, sg(i, c0), g);
+      load8_f32(smem, sg(m, c0), gm);
+      load8_f32(smem, kSCs + 4 * c0, cs);
+      load8_f32(smem, kSCe + 4 * c0, ce);
       float rk[8], rq[8], ck[8], rhs[8], qp[8], kg[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -287,78 +253,92 @@ __device__ __forceinline__ void build_factors(const Args& a, int h, const int64_
         qp[e] = qscale * (qe * gamma);
         kg[e] = k[e] * (fc * ce[e]);  // 2^(Ge - G_i) <= 1
       }
-      store8<false>(in[s] + s16(kSRowK, i, c0), rk);  // over k's own unit, read above
-      store8<false>(in[s] + s16(kSRowQ, i, c0), rq);  // over q's (q is in registers)
-      store8<false>(work[s] + s16(kSColK, i, c0), ck);
-      store8<true>(work[s] + s16(kSRhsW, i, c0), rhs);
-      store8<false>(rec[s] + rec_split(kRecQP, i, c0), qp);
-      store8<false>(rec[s] + rec_split(kRecKG, i, c0), kg);
+      store8<false>(smem + s16(kSRowK, i, c0), rk);  // over k's own unit, read above
+      store8<false>(smem + s16(kSRowQ, i, c0), rq);  // over q's (q is in registers)
+      store8<false>(smem + s16(kSColK, i, c0), ck);
+      store8<true>(smem + s16(kSRhsW, i, c0), rhs);
+      store8<false>(rec + rec_split(kRecQP, i, c0), qp);
+      store8<false>(rec + rec_split(kRecKG, i, c0), kg);
     }
   }
   __syncthreads();
 
-  // ---- 3: gram warp / 2 (0: A_kk from the k rows, 1: A_qk from the q rows), columns
-  // 8 (warp % 2) .. + 7, the 8 k-steps in order into one accumulator.
+  // ---- 3: the grams' k-steps 2 warp, 2 warp + 1 (channels 32 warp .. +31).
+  {
+    float acck[2][4] = {}, accq[2][4] = {};
 #pragma unroll
-  for (int s = 0; s < kPair; ++s) {
-    if (!ok[s]) continue;
-    const bool qk = warp >= 2;
-    const int nt = warp & 1;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int kp = 0; kp < 4; ++kp) {  // k-steps 2 kp, 2 kp + 1
-      // B = the column operand stored [j][d]: matrix mi = lane / 8 is (k-step 2 kp + mi / 2,
-      // d 0-7 | 8-15 for mi % 2) of rows j = 8 nt .. + 7: registers b0, b1 of each k-step.
+    for (int s = 0; s < 2; ++s) {
+      const int d0 = 32 * warp + 16 * s;
+      uint32_t ak[4], aq[4], b[4];
+      const int arow = lane & 15, acol = d0 + 8 * (lane >> 4);
+      ldsm_x4(smem_u32(smem + s16(kSRowK, arow, acol)), ak);
+      ldsm_x4(smem_u32(smem + s16(kSRowQ, arow, acol)), aq);
+      // B = the column operand stored [j][d]: matrix mi = lane / 8 is (j 0-7 | 8-15 for mi / 2,
+      // d 0-7 | 8-15 for mi % 2): registers b0, b1 of n tile 0, then of n tile 1.
       const int mi = lane >> 3;
-      uint32_t b[4];
-      ldsm_x4(smem_u32(work[s] + s16(kSColK, 8 * nt + (lane & 7), 32 * kp + 16 * (mi >> 1) +
-                                                                      8 * (mi & 1))),
-              b);
+      ldsm_x4(smem_u32(smem + s16(kSColK, (lane & 7) + 8 * (mi >> 1), d0 + 8 * (mi & 1))), b);
 #pragma unroll
-      for (int h2 = 0; h2 < 2; ++h2) {
-        uint32_t x[4];
-        ldsm_x4(smem_u32(in[s] + s16(qk ? kSRowQ : kSRowK, lane & 15,
-                                     32 * kp + 16 * h2 + 8 * (lane >> 4))),
-                x);
-        mma_bf16(acc, x, b[2 * h2], b[2 * h2 + 1]);
+      for (int nt = 0; nt < 2; ++nt) {
+        mma_bf16(acck[nt], ak, b[2 * nt], b[2 * nt + 1]);
+        mma_bf16(accq[nt], aq, b[2 * nt], b[2 * nt + 1]);
       }
     }
+    const int gr = lane >> 2, gc = 2 * (lane & 3);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = gr + 8 * half, j = 8 * nt + gc;
-      const float beta = *reinterpret_cast<const float*>(in[s] + kSBeta + 4 * i);
-      const float qscale = *reinterpret_cast<const float*>(work[s] + kSQScale + 4 * i);
-      if (qk) {
-        const float o0 = (j <= i && i < n[s]) ? qscale * acc[2 * half] : 0.0f;
-        const float o1 = (j + 1 <= i && i < n[s]) ? qscale * acc[2 * half + 1] : 0.0f;
-        *reinterpret_cast<uint32_t*>(rec[s] + rec_aqk(i, j)) = pack_bf16(o0, o1);
-      } else {
-        *reinterpret_cast<float2*>(work[s] + ss(kSA, i, j)) =
-            make_float2((j < i && i < n[s]) ? beta * acc[2 * half] : 0.0f,
-                        (j + 1 < i && i < n[s]) ? beta * acc[2 * half + 1] : 0.0f);
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = gr + 8 * half, j = 8 * nt + gc;
+        float* pk = reinterpret_cast<float*>(smem + kSPart) + ((warp * 2 + 0) * kSub + i) * kSub + j;
+        float* pq = reinterpret_cast<float*>(smem + kSPart) + ((warp * 2 + 1) * kSub + i) * kSub + j;
+        *reinterpret_cast<float2*>(pk) = make_float2(acck[nt][2 * half], acck[nt][2 * half + 1]);
+        *reinterpret_cast<float2*>(pq) = make_float2(accq[nt][2 * half], accq[nt][2 * half + 1]);
       }
     }
   }
   __syncthreads();
-
-  // ---- 4: T = (I + A_kk)^-1 in 8 x 8 blocks (warp s for sub-chunk s): the diagonal blocks by
-  // forward substitution, lane j < 8 column j of T11, lane 8 + j column j of T22, side by side;
-  // then T21 = -T22 A21 T11, lane l entries (8 + l / 8, l % 8) and (12 + l / 8, l % 8). Dependent
-  // depth 28 + 8 + 8 FMAs instead of the 120 of one 16-row substitution.
+  {  // thread t: entries (i, 2 (t % 8) .. +1) of both grams, summed in warp order
+    const int i = tid >> 3, j = 2 * (tid & 7);
+    const float* part = reinterpret_cast<const float*>(smem + kSPart);
+    float sk[2], sq[2];
 #pragma unroll
-  for (int s = 0; s < kPair; ++s) {
-    if (!ok[s] || warp != s) continue;
-    const float* A = reinterpret_cast<const float*>(work[s] + kSA);
-    float* T = reinterpret_cast<float*>(work[s] + kST);
+    for (int e = 0; e < 2; ++e) {
+      sk[e] = sq[e] = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        sk[e] += part[((w * 2 + 0) * kSub + i) * kSub + j + e];
+        sq[e] += part[((w * 2 + 1) * kSub + i) * kSub + j + e];
+      }
+    }
+    const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
+    const float qscale = *reinterpret_cast<const float*>(smem + kSQScale + 4 * i);
+    float out_q[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      *reinterpret_cast<float*>(smem + ss(kSA, i, j + e)) =
+          (j + e < i && i < n) ? beta * sk[e] : 0.0f;
+      out_q[e] = (j + e <= i && i < n) ? qscale * sq[e] : 0.0f;
+    }
+    *reinterpret_cast<uint32_t*>(rec + rec_aqk(i, j)) = pack_bf16(out_q[0], out_q[1]);
+  }
+  __syncthreads();
+
+  // ---- 4: T = (I + A_kk)^-1 in 8 x 8 blocks (warp 0): the diagonal blocks by forward
+  // substitution, lane j < 8 column j of T11, lane 8 + j column j of T22, side by side; then
+  // T21 = -T22 A21 T11, lane l entries (8 + l / 8, l % 8) and (12 + l / 8, l % 8). Dependent depth
+  // 28 + 8 + 8 FMAs instead of the 120 of one 16-row substitution.
+  if (warp == 0) {
+    const float* A = reinterpret_cast<const float*>(smem + kSA);
+    float* T = reinterpret_cast<float*>(smem + kST);
     if (lane < kSub) {
       const int o = lane & 8, j = lane & 7;
       float x[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        float acc = 0.0f;
+        float s = 0.0f;
 #pragma unroll
-        for (int r = 0; r < i; ++r) acc = fmaf(A[(o + i) * kLdS + o + r], x[r], acc);
-        x[i] = (i == j ? 1.0f : 0.0f) - acc;
+        for (int r = 0; r < i; ++r) s = fmaf(A[(o + i) * kLdS + o + r], x[r], s);
+        x[i] = (i == j ? 1.0f : 0.0f) - s;
         T[(o + i) * kLdS + o + j] = x[i];
         if (o == 0) T[i * kLdS + 8 + j] = 0.0f;  // T12
       }
@@ -368,36 +348,34 @@ __device__ __forceinline__ void build_factors(const Args& a, int h, const int64_
     float y[8];  // y = A21 T11[:, c]
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      float acc = 0.0f;
+      float s = 0.0f;
 #pragma unroll
-      for (int r = 0; r < 8; ++r) acc = fmaf(A[(8 + k) * kLdS + r], T[r * kLdS + c], acc);
-      y[k] = acc;
+      for (int r = 0; r < 8; ++r) s = fmaf(A[(8 + k) * kLdS + r], T[r * kLdS + c], s);
+      y[k] = s;
     }
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       const int i = (lane >> 3) + 4 * q;  // row 8 + i
-      float acc = 0.0f;
+      float s = 0.0f;
 #pragma unroll
-      for (int k = 0; k < 8; ++k) acc = fmaf(T[(8 + i) * kLdS + 8 + k], y[k], acc);
-      T[(8 + i) * kLdS + c] = -acc;
+      for (int k = 0; k < 8; ++k) s = fmaf(T[(8 + i) * kLdS + 8 + k], y[k], s);
+      T[(8 + i) * kLdS + c] = -s;
     }
   }
   __syncthreads();
 
   // ---- 5: W and U, columns n0 .. n0 + 31 of warp `warp`.
-#pragma unroll
-  for (int s = 0; s < kPair; ++s) {
-    if (!ok[s]) continue;
+  {
+    const int gr = lane >> 2, gc = 2 * (lane & 3);
     uint32_t at[4], au[4];  // A fragments: T (fp16), (T - I) diag(beta) (bf16)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int i = gr + 8 * (r & 1), j = gc + 8 * (r >> 1);
-      const float2 t = *reinterpret_cast<const float2*>(work[s] + ss(kST, i, j));
-      const float b0 = *reinterpret_cast<const float*>(in[s] + kSBeta + 4 * j);
-      const float b1 = *reinterpret_cast<const float*>(in[s] + kSBeta + 4 * (j + 1));
+      const float2 t = *reinterpret_cast<const float2*>(smem + ss(kST, i, j));
+      const float b0 = *reinterpret_cast<const float*>(smem + kSBeta + 4 * j);
+      const float b1 = *reinterpret_cast<const float*>(smem + kSBeta + 4 * (j + 1));
       at[r] = pack_f16(t.x, t.y);
-      au[r] = pack_bf16((t.x - (i == j ? 1.0f : 0.0f)) * b0,
-                        (t.y - (i == j + 1 ? 1.0f : 0.0f)) * b1);
+      au[r] = pack_bf16((t.x - (i == j ? 1.0f : 0.0f)) * b0, (t.y - (i == j + 1 ? 1.0f : 0.0f)) * b1);
     }
     const int n0 = 32 * warp;
     float accw[4][4] = {}, accu[4][4] = {};
@@ -406,8 +384,8 @@ __device__ __forceinline__ void build_factors(const Args& a, int h, const int64_
       const int row = (lane & 7) + 8 * ((lane >> 3) & 1);
       const int col = n0 + 16 * half + 8 * (lane >> 4);
       uint32_t bw[4], bv[4];
-      ldsm_x4_trans(smem_u32(work[s] + s16(kSRhsW, row, col)), bw);
-      ldsm_x4_trans(smem_u32(in[s] + s16(kSV, row, col)), bv);
+      ldsm_x4_trans(smem_u32(smem + s16(kSRhsW, row, col)), bw);
+      ldsm_x4_trans(smem_u32(smem + s16(kSV, row, col)), bv);
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         mma_f16(accw[2 * half + t], at, bw[2 * t], bw[2 * t + 1]);
@@ -420,65 +398,31 @@ __device__ __forceinline__ void build_factors(const Args& a, int h, const int64_
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = gr + 8 * half;
-        *reinterpret_cast<uint32_t*>(rec[s] + rec_split(kRecW, i, col)) =
+        *reinterpret_cast<uint32_t*>(rec + rec_split(kRecW, i, col)) =
             pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]);
-        const float beta = *reinterpret_cast<const float*>(in[s] + kSBeta + 4 * i);
+        const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
         const float2 vv =
-            unpack_bf16(*reinterpret_cast<const uint32_t*>(in[s] + s16(kSV, i, col)));
-        *reinterpret_cast<float*>(rec[s] + rec_ut(col, i)) =
-            fmaf(beta, vv.x, accu[nt][2 * half]);
-        *reinterpret_cast<float*>(rec[s] + rec_ut(col + 1, i)) =
+            unpack_bf16(*reinterpret_cast<const uint32_t*>(smem + s16(kSV, i, col)));
+        *reinterpret_cast<float*>(rec + rec_ut(col, i)) = fmaf(beta, vv.x, accu[nt][2 * half]);
+        *reinterpret_cast<float*>(rec + rec_ut(col + 1, i)) =
             fmaf(beta, vv.y, accu[nt][2 * half + 1]);
       }
     }
   }
 }
 
-// One CTA: slots kPair x blockIdx.x .. + kPair - 1 of head blockIdx.y, loaded together, then
-// built together.
-template <int kPair>
-__global__ void __launch_bounds__(kThreads, ctas_per_sm<kPair>()) factors16_kernel(const Args a) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int h = blockIdx.y;
-  int64_t slots[kPair];
-  SubChunk sc[kPair];
-  bool ok[kPair];
-  unsigned char* work[kPair];
-  unsigned char* in[kPair];
-#pragma unroll
-  for (int s = 0; s < kPair; ++s) {
-    slots[s] = static_cast<int64_t>(blockIdx.x) * kPair + s;
-    sc[s] = SubChunk{};
-    ok[s] = slots[s] < a.capacity && find_sub_chunk(a, slots[s], sc[s]);
-    work[s] = smem + s * kSubBytes;
-    in[s] = work[s] + kWorkBytes;
-    if (ok[s]) load_inputs(a, h, sc[s], in[s]);
-  }
-  cp_async_commit();
-  cp_async_wait_all();
-  __syncthreads();
-  build_factors<kPair>(a, h, slots, sc, ok, in, work);
-}
-
 }  // namespace
 
-template <int kPair>
-cudaError_t launch_pair(const Args& args, cudaStream_t stream) {
-  const auto kernel = factors16_kernel<kPair>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       shared_bytes<kPair>());
+cudaError_t launch(const Args& args, cudaStream_t stream) {
+  cudaError_t e = cudaFuncSetAttribute(factors16_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSBytes);
   if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+  e = cudaFuncSetAttribute(factors16_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                            cudaSharedmemCarveoutMaxShared);
   if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>((args.capacity + kPair - 1) / kPair),
-                  static_cast<unsigned>(args.heads));
-  kernel<<<grid, kThreads, shared_bytes<kPair>(), stream>>>(args);
+  const dim3 grid(static_cast<unsigned>(args.capacity), static_cast<unsigned>(args.heads));
+  factors16_kernel<<<grid, kThreads, kSBytes, stream>>>(args);
   return cudaGetLastError();
-}
-
-cudaError_t launch(const Args& args, cudaStream_t stream) {
-  return args.pair ? launch_pair<2>(args, stream) : launch_pair<1>(args, stream);
 }
 
 }  // namespace kda::lab::factors16

@@ -93,7 +93,6 @@ struct Args {
                    // its own, 132 x 8 records that stay in L2 (the same instructions; the one-kernel
                    // forward's factors never leave the SM)
   bool fuse_q_l2norm;
-  bool pair;  // a CTA builds two consecutive slots, interleaved (else one)
 };
 
 // Grid (capacity, heads), kThreads threads; returns the launch's error.

@@ -97,7 +97,7 @@ constexpr double kMaxBudget = 2e-2;
 // The forward's outputs and final state: the contract's gate (kda-forward.md §9.1).
 constexpr double kForwardRmsBudget = 5e-3;
 
-bool run_check(const CheckCase& c, uint64_t seed, bool pair) {
+bool run_check(const CheckCase& c, uint64_t seed) {
   const std::vector<int32_t> cu = {0, 0, 1, 16, 33, 97, 200, 200, 330, 394};
   const int heads = 3, dim = 128;
   const int64_t tokens = cu.back();
@@ -186,7 +186,6 @@ bool run_check(const CheckCase& c, uint64_t seed, bool pair) {
   check(cudaMemset(a.records, 0xff, record_bytes), "poison records");  // NaN in bf16 and fp32
   a.on_chip = false;
   a.fuse_q_l2norm = true;
-  a.pair = pair;
   check(f16::launch(a, nullptr), "factors16 launch");
   check(cudaDeviceSynchronize(), "factors16");
   std::vector<char> rec(record_bytes);
@@ -272,10 +271,8 @@ bool run_check(const CheckCase& c, uint64_t seed, bool pair) {
   for (size_t i = 0; i < out.size(); ++i) eout.add(__bfloat162float(out[i]), want.out[i]);
   for (size_t i = 0; i < final_state.size(); ++i) estate.add(final_state[i], want.final_state[i]);
   bool ok = nonzero_tail == 0 && sub_chunks > 0;
-  std::printf("check %s, %s: %lld sub-chunks, record entries at rows >= n or above the diagonal "
-              "not zero: %lld\n",
-              c.name, pair ? "two sub-chunks per CTA" : "one sub-chunk per CTA",
-              static_cast<long long>(sub_chunks), static_cast<long long>(nonzero_tail));
+  std::printf("check %s: %lld sub-chunks, record entries at rows >= n or above the diagonal not zero: %lld\n",
+              c.name, static_cast<long long>(sub_chunks), static_cast<long long>(nonzero_tail));
   std::printf("| factor | rel-RMS | max err / max ref | max ref |\n|---|---:|---:|---:|\n");
   const std::pair<const char*, const Error*> rows[] = {{"W", &ew},    {"U", &eu},     {"QP", &eqp},
                                                         {"KG", &ekg}, {"AQK", &eaqk}, {"A", &ea},
@@ -369,7 +366,7 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
 
   // One round: the library's forward, its PREP, factors16 on chip, factors16 with records, the
   // chain on those records, factors16 + chain; medians over the rounds.
-  enum { kLibForward, kLibPrep, kOnChip, kOnChipPair, kRecords, kChain, kBoth, kKinds };
+  enum { kLibForward, kLibPrep, kOnChip, kRecords, kChain, kBoth, kKinds };
   cudaEvent_t e0, e1;
   check(cudaEventCreate(&e0), "cudaEventCreate");
   check(cudaEventCreate(&e1), "cudaEventCreate");
@@ -384,9 +381,8 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
         std::fprintf(stderr, "kda-lab-factors16: library forward: %s\n", ex.what());
         std::exit(3);
       }
-      if (which == kOnChip || which == kOnChipPair || which == kRecords || which == kBoth) {
-        a.on_chip = which == kOnChip || which == kOnChipPair;
-        a.pair = which == kOnChipPair;
+      if (which == kOnChip || which == kRecords || which == kBoth) {
+        a.on_chip = which == kOnChip;
         check(f16::launch(a, stream), "factors16 launch");
       }
       if (which == kChain || which == kBoth) check(f16::launch_chain(ca, stream), "chain launch");
@@ -400,11 +396,10 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
   const double chunk_heads = static_cast<double>(tokens) / 64 * s.heads;
   double m[kKinds];
   for (int i = 0; i < kKinds; ++i) m[i] = median(t[i]);
-  std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |\n",
+  std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |\n",
               s.name, long_memory ? "mixed" : "contract", m[kLibForward], m[kLibPrep], m[kOnChip],
-              m[kOnChipPair], m[kRecords], m[kChain], m[kBoth], m[kBoth] / m[kLibForward],
-              std::min(m[kOnChip], m[kOnChipPair]) * 1e3 * 132 / chunk_heads,
-              m[kLibPrep] * 1e3 * 132 / chunk_heads);
+              m[kRecords], m[kChain], m[kBoth], m[kBoth] / m[kLibForward],
+              m[kOnChip] * 1e3 * 132 / chunk_heads, m[kLibPrep] * 1e3 * 132 / chunk_heads);
   check(cudaEventDestroy(e0), "cudaEventDestroy");
   check(cudaEventDestroy(e1), "cudaEventDestroy");
   for (void* ptr : {static_cast<void*>(in.q), static_cast<void*>(in.k), static_cast<void*>(in.v),
@@ -453,17 +448,14 @@ int main(int argc, char** argv) {
         {"steepest contract decay (lower bound -5.915, dt_bias 8..9)", 8.0, 9.0,
          kda::ref::kMinGateLowerBound, false},
     };
-    for (const bool pair : {false, true}) {
-      for (const auto& c : cases) ok = run_check(c, seed, pair) && ok;
-    }
+    for (const auto& c : cases) ok = run_check(c, seed) && ok;
   }
   if (!check_only) {
     std::printf(
         "| shape | gates | library forward (ms) | library PREP | factors16 on chip | factors16 "
-        "on chip, two per CTA | factors16 with records | chain | factors16 + chain | "
-        "(factors16 + chain) / library | factors16 on chip (best): SM-us per 64 tokens | PREP: "
-        "SM-us per 64 tokens |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        "with records | chain | factors16 + chain | (factors16 + chain) / library | on chip: "
+        "SM-us per 64 tokens | PREP: SM-us per 64 tokens |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     const TimeShape shapes[] = {{"h96-fixed", 96, 1}, {"h96-uniform8", 96, 8},
                                 {"h64-fixed", 64, 1}, {"h64-uniform8", 64, 8}};
     for (const bool long_memory : {false, true}) {
