@@ -232,29 +232,19 @@ void intra_chunk_grams(ChunkWorkspace<S>& w, S scale) {
   }
 }
 
-// Steps 1-6 for one chunk. `state` (K x V) enters as S_c and leaves as S_{c+1}; the chunk's
-// n x V output is left in w.out.
+// Step 3 and the operands of steps 5 and 6, from T (lower triangular; block-diagonal in
+// blocked_chunk_step): W = T (beta * k * Gamma), U = T (beta * v), q' = scale * q_hat * Gamma,
+// kg = k * 2^(G_{n-1} - G). w.gamma holds 2^G.
 template <class S>
-void chunk_step(ChunkWorkspace<S>& w, S scale, std::vector<S>& state) {
+void chunk_factors(ChunkWorkspace<S>& w, S scale) {
   const int64_t n = w.n, K = w.K, V = w.V;
-  detail::exp2_array(w.gate.data(), w.gamma.data(), n * K);  // Gamma = 2^G <= 1
   const S* last_gate = w.gate.data() + (n - 1) * K;  // G_{n-1} of the last valid row
-  const S* last_gamma = w.gamma.data() + (n - 1) * K;
-
-  intra_chunk_grams(w, scale);
-
-  // 2. T = (I + A_kk)^-1 by forward substitution.
-  detail::unit_lower_inverse(n, w.a_kk.data(), n, w.t.data(), n);
-
-  // 3. W = T (beta * k * Gamma), U = T (beta * v); T is lower triangular.
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t d = 0; d < K; ++d) w.rhs_k[i * K + d] = w.beta[i] * (w.k[i * K + d] * w.gamma[i * K + d]);
     for (int64_t c = 0; c < V; ++c) w.rhs_v[i * V + c] = w.beta[i] * w.v[i * V + c];
   }
   product(n, K, n, w.t.data(), n, 1, w.rhs_k.data(), K, w.w.data(), K, true);
   product(n, V, n, w.t.data(), n, 1, w.rhs_v.data(), V, w.u.data(), V, true);
-
-  // Operands of steps 5 and 6: q' = scale * q_hat * Gamma, kg = k * 2^(G_{n-1} - G).
   for (int64_t i = 0; i < n; ++i)
     for (int64_t d = 0; d < K; ++d) w.kg[i * K + d] = last_gate[d] - w.gate[i * K + d];
   detail::exp2_array(w.kg.data(), w.kg.data(), n * K);
@@ -262,21 +252,44 @@ void chunk_step(ChunkWorkspace<S>& w, S scale, std::vector<S>& state) {
     w.q_prime[e] = scale * (w.q_hat[e] * w.gamma[e]);
     w.kg[e] = w.k[e] * w.kg[e];
   }
+}
+
+// Steps 5 and 6, from V_new: O = q' S_c + A_qk V_new into w.out; `state` becomes
+// S_{c+1} = diag(Gamma_{n-1}) S_c + kg^T V_new.
+template <class S>
+void chunk_output_and_state(ChunkWorkspace<S>& w, std::vector<S>& state) {
+  const int64_t n = w.n, K = w.K, V = w.V;
+  const S* last_gamma = w.gamma.data() + (n - 1) * K;
+  product(n, V, K, w.q_prime.data(), K, 1, state.data(), V, w.out.data(), V);
+  product(n, V, n, w.a_qk.data(), n, 1, w.v_new.data(), V, w.product.data(), V, true);
+  for (int64_t e = 0; e < n * V; ++e) w.out[e] = w.out[e] + w.product[e];
+  product(K, V, n, w.kg.data(), 1, K, w.v_new.data(), V, w.state_product.data(), V);
+  for (int64_t r = 0; r < K; ++r)
+    for (int64_t c = 0; c < V; ++c)
+      state[r * V + c] = state[r * V + c] * last_gamma[r] + w.state_product[r * V + c];
+}
+
+// Steps 1-6 for one chunk. `state` (K x V) enters as S_c and leaves as S_{c+1}; the chunk's
+// n x V output is left in w.out.
+template <class S>
+void chunk_step(ChunkWorkspace<S>& w, S scale, std::vector<S>& state) {
+  const int64_t n = w.n, K = w.K, V = w.V;
+  detail::exp2_array(w.gate.data(), w.gamma.data(), n * K);  // Gamma = 2^G <= 1
+
+  intra_chunk_grams(w, scale);
+
+  // 2. T = (I + A_kk)^-1 by forward substitution.
+  detail::unit_lower_inverse(n, w.a_kk.data(), n, w.t.data(), n);
+
+  // 3. W, U; the operands of steps 5 and 6.
+  chunk_factors(w, scale);
 
   // 4. V_new = U - W S_c (row i is the recurrence's delta_i).
   product(n, V, K, w.w.data(), K, 1, state.data(), V, w.product.data(), V);
   for (int64_t e = 0; e < n * V; ++e) w.v_new[e] = w.u[e] - w.product[e];
 
-  // 5. O = q' S_c + A_qk V_new.
-  product(n, V, K, w.q_prime.data(), K, 1, state.data(), V, w.out.data(), V);
-  product(n, V, n, w.a_qk.data(), n, 1, w.v_new.data(), V, w.product.data(), V, true);
-  for (int64_t e = 0; e < n * V; ++e) w.out[e] = w.out[e] + w.product[e];
-
-  // 6. S_{c+1} = diag(Gamma_{n-1}) S_c + kg^T V_new.
-  product(K, V, n, w.kg.data(), 1, K, w.v_new.data(), V, w.state_product.data(), V);
-  for (int64_t r = 0; r < K; ++r)
-    for (int64_t c = 0; c < V; ++c)
-      state[r * V + c] = state[r * V + c] * last_gamma[r] + w.state_product[r * V + c];
+  // 5, 6. O and S_{c+1}.
+  chunk_output_and_state(w, state);
 }
 
 // Copies the chunk's intermediates into a trace record.
@@ -414,6 +427,109 @@ void run_sequence_head_segmented(const Problem& problem, const Options& options,
   }
 }
 
+// One chunk of the chunked algorithm computed the way docs/design.md's hybrid does it, in
+// blocks of kGramBlock rows (p, c index blocks; s_p the row before block p, e_c the last row of
+// block c; G chunk-local):
+//   inside a block: the grams at the block's middle row (rows and columns within 7 / 8 decays),
+//     T_pp = (I + A_kk(p, p))^-1, W'_p = T_pp (beta k 2^G)_p, U_p = T_pp (beta v)_p;
+//   across blocks (c < p), with no anchors: A_kk(p, c) = beta_p ks_p diag(D_pc) kc_c^T and A_qk
+//     the same with q, ks_p = k 2^(G - G_{s_p}), kc_c = k 2^(G_{e_c} - G), D_pc =
+//     2^(G_{s_p} - G_{e_c}), every factor <= 1 (a product below the range is one whose true
+//     value is), and M_pc = T_pp A_kk(p, c);
+//   V_new_p = U_p - (W' S)_p - sum_{c<p} M_pc V_new_c, then O = q' S + A_qk V_new and
+//     S' = diag(2^G_{n-1}) S + kg^T V_new as chunk_step.
+// Exact in exact arithmetic (the block forward substitution of (I + A_kk) V_new = beta v -
+// beta k Gamma S); blocked_forward checks the algebra a 64-token chain step with 16-token
+// factors would run.
+template <class S>
+void blocked_chunk_step(ChunkWorkspace<S>& w, S scale, std::vector<S>& state) {
+  const int64_t n = w.n, K = w.K, V = w.V, B = kGramBlock;
+  const int64_t blocks = (n + B - 1) / B;
+  auto rows_of = [&](int64_t p) { return std::min(B, n - p * B); };
+  detail::exp2_array(w.gate.data(), w.gamma.data(), n * K);  // 2^G <= 1
+  auto g = [&](int64_t i, int64_t d) { return w.gate[i * K + d]; };
+  auto e2 = [](S x) { return static_cast<S>(std::exp2(x)); };
+
+  // The whole chunk's A_qk (lower, diagonal included) and the blocks' T_pp, W', U, M_pc.
+  std::fill(w.a_qk.begin(), w.a_qk.begin() + n * n, S(0));
+  std::fill(w.a_kk.begin(), w.a_kk.begin() + n * n, S(0));  // A_kk(p, c) blocks, then M_pc
+  std::fill(w.t.begin(), w.t.begin() + n * n, S(0));        // block-diagonal T
+  std::vector<S> column(B * K), block_t(B * B), block_a(B * B);
+  for (int64_t p = 0; p < blocks; ++p) {
+    const int64_t p0 = p * B, np = rows_of(p);
+    const int64_t m = p0 + std::min<int64_t>(kAnchorOffset, np - 1);
+    // Intra-block grams at the middle row m.
+    for (int64_t i = 0; i < np; ++i) {
+      for (int64_t j = 0; j <= i; ++j) {
+        S sq = 0, sk = 0;
+        for (int64_t d = 0; d < K; ++d) {
+          const S row = e2(g(p0 + i, d) - g(m, d)), col = e2(g(m, d) - g(p0 + j, d));
+          const S kc = w.k[(p0 + j) * K + d] * col;
+          sq += (w.q_hat[(p0 + i) * K + d] * row) * kc;
+          sk += (w.k[(p0 + i) * K + d] * row) * kc;
+        }
+        w.a_qk[(p0 + i) * n + p0 + j] = scale * sq;
+        if (j < i) w.a_kk[(p0 + i) * n + p0 + j] = w.beta[p0 + i] * sk;
+      }
+    }
+    // Cross-block grams, anchor-free.
+    for (int64_t c = 0; c < p; ++c) {
+      const int64_t c0 = c * B, sp = p0 - 1, ec = c0 + B - 1;
+      for (int64_t j = 0; j < B; ++j)
+        for (int64_t d = 0; d < K; ++d)
+          column[j * K + d] = (w.k[(c0 + j) * K + d] * e2(g(ec, d) - g(c0 + j, d))) *
+                              e2(g(sp, d) - g(ec, d));  // kc_c D_pc, both factors <= 1
+      for (int64_t i = 0; i < np; ++i) {
+        for (int64_t j = 0; j < B; ++j) {
+          S sq = 0, sk = 0;
+          for (int64_t d = 0; d < K; ++d) {
+            const S row = e2(g(p0 + i, d) - g(sp, d));  // <= 1
+            sq += (w.q_hat[(p0 + i) * K + d] * row) * column[j * K + d];
+            sk += (w.k[(p0 + i) * K + d] * row) * column[j * K + d];
+          }
+          w.a_qk[(p0 + i) * n + c0 + j] = scale * sq;
+          w.a_kk[(p0 + i) * n + c0 + j] = w.beta[p0 + i] * sk;
+        }
+      }
+    }
+    // T_pp, then M_pc = T_pp A_kk(p, c) in place of A_kk(p, c).
+    for (int64_t i = 0; i < np; ++i)
+      for (int64_t j = 0; j < np; ++j) block_a[i * np + j] = w.a_kk[(p0 + i) * n + p0 + j];
+    detail::unit_lower_inverse(np, block_a.data(), np, block_t.data(), np);
+    for (int64_t i = 0; i < np; ++i)
+      for (int64_t j = 0; j < np; ++j) w.t[(p0 + i) * n + p0 + j] = block_t[i * np + j];
+    for (int64_t c = 0; c < p; ++c) {
+      const int64_t c0 = c * B;
+      for (int64_t i = 0; i < np; ++i)
+        for (int64_t j = 0; j < B; ++j) {
+          S acc = 0;
+          for (int64_t r = 0; r <= i; ++r) acc += block_t[i * np + r] * w.a_kk[(p0 + r) * n + c0 + j];
+          block_a[i * B + j] = acc;
+        }
+      for (int64_t i = 0; i < np; ++i)
+        for (int64_t j = 0; j < B; ++j) w.a_kk[(p0 + i) * n + c0 + j] = block_a[i * B + j];
+    }
+  }
+
+  // W' = T (beta k 2^G), U = T (beta v) with T block-diagonal; q', kg as chunk_step.
+  chunk_factors(w, scale);
+
+  // V_new by the block solve.
+  product(n, V, K, w.w.data(), K, 1, state.data(), V, w.product.data(), V);
+  for (int64_t p = 0; p < blocks; ++p) {
+    const int64_t p0 = p * B, np = rows_of(p);
+    for (int64_t i = 0; i < np; ++i)
+      for (int64_t col = 0; col < V; ++col) {
+        S x = w.u[(p0 + i) * V + col] - w.product[(p0 + i) * V + col];
+        for (int64_t j = 0; j < p0; ++j) x -= w.a_kk[(p0 + i) * n + j] * w.v_new[j * V + col];
+        w.v_new[(p0 + i) * V + col] = x;
+      }
+  }
+
+  // O = q' S + A_qk V_new; S' = diag(2^G_{n-1}) S + kg^T V_new.
+  chunk_output_and_state(w, state);
+}
+
 // The result's buffers (zero-filled: rows at or after cu[N] are never written) and one run of
 // chain(span, sequence, head, out, state) per (sequence, head), in parallel, its final state
 // stored after it. The caller has checked problem and options.
@@ -457,6 +573,39 @@ Result<S> segmented_forward(const Problem& problem, const Options& options, int 
 }
 
 template <class S>
+Result<S> blocked_forward(const Problem& problem, const Options& options) {
+  problem.check();
+  detail::check_options(options);
+  if (options.chunk_size % kGramBlock != 0)
+    throw std::invalid_argument(
+        std::string("blocked_forward: chunk_size must be a multiple of 16, got ")
+            .append(std::to_string(options.chunk_size)));
+  return run_chains<S>(problem, options,
+                       [&](const detail::SequenceSpan& span, int64_t sequence, int64_t head,
+                           std::vector<S>& out, std::vector<S>& state) {
+                         const int64_t V = problem.value_dim;
+                         const detail::TokenLayout layout{problem.tokens, problem.heads};
+                         const S scale = detail::resolved_scale<S>(options, problem.key_dim);
+                         const FlushSubnormalResults flush(std::is_same_v<S, float>);
+                         detail::load_initial_state(problem, options, sequence, head, state.data());
+                         ChunkWorkspace<S> work(
+                             std::min<int64_t>(options.chunk_size, span.end - span.begin),
+                             problem.key_dim, V);
+                         for (int64_t first = span.begin; first < span.end;
+                              first += options.chunk_size) {
+                           const int64_t rows = std::min<int64_t>(options.chunk_size, span.end - first);
+                           if (options.reset_state_at_chunk_starts)
+                             std::fill(state.begin(), state.end(), S(0));
+                           load_chunk(problem, options, span.batch_row, first, rows, head, work);
+                           blocked_chunk_step(work, scale, state);
+                           for (int64_t i = 0; i < rows; ++i)
+                             std::copy_n(work.out.data() + i * V, V,
+                                         out.data() + layout.row(span.batch_row, first + i, head) * V);
+                         }
+                       });
+}
+
+template <class S>
 Result<S> chunked_forward(const Problem& problem, const Options& options,
                           std::vector<ChunkTrace<S>>* trace, TraceFilter filter) {
   problem.check();
@@ -488,5 +637,7 @@ template Result<double> chunked_forward<double>(const Problem&, const Options&,
                                                 std::vector<ChunkTrace<double>>*, TraceFilter);
 template Result<float> segmented_forward<float>(const Problem&, const Options&, int);
 template Result<double> segmented_forward<double>(const Problem&, const Options&, int);
+template Result<float> blocked_forward<float>(const Problem&, const Options&);
+template Result<double> blocked_forward<double>(const Problem&, const Options&);
 
 }  // namespace kda::ref

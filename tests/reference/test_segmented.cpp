@@ -26,13 +26,7 @@ void use_long_memory_gate(Problem& p, int chunk_size, uint64_t seed) {
   std::uniform_real_distribution<double> octave(-12.0, -1.0);
   std::vector<double> rate(static_cast<std::size_t>(H * K));
   for (auto& r : rate) r = -std::exp2(octave(rng));
-  std::vector<std::pair<int64_t, int64_t>> spans;
-  if (p.cu_seqlens.empty()) {
-    for (int64_t b = 0; b < p.batch; ++b) spans.emplace_back(b * p.tokens, (b + 1) * p.tokens);
-  } else {
-    for (std::size_t s = 0; s + 1 < p.cu_seqlens.size(); ++s)
-      spans.emplace_back(p.cu_seqlens[s], p.cu_seqlens[s + 1]);
-  }
+  const auto spans = sequence_token_spans(p);
   for (int64_t h = 0; h < H; ++h) {
     for (auto [begin, end] : spans) {
       for (int64_t t = begin; t < end; ++t) {

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kda/ref/reference.h"
@@ -35,6 +36,19 @@ inline std::vector<int32_t> offsets_from_lengths(const std::vector<int32_t>& len
   std::vector<int32_t> cu{0};
   for (int32_t length : lengths) cu.push_back(cu.back() + length);
   return cu;
+}
+
+// The [begin, end) token ranges of the problem's sequences: dense batch rows, or the packed
+// offsets.
+inline std::vector<std::pair<int64_t, int64_t>> sequence_token_spans(const Problem& p) {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  if (p.cu_seqlens.empty()) {
+    for (int64_t b = 0; b < p.batch; ++b) spans.emplace_back(b * p.tokens, (b + 1) * p.tokens);
+  } else {
+    for (std::size_t s = 0; s + 1 < p.cu_seqlens.size(); ++s)
+      spans.emplace_back(p.cu_seqlens[s], p.cu_seqlens[s + 1]);
+  }
+  return spans;
 }
 
 // q = randn (raw), k = unit randn, v = randn, beta = sigmoid(randn), per-token log2 decay

@@ -99,6 +99,14 @@ Result<S> chunked_forward(const Problem& problem, const Options& options,
 template <class S>
 Result<S> segmented_forward(const Problem& problem, const Options& options, int segment_chunks);
 
+// The chunked algorithm with each chunk computed in 16-row blocks, as a 64-token chain step fed
+// by 16-token factors would run it (docs/design.md "The one-kernel forward"): block-diagonal T,
+// the cross-block grams from anchor-free operands (every factor <= 1), V_new by a block solve
+// with M_pc = T_pp A_kk(p, c). Agrees with chunked_forward to rounding. Throws
+// std::invalid_argument for a chunk_size that is not a multiple of 16.
+template <class S>
+Result<S> blocked_forward(const Problem& problem, const Options& options);
+
 // y = x / sqrt(sum x^2 + eps) per row, in precision S; overflow- and underflow-safe for any
 // finite row (exact power-of-two pre-scaling); zero row -> zero row; NaN/inf propagate.
 // Throws std::invalid_argument for a negative or non-finite eps.
