@@ -97,49 +97,24 @@ __device__ __forceinline__ bool find_sub_chunk(const Args& a, int64_t slot, SubC
   return true;
 }
 
-// 16 (8) consecutive bf16 / fp32 values at a 16-byte aligned shared byte offset.
+// The PREP's 8-value shared-memory loads and 16-bit packs (prep_chunk.cuh), and q's 16.
+using kda::detail::prep::load8_bf16;
+using kda::detail::prep::load8_f32;
 __device__ __forceinline__ void load16_bf16(const unsigned char* s, int byte, float (&x)[16]) {
+  float lo[8], hi[8];
+  load8_bf16(s, byte, lo);
+  load8_bf16(s, byte + 16, hi);
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const uint4 w = *reinterpret_cast<const uint4*>(s + byte + 16 * u);
-    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const float2 f = unpack_bf16(words[p]);
-      x[8 * u + 2 * p] = f.x;
-      x[8 * u + 2 * p + 1] = f.y;
-    }
-  }
-}
-__device__ __forceinline__ void load8_bf16(const unsigned char* s, int byte, float (&x)[8]) {
-  const uint4 w = *reinterpret_cast<const uint4*>(s + byte);
-  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int p = 0; p < 4; ++p) {
-    const float2 f = unpack_bf16(words[p]);
-    x[2 * p] = f.x;
-    x[2 * p + 1] = f.y;
-  }
-}
-__device__ __forceinline__ void load8_f32(const unsigned char* s, int byte, float (&x)[8]) {
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const float4 w = *reinterpret_cast<const float4*>(s + byte + 16 * u);
-    x[4 * u] = w.x;
-    x[4 * u + 1] = w.y;
-    x[4 * u + 2] = w.z;
-    x[4 * u + 3] = w.w;
+  for (int e = 0; e < 8; ++e) {
+    x[e] = lo[e];
+    x[8 + e] = hi[e];
   }
 }
 // 8 values as bf16 (kF16 false) or fp16, one 16-byte store at `dst` (shared or global).
 template <bool kF16>
 __device__ __forceinline__ void store8(void* dst, const float (&x)[8]) {
-  uint32_t w[4];
-#pragma unroll
-  for (int p = 0; p < 4; ++p) {
-    w[p] = kF16 ? pack_f16(x[2 * p], x[2 * p + 1]) : pack_bf16(x[2 * p], x[2 * p + 1]);
-  }
-  *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+  *reinterpret_cast<uint4*>(dst) =
+      kF16 ? kda::detail::prep::pack8_f16(x) : kda::detail::prep::pack8_bf16(x);
 }
 
 // The SM this thread runs on (the on-chip timing mode's record).

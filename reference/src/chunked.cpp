@@ -214,22 +214,26 @@ void store_panel(ChunkWorkspace<S>& w, S scale, int64_t r0, int64_t r1, int64_t 
 // [16c, 16c + 8), with their columns j <= i, use the block's first row as anchor instead (factors
 // within 7 decays again), where the kernels use m (or n - 1 in a short last chunk): so no entry
 // depends on a later token's gate, and an output row never depends on later tokens, bit for bit.
+// Column block [j0, j0 + 16) of both grams for the rows [j0, row_end), at the anchors above.
+template <class S>
+void column_block_grams(ChunkWorkspace<S>& w, S scale, int64_t j0, int64_t row_end) {
+  const int64_t j1 = std::min(j0 + kGramBlock, w.n);
+  const int64_t m = j0 + kAnchorOffset;
+  const int64_t top_end = std::min(m, row_end);
+  gram_panel(w, j0, top_end, j0, top_end, j0);
+  store_panel(w, scale, j0, top_end, j0, top_end);
+  if (m < row_end) {
+    gram_panel(w, m, row_end, j0, j1, m);
+    store_panel(w, scale, m, row_end, j0, j1);
+  }
+}
+
 template <class S>
 void intra_chunk_grams(ChunkWorkspace<S>& w, S scale) {
   const int64_t n = w.n;
   std::fill(w.a_qk.begin(), w.a_qk.begin() + n * n, S(0));
   std::fill(w.a_kk.begin(), w.a_kk.begin() + n * n, S(0));
-  for (int64_t j0 = 0; j0 < n; j0 += kGramBlock) {
-    const int64_t j1 = std::min(j0 + kGramBlock, n);
-    const int64_t m = j0 + kAnchorOffset;
-    const int64_t top_end = std::min(m, n);
-    gram_panel(w, j0, top_end, j0, top_end, j0);
-    store_panel(w, scale, j0, top_end, j0, top_end);
-    if (m < n) {
-      gram_panel(w, m, n, j0, j1, m);
-      store_panel(w, scale, m, n, j0, j1);
-    }
-  }
+  for (int64_t j0 = 0; j0 < n; j0 += kGramBlock) column_block_grams(w, scale, j0, n);
 }
 
 // Step 3 and the operands of steps 5 and 6, from T (lower triangular; block-diagonal in
@@ -430,12 +434,12 @@ void run_sequence_head_segmented(const Problem& problem, const Options& options,
 // One chunk of the chunked algorithm computed the way docs/design.md's hybrid does it, in
 // blocks of kGramBlock rows (p, c index blocks; s_p the row before block p, e_c the last row of
 // block c; G chunk-local):
-//   inside a block: the grams at the block's middle row (rows and columns within 7 / 8 decays),
-//     T_pp = (I + A_kk(p, p))^-1, W'_p = T_pp (beta k 2^G)_p, U_p = T_pp (beta v)_p;
-//   across blocks (c < p), with no anchors: A_kk(p, c) = beta_p ks_p diag(D_pc) kc_c^T and A_qk
-//     the same with q, ks_p = k 2^(G - G_{s_p}), kc_c = k 2^(G_{e_c} - G), D_pc =
-//     2^(G_{s_p} - G_{e_c}), every factor <= 1 (a product below the range is one whose true
-//     value is), and M_pc = T_pp A_kk(p, c);
+//   inside a block: the grams at intra_chunk_grams' anchors (its column block, the block's own
+//     rows), T_pp = (I + A_kk(p, p))^-1, W'_p = T_pp (beta k 2^G)_p, U_p = T_pp (beta v)_p;
+//   across blocks (c < p): the grams at the anchor s_p, row factors 2^(G_i - G_{s_p}) and column
+//     factors 2^(G_{s_p} - G_j) both <= 1 (a product below the range is one whose true value
+//     is; the GPU's form of the column factor is kc_c D_pc = k 2^(G_{e_c} - G) 2^(G_{s_p} -
+//     G_{e_c}), factors16's KG times the A of the blocks between), and M_pc = T_pp A_kk(p, c);
 //   V_new_p = U_p - (W' S)_p - sum_{c<p} M_pc V_new_c, then O = q' S + A_qk V_new and
 //     S' = diag(2^G_{n-1}) S + kg^T V_new as chunk_step.
 // Exact in exact arithmetic (the block forward substitution of (I + A_kk) V_new = beta v -
@@ -447,50 +451,22 @@ void blocked_chunk_step(ChunkWorkspace<S>& w, S scale, std::vector<S>& state) {
   const int64_t blocks = (n + B - 1) / B;
   auto rows_of = [&](int64_t p) { return std::min(B, n - p * B); };
   detail::exp2_array(w.gate.data(), w.gamma.data(), n * K);  // 2^G <= 1
-  auto g = [&](int64_t i, int64_t d) { return w.gate[i * K + d]; };
-  auto e2 = [](S x) { return static_cast<S>(std::exp2(x)); };
 
   // The whole chunk's A_qk (lower, diagonal included) and the blocks' T_pp, W', U, M_pc.
   std::fill(w.a_qk.begin(), w.a_qk.begin() + n * n, S(0));
   std::fill(w.a_kk.begin(), w.a_kk.begin() + n * n, S(0));  // A_kk(p, c) blocks, then M_pc
   std::fill(w.t.begin(), w.t.begin() + n * n, S(0));        // block-diagonal T
-  std::vector<S> column(B * K), block_t(B * B), block_a(B * B);
+  std::vector<S> block_t(B * B), block_a(B * B);
   for (int64_t p = 0; p < blocks; ++p) {
     const int64_t p0 = p * B, np = rows_of(p);
-    const int64_t m = p0 + std::min<int64_t>(kAnchorOffset, np - 1);
-    // Intra-block grams at the middle row m.
-    for (int64_t i = 0; i < np; ++i) {
-      for (int64_t j = 0; j <= i; ++j) {
-        S sq = 0, sk = 0;
-        for (int64_t d = 0; d < K; ++d) {
-          const S row = e2(g(p0 + i, d) - g(m, d)), col = e2(g(m, d) - g(p0 + j, d));
-          const S kc = w.k[(p0 + j) * K + d] * col;
-          sq += (w.q_hat[(p0 + i) * K + d] * row) * kc;
-          sk += (w.k[(p0 + i) * K + d] * row) * kc;
-        }
-        w.a_qk[(p0 + i) * n + p0 + j] = scale * sq;
-        if (j < i) w.a_kk[(p0 + i) * n + p0 + j] = w.beta[p0 + i] * sk;
-      }
-    }
-    // Cross-block grams, anchor-free.
+    // Inside the block: chunk_step's anchors, for the block's own rows only.
+    column_block_grams(w, scale, p0, p0 + np);
+    // Across blocks: one panel per earlier block at the anchor s_p = p0 - 1, so the row factors
+    // 2^(G_i - G_{s_p}) and the column factors 2^(G_{s_p} - G_j) are both <= 1 (the GPU forms
+    // the same column factor as kc_c D_pc from factors16's KG and A).
     for (int64_t c = 0; c < p; ++c) {
-      const int64_t c0 = c * B, sp = p0 - 1, ec = c0 + B - 1;
-      for (int64_t j = 0; j < B; ++j)
-        for (int64_t d = 0; d < K; ++d)
-          column[j * K + d] = (w.k[(c0 + j) * K + d] * e2(g(ec, d) - g(c0 + j, d))) *
-                              e2(g(sp, d) - g(ec, d));  // kc_c D_pc, both factors <= 1
-      for (int64_t i = 0; i < np; ++i) {
-        for (int64_t j = 0; j < B; ++j) {
-          S sq = 0, sk = 0;
-          for (int64_t d = 0; d < K; ++d) {
-            const S row = e2(g(p0 + i, d) - g(sp, d));  // <= 1
-            sq += (w.q_hat[(p0 + i) * K + d] * row) * column[j * K + d];
-            sk += (w.k[(p0 + i) * K + d] * row) * column[j * K + d];
-          }
-          w.a_qk[(p0 + i) * n + c0 + j] = scale * sq;
-          w.a_kk[(p0 + i) * n + c0 + j] = w.beta[p0 + i] * sk;
-        }
-      }
+      gram_panel(w, p0, p0 + np, c * B, c * B + B, p0 - 1);
+      store_panel(w, scale, p0, p0 + np, c * B, c * B + B);
     }
     // T_pp, then M_pc = T_pp A_kk(p, c) in place of A_kk(p, c).
     for (int64_t i = 0; i < np; ++i)
