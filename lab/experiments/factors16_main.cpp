@@ -3,12 +3,14 @@
 //           gates; every channel at the steepest decay the contract allows, where the anchors'
 //           +-68 range is used up): every factor of every sub-chunk against the float64
 //           reference's 16-token chunk traces (kda::ref::chunked_forward, chunk_size 16), and the
-//           record's rows >= n exactly zero.
+//           record's rows >= n exactly zero; the 16-token forward (factors16 then the chain)
+//           against the float64 forward, and the one-kernel forward (fused16.h) against both: bit
+//           for bit against the two-kernel one, within the contract's gate against float64.
 //   time    the contract shapes' sizes (h96 / h64, one 8192-token sequence or eight of 1024): the
 //           factor builder writing its records, the same with every CTA writing one record (the
 //           stores absorbed by L2: the fused kernel's cost, whose factors stay on chip), and the
 //           library's 64-token PREP (kda::chunk_forward_stage 0, fused q norm) on the same inputs,
-//           interleaved in one loop; medians.
+//           the chain, both, and the one-kernel forward, interleaved in one loop; medians.
 // Exit codes: 0 done, 1 a factor outside its budget, 2 bad usage, 3 no usable GPU or a CUDA / kda
 // error.
 #include <cuda_bf16.h>
@@ -29,6 +31,7 @@
 #include "factors16_inputs.h"
 #include "kda/kda.h"
 #include "kda/ref/reference.h"
+#include "fused16.h"
 #include "scan16.h"
 
 namespace {
@@ -211,6 +214,38 @@ bool run_check(const CheckCase& c, uint64_t seed) {
   check(cudaMemcpy(final_state.data(), ca.final_state, final_state.size() * 4,
                    cudaMemcpyDeviceToHost),
         "final state");
+  // The one-kernel forward on the same inputs, with one and with two builder warpgroups: the same
+  // bits as factors16 then the chain.
+  f16::FusedArgs fa{};
+  fa.in = a;
+  fa.out = ca.out;
+  fa.out_stride = ca.out_stride;
+  fa.initial_state = ca.initial_state;
+  fa.final_state = ca.final_state;
+  std::vector<__nv_bfloat16> fused_out(elems);
+  std::vector<float> fused_state(p.initial_state.size());
+  bool fused_same = true;
+  for (const int builders : {2, 1}) {  // the error rows below are two builders'
+    check(cudaMemset(fa.out, 0xff, elems * 2), "poison out");
+    check(cudaMemset(fa.final_state, 0xff, p.initial_state.size() * 4), "poison final state");
+    check(f16::launch_fused(fa, builders, nullptr), "fused16 launch");
+    check(cudaDeviceSynchronize(), "fused16");
+    std::vector<__nv_bfloat16> fo(elems);
+    std::vector<float> fst(p.initial_state.size());
+    check(cudaMemcpy(fo.data(), fa.out, elems * 2, cudaMemcpyDeviceToHost), "fused out");
+    check(cudaMemcpy(fst.data(), fa.final_state, fst.size() * 4, cudaMemcpyDeviceToHost),
+          "fused final state");
+    const bool same = std::memcmp(fo.data(), out.data(), elems * 2) == 0 &&
+                      std::memcmp(fst.data(), final_state.data(), fst.size() * 4) == 0;
+    std::printf("fused16 with %d builder%s: outputs and final state %s factors16 then the "
+                "chain's, bit for bit\n",
+                builders, builders == 1 ? "" : "s", same ? "equal" : "DIFFER FROM");
+    fused_same = fused_same && same;
+    if (builders == 2) {
+      fused_out = fo;
+      fused_state = fst;
+    }
+  }
   for (const void* ptr : {static_cast<const void*>(ca.out), static_cast<const void*>(ca.initial_state),
                           static_cast<const void*>(ca.final_state)}) {
     check(cudaFree(const_cast<void*>(ptr)), "cudaFree");
@@ -267,17 +302,23 @@ bool run_check(const CheckCase& c, uint64_t seed) {
       ea.add(f32_at(f16::rec_a(d)), std::exp2(g));
     }
   }
-  Error eout, estate;
+  Error eout, estate, efout, efstate;
   for (size_t i = 0; i < out.size(); ++i) eout.add(__bfloat162float(out[i]), want.out[i]);
   for (size_t i = 0; i < final_state.size(); ++i) estate.add(final_state[i], want.final_state[i]);
-  bool ok = nonzero_tail == 0 && sub_chunks > 0;
+  for (size_t i = 0; i < out.size(); ++i) efout.add(__bfloat162float(fused_out[i]), want.out[i]);
+  for (size_t i = 0; i < final_state.size(); ++i) {
+    efstate.add(fused_state[i], want.final_state[i]);
+  }
+  bool ok = nonzero_tail == 0 && sub_chunks > 0 && fused_same;
   std::printf("check %s: %lld sub-chunks, record entries at rows >= n or above the diagonal not zero: %lld\n",
               c.name, static_cast<long long>(sub_chunks), static_cast<long long>(nonzero_tail));
   std::printf("| factor | rel-RMS | max err / max ref | max ref |\n|---|---:|---:|---:|\n");
   const std::pair<const char*, const Error*> rows[] = {{"W", &ew},    {"U", &eu},     {"QP", &eqp},
                                                         {"KG", &ekg}, {"AQK", &eaqk}, {"A", &ea},
                                                         {"forward: out", &eout},
-                                                        {"forward: final state", &estate}};
+                                                        {"forward: final state", &estate},
+                                                        {"forward (fused16, 2 builders): out", &efout},
+                                                        {"forward (fused16, 2 builders): final state", &efstate}};
   for (const auto& [name, e] : rows) {
     const bool forward = std::strncmp(name, "forward", 7) == 0;
     const bool in = e->rel_rms() <= (forward ? kForwardRmsBudget : kRmsBudget) &&
@@ -364,9 +405,14 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
   ca.out = out;
   ca.out_stride = static_cast<int64_t>(s.heads) * dim;
 
+  f16::FusedArgs fa{};
+  fa.in = a;
+  fa.out = out;
+  fa.out_stride = ca.out_stride;
+
   // One round: the library's forward, its PREP, factors16 on chip, factors16 with records, the
-  // chain on those records, factors16 + chain; medians over the rounds.
-  enum { kLibForward, kLibPrep, kOnChip, kRecords, kChain, kBoth, kKinds };
+  // chain on those records, factors16 + chain, the one-kernel forward; medians over the rounds.
+  enum { kLibForward, kLibPrep, kOnChip, kRecords, kChain, kBoth, kFused1, kFused2, kKinds };
   cudaEvent_t e0, e1;
   check(cudaEventCreate(&e0), "cudaEventCreate");
   check(cudaEventCreate(&e1), "cudaEventCreate");
@@ -386,6 +432,9 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
         check(f16::launch(a, stream), "factors16 launch");
       }
       if (which == kChain || which == kBoth) check(f16::launch_chain(ca, stream), "chain launch");
+      if (which == kFused1 || which == kFused2) {
+        check(f16::launch_fused(fa, which == kFused1 ? 1 : 2, stream), "fused16 launch");
+      }
       check(cudaEventRecord(e1, stream), "cudaEventRecord");
       check(cudaEventSynchronize(e1), "timed kernel");
       float ms = 0;
@@ -396,10 +445,17 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
   const double chunk_heads = static_cast<double>(tokens) / 64 * s.heads;
   double m[kKinds];
   for (int i = 0; i < kKinds; ++i) m[i] = median(t[i]);
-  std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |\n",
+  // A step of the one-kernel forward: its time over the sub-chunks each CTA walks in turn (one
+  // CTA per SM: ceil(chains / 132) rounds of 8192 / num_seqs / 16 steps).
+  const double chains = static_cast<double>(s.num_seqs) * s.heads;
+  const double steps = std::ceil(chains / 132) * (static_cast<double>(tokens) / s.num_seqs / 16);
+  std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.3f | "
+              "%.3f | %.3f | %.2f | %.2f |\n",
               s.name, long_memory ? "mixed" : "contract", m[kLibForward], m[kLibPrep], m[kOnChip],
               m[kRecords], m[kChain], m[kBoth], m[kBoth] / m[kLibForward],
-              m[kOnChip] * 1e3 * 132 / chunk_heads, m[kLibPrep] * 1e3 * 132 / chunk_heads);
+              m[kOnChip] * 1e3 * 132 / chunk_heads, m[kLibPrep] * 1e3 * 132 / chunk_heads,
+              m[kFused1], m[kFused2], m[kFused2] / m[kLibForward], m[kFused1] * 1e3 / steps,
+              m[kFused2] * 1e3 / steps);
   check(cudaEventDestroy(e0), "cudaEventDestroy");
   check(cudaEventDestroy(e1), "cudaEventDestroy");
   for (void* ptr : {static_cast<void*>(in.q), static_cast<void*>(in.k), static_cast<void*>(in.v),
@@ -454,8 +510,9 @@ int main(int argc, char** argv) {
     std::printf(
         "| shape | gates | library forward (ms) | library PREP | factors16 on chip | factors16 "
         "with records | chain | factors16 + chain | (factors16 + chain) / library | on chip: "
-        "SM-us per 64 tokens | PREP: SM-us per 64 tokens |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        "SM-us per 64 tokens | PREP: SM-us per 64 tokens | fused16, 1 builder | fused16, 2 "
+        "builders | fused16 (2) / library | us per step, 1 builder | us per step, 2 builders |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     const TimeShape shapes[] = {{"h96-fixed", 96, 1}, {"h96-uniform8", 96, 8},
                                 {"h64-fixed", 64, 1}, {"h64-uniform8", 64, 8}};
     for (const bool long_memory : {false, true}) {

@@ -1,0 +1,37 @@
+// The one-kernel 16-token forward (issue 15's first composition of the measured halves): one CTA
+// per (sequence, head) builds every 16-token sub-chunk's factors itself and runs the chain on
+// them, the records never leaving shared memory. Warp-specialized, 512 threads (two builders):
+//   warps 0 .. 7   the chain (chain16_step.cuh: the state in wgmma accumulators, 152 registers)
+//   warps 8 .. 11  builder 0, sub-chunks 0, 2, 4, ... (factors16_build.cuh, 104 registers)
+//   warps 12 .. 15 builder 1, sub-chunks 1, 3, 5, ...
+// Sub-chunk c's record goes to ring buffer c % 4 (4 x 23 KB): each builder works up to two of its
+// sub-chunks ahead of the chain. A full / empty mbarrier pair per buffer hands it over; the builder
+// fences its ordinary stores for the async proxy (the chain's wgmma reads the record's tiles)
+// before it signals. The arithmetic is that of factors16 then the chain: the same bits as the
+// two-kernel 16-token forward (kda-lab-factors16's check asserts it). What this measures is a
+// step's time when the factor build runs beside the chain instead of before it.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "factors16.h"
+
+namespace kda::lab::factors16 {
+
+struct FusedArgs {
+  Args in;  // q, k, v, gate, beta, strides, heads, cu / seq_len, num_seqs, fuse_q_l2norm (its
+            // records, capacity and on_chip are not used)
+  __nv_bfloat16* out;          // [tokens][heads][128], every row of every sequence written
+  int64_t out_stride;          // elements between tokens
+  const float* initial_state;  // [N][H][128 keys][128 values] or null (zeros)
+  float* final_state;          // same layout, or null
+};
+
+// Grid num_seqs x heads, 256 + 128 x builders threads (builders 1 or 2: with one, it builds every
+// sub-chunk); returns the launch's error (cudaErrorInvalidValue for another builder count).
+cudaError_t launch_fused(const FusedArgs& args, int builders, cudaStream_t stream);
+
+}  // namespace kda::lab::factors16
