@@ -1,5 +1,6 @@
 // The standalone 16-token factor builder: one CTA = one warpgroup = one (16-token sub-chunk, head),
-// the phases of factors16_build.cuh between CTA barriers, the record to global memory.
+// the phases of factors16_build.cuh between CTA barriers (one input set, loaded first), the record
+// to global memory.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -57,8 +58,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
   const int64_t slot =
       a.on_chip ? (int64_t{sm_id()} * 8 + (blockIdx.x & 7)) % (a.capacity * a.heads) : own;
   unsigned char* const rec = reinterpret_cast<unsigned char*>(a.records) + slot * kRecordBytes;
-  build::build_sub_chunk(a, sc, h, static_cast<int>(threadIdx.x), smem, rec,
-                         [] { __syncthreads(); });
+  const int tid = static_cast<int>(threadIdx.x);
+  build::issue_loads(a, sc, h, tid, smem);
+  build::build_sub_chunk<0>(sc, a.fuse_q_l2norm, tid, smem, smem + build::kInBytes, rec,
+                            [] { __syncthreads(); });
 }
 
 }  // namespace

@@ -1,19 +1,24 @@
 // The 16-token factor build of one sub-chunk by one 128-thread warpgroup (factors16.h has the
 // math): shared by the standalone builder (factors16.cu, one CTA per sub-chunk) and the one-kernel
 // forward's builder warpgroups (fused16.cu), which differ only in where the record goes (global
-// memory or a shared-memory ring buffer) and in the barrier that separates the phases (the CTA's
-// or a named barrier of the warpgroup). Phases, a barrier between each:
-//   1  q, k, v (bf16), G (fp32, rows >= n: G_{n-1}) and the gate row before the sub-chunk by
-//      16-byte cp.async; beta; rows >= n of q, k, v zeros by selection (that memory belongs to the
-//      next sequence or lies past the end)
-//   1b thread d: the channel's anchors, cs = 2^(Gm - Gs), ce = 2^(Ge - Gm), A = 2^(Ge - Gs)
-//   2  thread (row i = t / 8, channels 16 (t % 8) .. +15): the fused q norm's factor (8 lanes per
-//      row), the two exponentials per element and every elementwise factor: the grams' operands
-//      (bf16: k 2^(G - Gm), q 2^(G - Gm) rows over k and q in place, k 2^(Gm - G) columns), W's
-//      right-hand side beta k 2^(G - Gs) (fp16), QP and KG (bf16, to the record)
+// memory or a shared-memory ring buffer), in the barrier that separates the phases (the CTA's or a
+// named barrier of the warpgroup) and in when the inputs are asked for (fused16's builders ask for
+// their next sub-chunk's before they build this one). Shared memory is an input set (q, k, v, G,
+// the gate row before the sub-chunk, beta: what issue_loads fills; several phases overwrite parts
+// of it in place) and a work region. Phases, a barrier between each:
+//   1  issue_loads: q, k, v (bf16), G (fp32, rows >= n: G_{n-1}), the row before and beta by
+//      cp.async; rows >= n of q, k, v and beta zeros by selection (that memory belongs to the next
+//      sequence or lies past the end); build_sub_chunk waits for them
+//   2  thread (channels 4 (t % 32) .. +3, rows t / 32 + 4 r): the channels' anchors
+//      cs = 2^(Gm - Gs), ce = 2^(Ge - Gm) (and A = 2^(Ge - Gs) to the record, warp 0), the fused
+//      q norm's factor (a row per warp, 4 values per lane), the two exponentials per element and
+//      every elementwise factor: the grams' operands (bf16: k 2^(G - Gm), q 2^(G - Gm) rows over
+//      k and q in place, k 2^(Gm - G) columns), W's right-hand side beta k 2^(G - Gs) (fp16), QP
+//      and KG (bf16, to the record); every shared access of a warp is consecutive bytes (no bank
+//      conflicts)
 //   3  grams on mma.sync: warp w runs k-steps 2w, 2w + 1 of both (16 x 16, shared column
 //      operand); partials summed in warp order, beta / scale r folded in, AQK to the record
-//   4  T = (I + A_kk)^-1 by forward substitution, lane j of warp 0 solving column j
+//   4  T = (I + A_kk)^-1 in 8 x 8 blocks on warp 0
 //   5  W = T rhs (fp16 operands), U = beta v + (T - I) diag(beta) v (bf16 operands, the diagonal
 //      term in fp32); warp w owns columns 32 w .. +31; U goes out transposed, in fp32
 // Every sum has a fixed order: bitwise reproducible, and the same bits wherever the record goes.
@@ -39,25 +44,28 @@ constexpr int kLd16 = 136;
 constexpr int kLdG = 132;
 constexpr int kLdS = 24;
 constexpr int kTile16 = kSub * kLd16 * 2;  // 4,352
+// The input set (offsets from its base).
 constexpr int kSQ = 0;                      // q bf16; the grams' q rows q 2^(G - Gm) after 2
 constexpr int kSK = kSQ + kTile16;          // k bf16; the grams' k rows k 2^(G - Gm) after 2
 constexpr int kSV = kSK + kTile16;          // v bf16
 constexpr int kSG = kSV + kTile16;          // G fp32 [16][132]; the grams' partials after 2
 constexpr int kSPart = kSG;                  // [4 warps][2 grams][16][16] fp32
 constexpr int kSGs = kSG + kSub * kLdG * 4;  // the gate row before the sub-chunk [128]
-constexpr int kSCs = kSGs + kDim * 4;        // 2^(Gm - Gs) [128]
-constexpr int kSCe = kSCs + kDim * 4;        // 2^(Ge - Gm) [128]
-constexpr int kSBeta = kSCe + kDim * 4;      // [16]
-constexpr int kSQScale = kSBeta + kSub * 4;  // scale r_i [16]
+constexpr int kSBeta = kSGs + kDim * 4;      // [16]
+constexpr int kInBytes = kSBeta + kSub * 4;  // 22,080
 constexpr int kSRowK = kSK;
 constexpr int kSRowQ = kSQ;
+static_assert(4 * 2 * kSub * kSub * 4 <= kSGs - kSG, "the partials fit in G's region");
+// The work region (offsets from its base).
+constexpr int kSQScale = 0;                  // scale r_i [16]
 constexpr int kSColK = kSQScale + kSub * 4;  // bf16 k 2^(Gm - G)
 constexpr int kSRhsW = kSColK + kTile16;     // fp16 beta k 2^(G - Gs)
 constexpr int kSA = kSRhsW + kTile16;        // A_kk fp32 [16][24]
 constexpr int kST = kSA + kSub * kLdS * 4;   // T fp32 [16][24]
-constexpr int kSBytes = kST + kSub * kLdS * 4;
-static_assert(4 * 2 * kSub * kSub * 4 <= kSGs - kSG, "the partials fit in G's region");
-static_assert(kSBytes == 34944, "six CTAs per SM");
+constexpr int kWorkBytes = kST + kSub * kLdS * 4;  // 11,840
+// One input set and the work region after it: the standalone builder's shared memory.
+constexpr int kSBytes = kInBytes + kWorkBytes;
+static_assert(kSBytes == 33920, "six CTAs per SM");
 
 __device__ __forceinline__ int s16(int region, int row, int col) {
   return region + 2 * (row * kLd16 + col);
@@ -74,18 +82,28 @@ struct SubChunk {
   bool at_chunk;  // the sub-chunk starts a 64-token chunk (its Gs is 0)
 };
 
-// The PREP's 8-value shared-memory loads and 16-bit packs (prep_chunk.cuh), and q's 16.
+// The PREP's 8-value shared-memory loads (prep_chunk.cuh).
 using kda::detail::prep::load8_bf16;
 using kda::detail::prep::load8_f32;
-__device__ __forceinline__ void load16_bf16(const unsigned char* s, int byte, float (&x)[16]) {
-  float lo[8], hi[8];
-  load8_bf16(s, byte, lo);
-  load8_bf16(s, byte + 16, hi);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    x[e] = lo[e];
-    x[8 + e] = hi[e];
-  }
+// 4 bf16 values (8 bytes) at byte `byte` of `s`, as floats.
+__device__ __forceinline__ void load4_bf16(const unsigned char* s, int byte, float (&x)[4]) {
+  const uint2 w = *reinterpret_cast<const uint2*>(s + byte);
+  const float2 lo = unpack_bf16(w.x), hi = unpack_bf16(w.y);
+  x[0] = lo.x;
+  x[1] = lo.y;
+  x[2] = hi.x;
+  x[3] = hi.y;
+}
+// 4 values as bf16 (kF16 false) or fp16, one 8-byte store at `dst` (shared or global).
+template <bool kF16>
+__device__ __forceinline__ void store4(void* dst, const float (&x)[4]) {
+  *reinterpret_cast<uint2*>(dst) = kF16 ? make_uint2(pack_f16(x[0], x[1]), pack_f16(x[2], x[3]))
+                                        : make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+}
+// 4 bytes from global to shared memory, asynchronously (cp.async's 4-byte form).
+__device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_dst), "l"(gmem_src)
+               : "memory");
 }
 // 8 values as bf16 (kF16 false) or fp16, one 16-byte store at `dst` (shared or global).
 template <bool kF16>
@@ -94,35 +112,27 @@ __device__ __forceinline__ void store8(void* dst, const float (&x)[8]) {
       kF16 ? kda::detail::prep::pack8_f16(x) : kda::detail::prep::pack8_bf16(x);
 }
 
-// One sub-chunk's factors into `rec` (a record's 23,040 bytes, global or shared: the same bits),
-// by the 128 threads tid = 0 .. 127 of a warpgroup, with `smem` its kSBytes of scratch (16-byte
-// aligned) and `sync()` a barrier of exactly those threads. The scratch is free again once the
-// caller's barrier after this call has passed; the record's writes are ordinary stores (a consumer
-// that reads them through the async proxy needs a proxy fence first).
-template <class Sync>
-__device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& sc, int h, int tid,
-                                                unsigned char* smem, unsigned char* rec,
-                                                const Sync& sync) {
-  const int lane = tid & 31, warp = tid >> 5;
+// Phase 1 for sub-chunk `sc` of head h into the input set `in` (16-byte aligned) by thread tid
+// (0 .. 127) of a warpgroup: its cp.async copies form one group, committed here.
+__device__ __forceinline__ void issue_loads(const Args& a, const SubChunk& sc, int h, int tid,
+                                            unsigned char* in) {
   const int n = sc.rows;
   const int64_t head_offset = static_cast<int64_t>(h) * kDim;
   const int64_t gate_row = static_cast<int64_t>(a.heads) * kDim;
-
-  // ---- 1: loads.
 #pragma unroll
   for (int it = 0; it < 2; ++it) {  // q, k, v: 16 rows x 16 units, two units per thread
     const int u = tid + kThreads * it;
     const int i = u >> 4, c = 8 * (u & 15);
     const int64_t token = sc.first_token + i;
     if (i < n) {
-      cp_async16(smem_u32(smem + s16(kSQ, i, c)), a.q + token * a.q_stride + head_offset + c);
-      cp_async16(smem_u32(smem + s16(kSK, i, c)), a.k + token * a.k_stride + head_offset + c);
-      cp_async16(smem_u32(smem + s16(kSV, i, c)), a.v + token * a.v_stride + head_offset + c);
+      cp_async16(smem_u32(in + s16(kSQ, i, c)), a.q + token * a.q_stride + head_offset + c);
+      cp_async16(smem_u32(in + s16(kSK, i, c)), a.k + token * a.k_stride + head_offset + c);
+      cp_async16(smem_u32(in + s16(kSV, i, c)), a.v + token * a.v_stride + head_offset + c);
     } else {
       const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(smem + s16(kSQ, i, c)) = z;
-      *reinterpret_cast<uint4*>(smem + s16(kSK, i, c)) = z;
-      *reinterpret_cast<uint4*>(smem + s16(kSV, i, c)) = z;
+      *reinterpret_cast<uint4*>(in + s16(kSQ, i, c)) = z;
+      *reinterpret_cast<uint4*>(in + s16(kSK, i, c)) = z;
+      *reinterpret_cast<uint4*>(in + s16(kSV, i, c)) = z;
     }
   }
 #pragma unroll
@@ -130,80 +140,94 @@ __device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& s
     const int u = tid + kThreads * it;
     const int i = u >> 5, c = 4 * (u & 31);
     const int64_t token = sc.first_token + min(i, n - 1);
-    cp_async16(smem_u32(smem + sg(i, c)), a.gate + token * gate_row + head_offset + c);
+    cp_async16(smem_u32(in + sg(i, c)), a.gate + token * gate_row + head_offset + c);
   }
   if (tid < 32) {  // the row before: Gs (0 at a 64-token chunk's start)
     const int c = 4 * tid;
     if (sc.at_chunk) {
-      *reinterpret_cast<float4*>(smem + kSGs + 4 * c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      *reinterpret_cast<float4*>(in + kSGs + 4 * c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     } else {
-      cp_async16(smem_u32(smem + kSGs + 4 * c),
+      cp_async16(smem_u32(in + kSGs + 4 * c),
                  a.gate + (sc.first_token - 1) * gate_row + head_offset + c);
+    }
+  } else if (tid < 32 + kSub) {  // beta
+    const int i = tid - 32;
+    if (i < n) {
+      cp_async4(smem_u32(in + kSBeta + 4 * i), a.beta + (sc.first_token + i) * a.heads + h);
+    } else {
+      *reinterpret_cast<float*>(in + kSBeta + 4 * i) = 0.0f;
     }
   }
   cp_async_commit();
-  if (tid < kSub) {
-    const float b = tid < n ? a.beta[(sc.first_token + tid) * a.heads + h] : 0.0f;
-    *reinterpret_cast<float*>(smem + kSBeta + 4 * tid) = b;
-  }
-  cp_async_wait_all();
+}
+
+// Phases 2 - 5: sub-chunk `sc`'s factors into `rec` (a record's 23,040 bytes, global or shared:
+// the same bits) by the 128 threads tid = 0 .. 127 of a warpgroup, from the input set `in` whose
+// issue_loads group is this thread's kPending-th newest still in flight (0: the newest), with
+// `work` its kWorkBytes of work region (16-byte aligned) and `sync()` a barrier of exactly those
+// threads. Both regions are free again once the caller's barrier after this call has passed; the
+// record's writes are ordinary stores (a consumer that reads them through the async proxy needs a
+// proxy fence first).
+template <int kPending, class Sync>
+__device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_l2norm, int tid,
+                                                unsigned char* in, unsigned char* work,
+                                                unsigned char* rec, const Sync& sync) {
+  const int lane = tid & 31, warp = tid >> 5;
+  const int n = sc.rows;
+  cp_async_wait_pending<kPending>();
   sync();
 
-  // ---- 1b: thread d's channel anchors.
-  const int m = min(8, n - 1);
+  // ---- 2: the elementwise factors of rows warp + 4 r, channels d0 .. d0 + 3.
   {
-    const int d = tid;
-    const float gs = *reinterpret_cast<const float*>(smem + kSGs + 4 * d);
-    const float gm = *reinterpret_cast<const float*>(smem + sg(m, d));
-    const float ge = *reinterpret_cast<const float*>(smem + sg(n - 1, d));
-    *reinterpret_cast<float*>(smem + kSCs + 4 * d) = ex2_approx(gm - gs);
-    *reinterpret_cast<float*>(smem + kSCe + 4 * d) = ex2_approx(ge - gm);
-    *reinterpret_cast<float*>(rec + rec_a(d)) = ex2_approx(ge - gs);
-  }
-  sync();
-
-  // ---- 2: the elementwise factors of row i, channels d0 .. d0 + 15.
-  {
-    const int i = tid >> 3, d0 = 16 * (tid & 7);
-    float q[16];
-    load16_bf16(smem, s16(kSQ, i, d0), q);
-    float qscale = kda::detail::kScale;
-    if (a.fuse_q_l2norm) {  // uniform
-      bool rescaled;
-      qscale *= kda::detail::prep::deferred_row_norm<8, 16>(q, rescaled);  // huge rows: q rescaled
+    const int m = min(8, n - 1), d0 = 4 * lane;
+    const float4 gs = *reinterpret_cast<const float4*>(in + kSGs + 4 * d0);
+    const float4 gm4 = *reinterpret_cast<const float4*>(in + sg(m, d0));
+    const float4 ge = *reinterpret_cast<const float4*>(in + sg(n - 1, d0));
+    const float gm[4] = {gm4.x, gm4.y, gm4.z, gm4.w};
+    const float cs[4] = {ex2_approx(gm4.x - gs.x), ex2_approx(gm4.y - gs.y),
+                         ex2_approx(gm4.z - gs.z), ex2_approx(gm4.w - gs.w)};
+    const float ce[4] = {ex2_approx(ge.x - gm4.x), ex2_approx(ge.y - gm4.y),
+                         ex2_approx(ge.z - gm4.z), ex2_approx(ge.w - gm4.w)};
+    if (warp == 0) {
+      *reinterpret_cast<float4*>(rec + rec_a(d0)) =
+          make_float4(ex2_approx(ge.x - gs.x), ex2_approx(ge.y - gs.y), ex2_approx(ge.z - gs.z),
+                      ex2_approx(ge.w - gs.w));
     }
-    if ((tid & 7) == 0) *reinterpret_cast<float*>(smem + kSQScale + 4 * i) = qscale;
-    const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {  // one 16-byte unit of every output at a time (registers)
-      const int c0 = d0 + 8 * u;
-      float k[8], g[8], gm[8], cs[8], ce[8];
-      load8_bf16(smem, s16(kSK, i, c0), k);
-      load8_f32(smem, sg(i, c0), g);
-      load8_f32(smem, sg(m, c0), gm);
-      load8_f32(smem, kSCs + 4 * c0, cs);
-      load8_f32(smem, kSCe + 4 * c0, ce);
-      float rk[8], rq[8], ck[8], rhs[8], qp[8], kg[8];
+    for (int r = 0; r < 4; ++r) {
+      const int i = warp + 4 * r;
+      float q[4], k[4];
+      load4_bf16(in, s16(kSQ, i, d0), q);
+      load4_bf16(in, s16(kSK, i, d0), k);
+      const float4 g4 = *reinterpret_cast<const float4*>(in + sg(i, d0));
+      const float g[4] = {g4.x, g4.y, g4.z, g4.w};
+      float qscale = kda::detail::kScale;
+      if (fuse_q_l2norm) {  // uniform
+        bool rescaled;
+        qscale *= kda::detail::prep::deferred_row_norm<32, 4>(q, rescaled);  // huge rows: q rescaled
+      }
+      if (lane == 0) *reinterpret_cast<float*>(work + kSQScale + 4 * i) = qscale;
+      const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
+      float rk[4], rq[4], ck[4], rhs[4], qp[4], kg[4];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
+      for (int e = 0; e < 4; ++e) {
         const float x = g[e] - gm[e];
         const float fr = ex2_approx(x);   // 2^(G_i - Gm), within 2^+-68
         const float fc = ex2_approx(-x);  // 2^(Gm - G_i)
-        const float qe = q[8 * u + e];
         rk[e] = k[e] * fr;
-        rq[e] = qe * fr;
+        rq[e] = q[e] * fr;
         ck[e] = k[e] * fc;
         const float gamma = fr * cs[e];  // 2^(G_i - Gs) <= 1
         rhs[e] = beta * (k[e] * gamma);
-        qp[e] = qscale * (qe * gamma);
+        qp[e] = qscale * (q[e] * gamma);
         kg[e] = k[e] * (fc * ce[e]);  // 2^(Ge - G_i) <= 1
       }
-      store8<false>(smem + s16(kSRowK, i, c0), rk);  // over k's own unit, read above
-      store8<false>(smem + s16(kSRowQ, i, c0), rq);  // over q's (q is in registers)
-      store8<false>(smem + s16(kSColK, i, c0), ck);
-      store8<true>(smem + s16(kSRhsW, i, c0), rhs);
-      store8<false>(rec + rec_split(kRecQP, i, c0), qp);
-      store8<false>(rec + rec_split(kRecKG, i, c0), kg);
+      store4<false>(in + s16(kSRowK, i, d0), rk);  // over k's own values, read above
+      store4<false>(in + s16(kSRowQ, i, d0), rq);  // over q's
+      store4<false>(work + s16(kSColK, i, d0), ck);
+      store4<true>(work + s16(kSRhsW, i, d0), rhs);
+      store4<false>(rec + rec_split(kRecQP, i, d0), qp);
+      store4<false>(rec + rec_split(kRecKG, i, d0), kg);
     }
   }
   sync();
@@ -216,12 +240,12 @@ __device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& s
       const int d0 = 32 * warp + 16 * s;
       uint32_t ak[4], aq[4], b[4];
       const int arow = lane & 15, acol = d0 + 8 * (lane >> 4);
-      ldsm_x4(smem_u32(smem + s16(kSRowK, arow, acol)), ak);
-      ldsm_x4(smem_u32(smem + s16(kSRowQ, arow, acol)), aq);
+      ldsm_x4(smem_u32(in + s16(kSRowK, arow, acol)), ak);
+      ldsm_x4(smem_u32(in + s16(kSRowQ, arow, acol)), aq);
       // B = the column operand stored [j][d]: matrix mi = lane / 8 is (j 0-7 | 8-15 for mi / 2,
       // d 0-7 | 8-15 for mi % 2): registers b0, b1 of n tile 0, then of n tile 1.
       const int mi = lane >> 3;
-      ldsm_x4(smem_u32(smem + s16(kSColK, (lane & 7) + 8 * (mi >> 1), d0 + 8 * (mi & 1))), b);
+      ldsm_x4(smem_u32(work + s16(kSColK, (lane & 7) + 8 * (mi >> 1), d0 + 8 * (mi & 1))), b);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         mma_bf16(acck[nt], ak, b[2 * nt], b[2 * nt + 1]);
@@ -234,8 +258,8 @@ __device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& s
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = gr + 8 * half, j = 8 * nt + gc;
-        float* pk = reinterpret_cast<float*>(smem + kSPart) + ((warp * 2 + 0) * kSub + i) * kSub + j;
-        float* pq = reinterpret_cast<float*>(smem + kSPart) + ((warp * 2 + 1) * kSub + i) * kSub + j;
+        float* pk = reinterpret_cast<float*>(in + kSPart) + ((warp * 2 + 0) * kSub + i) * kSub + j;
+        float* pq = reinterpret_cast<float*>(in + kSPart) + ((warp * 2 + 1) * kSub + i) * kSub + j;
         *reinterpret_cast<float2*>(pk) = make_float2(acck[nt][2 * half], acck[nt][2 * half + 1]);
         *reinterpret_cast<float2*>(pq) = make_float2(accq[nt][2 * half], accq[nt][2 * half + 1]);
       }
@@ -244,7 +268,7 @@ __device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& s
   sync();
   {  // thread t: entries (i, 2 (t % 8) .. +1) of both grams, summed in warp order
     const int i = tid >> 3, j = 2 * (tid & 7);
-    const float* part = reinterpret_cast<const float*>(smem + kSPart);
+    const float* part = reinterpret_cast<const float*>(in + kSPart);
     float sk[2], sq[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -255,12 +279,12 @@ __device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& s
         sq[e] += part[((w * 2 + 1) * kSub + i) * kSub + j + e];
       }
     }
-    const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
-    const float qscale = *reinterpret_cast<const float*>(smem + kSQScale + 4 * i);
+    const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
+    const float qscale = *reinterpret_cast<const float*>(work + kSQScale + 4 * i);
     float out_q[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      *reinterpret_cast<float*>(smem + ss(kSA, i, j + e)) =
+      *reinterpret_cast<float*>(work + ss(kSA, i, j + e)) =
           (j + e < i && i < n) ? beta * sk[e] : 0.0f;
       out_q[e] = (j + e <= i && i < n) ? qscale * sq[e] : 0.0f;
     }
@@ -273,8 +297,8 @@ __device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& s
   // T21 = -T22 A21 T11, lane l entries (8 + l / 8, l % 8) and (12 + l / 8, l % 8). Dependent depth
   // 28 + 8 + 8 FMAs instead of the 120 of one 16-row substitution.
   if (warp == 0) {
-    const float* A = reinterpret_cast<const float*>(smem + kSA);
-    float* T = reinterpret_cast<float*>(smem + kST);
+    const float* A = reinterpret_cast<const float*>(work + kSA);
+    float* T = reinterpret_cast<float*>(work + kST);
     if (lane < kSub) {
       const int o = lane & 8, j = lane & 7;
       float x[8];
@@ -316,9 +340,9 @@ __device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& s
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int i = gr + 8 * (r & 1), j = gc + 8 * (r >> 1);
-      const float2 t = *reinterpret_cast<const float2*>(smem + ss(kST, i, j));
-      const float b0 = *reinterpret_cast<const float*>(smem + kSBeta + 4 * j);
-      const float b1 = *reinterpret_cast<const float*>(smem + kSBeta + 4 * (j + 1));
+      const float2 t = *reinterpret_cast<const float2*>(work + ss(kST, i, j));
+      const float b0 = *reinterpret_cast<const float*>(in + kSBeta + 4 * j);
+      const float b1 = *reinterpret_cast<const float*>(in + kSBeta + 4 * (j + 1));
       at[r] = pack_f16(t.x, t.y);
       au[r] = pack_bf16((t.x - (i == j ? 1.0f : 0.0f)) * b0, (t.y - (i == j + 1 ? 1.0f : 0.0f)) * b1);
     }
@@ -329,8 +353,8 @@ __device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& s
       const int row = (lane & 7) + 8 * ((lane >> 3) & 1);
       const int col = n0 + 16 * half + 8 * (lane >> 4);
       uint32_t bw[4], bv[4];
-      ldsm_x4_trans(smem_u32(smem + s16(kSRhsW, row, col)), bw);
-      ldsm_x4_trans(smem_u32(smem + s16(kSV, row, col)), bv);
+      ldsm_x4_trans(smem_u32(work + s16(kSRhsW, row, col)), bw);
+      ldsm_x4_trans(smem_u32(in + s16(kSV, row, col)), bv);
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         mma_f16(accw[2 * half + t], at, bw[2 * t], bw[2 * t + 1]);
@@ -345,9 +369,9 @@ __device__ __forceinline__ void build_sub_chunk(const Args& a, const SubChunk& s
         const int i = gr + 8 * half;
         *reinterpret_cast<uint32_t*>(rec + rec_split(kRecW, i, col)) =
             pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]);
-        const float beta = *reinterpret_cast<const float*>(smem + kSBeta + 4 * i);
+        const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
         const float2 vv =
-            unpack_bf16(*reinterpret_cast<const uint32_t*>(smem + s16(kSV, i, col)));
+            unpack_bf16(*reinterpret_cast<const uint32_t*>(in + s16(kSV, i, col)));
         *reinterpret_cast<float*>(rec + rec_ut(col, i)) = fmaf(beta, vv.x, accu[nt][2 * half]);
         *reinterpret_cast<float*>(rec + rec_ut(col + 1, i)) =
             fmaf(beta, vv.y, accu[nt][2 * half + 1]);

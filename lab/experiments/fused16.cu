@@ -20,7 +20,9 @@ using chain::kBuffer;
 using chain::kOTile;
 
 constexpr int kRing = 4;                                 // record buffers
-constexpr int kScratch = (build::kSBytes + 127) & ~127;  // a builder's scratch
+// A builder's scratch: two input sets (the next sub-chunk's loads land in one while this one is
+// built from the other) and the work region.
+constexpr int kScratch = (2 * build::kInBytes + build::kWorkBytes + 127) & ~127;
 // Shared memory of a CTA with `builders` builder warpgroups.
 constexpr int scratch_offset() { return kRing * kBuffer; }
 constexpr int o_offset(int builders) { return scratch_offset() + builders * kScratch; }
@@ -43,6 +45,14 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 // observed through a barrier, are visible to a thread whose wait sees the phase complete).
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// The stress mode's sleep: up to max_ns, pseudo-random in `salt`.
+__device__ __forceinline__ void jitter(int max_ns, uint32_t salt) {
+  if (max_ns > 0) {
+    uint32_t x = salt * 2654435761u;
+    x ^= x >> 15;
+    __nanosleep(x % static_cast<uint32_t>(max_ns));
+  }
 }
 template <int kRegisters>
 __device__ __forceinline__ void registers_up() {
@@ -93,6 +103,7 @@ __global__ void __launch_bounds__(chain::kThreads + kBuilders * kThreads, 1)
       }
       const uint32_t b = static_cast<uint32_t>(c % kRing);
       wg::mbarrier_wait(full + 8 * b, static_cast<uint32_t>((c / kRing) & 1));
+      jitter(a.jitter_ns, static_cast<uint32_t>(c) * 977u + tid);
       chain::step(st, base + b * kBuffer, smem + b * kBuffer, smem + kSO + (c & 1) * kOTile, tid);
     }
     named_sync(1, chain::kThreads);
@@ -105,17 +116,34 @@ __global__ void __launch_bounds__(chain::kThreads + kBuilders * kThreads, 1)
     if constexpr (kBuilders == 2) registers_down<kBuilderRegisters>();
     const int builder = group - 2, btid = tid & 127, bar = 2 + builder;
     unsigned char* const scratch = smem + kSScratch + builder * kScratch;
-    for (int64_t c = builder; c < chunks; c += kBuilders) {
-      const uint32_t b = static_cast<uint32_t>(c % kRing);
-      const int64_t round = c / kRing;
-      if (round > 0) wg::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
+    unsigned char* const work = scratch + 2 * build::kInBytes;
+    auto sub_chunk = [&](int64_t c) {
       build::SubChunk sc;
       sc.seq = s;
       sc.first_token = begin + c * kSub;
       sc.rows = static_cast<int>(end - sc.first_token < kSub ? end - sc.first_token : kSub);
       sc.at_chunk = (c & 3) == 0;
-      build::build_sub_chunk(a.in, sc, h, btid, scratch, smem + b * kBuffer,
-                             [bar] { named_sync(bar, kThreads); });
+      return sc;
+    };
+    if (builder < chunks) build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
+    int set = 0;  // the input set sub-chunk c's loads went to
+    for (int64_t c = builder; c < chunks; c += kBuilders, set ^= 1) {
+      // The next sub-chunk's loads into the other set (its last reader, this builder's previous
+      // build, has passed the barrier that ended it); an empty group when there is none, so that
+      // this one's is always the second newest.
+      if (c + kBuilders < chunks) {
+        build::issue_loads(a.in, sub_chunk(c + kBuilders), h, btid,
+                           scratch + (set ^ 1) * build::kInBytes);
+      } else {
+        kda::detail::ptx::cp_async_commit();
+      }
+      const uint32_t b = static_cast<uint32_t>(c % kRing);
+      const int64_t round = c / kRing;
+      if (round > 0) wg::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
+      build::build_sub_chunk<1>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
+                                scratch + set * build::kInBytes, work, smem + b * kBuffer,
+                                [bar] { named_sync(bar, kThreads); });
+      jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
       fence_proxy_async_shared();  // the record's ordinary stores, for the chain's wgmma reads
       named_sync(bar, kThreads);   // the whole record is written; the scratch is free again
       if (btid == 0) mbarrier_arrive(full + 8 * b);

@@ -5,7 +5,8 @@
 //   warps 8 .. 11  builder 0, sub-chunks 0, 2, 4, ... (factors16_build.cuh, 104 registers)
 //   warps 12 .. 15 builder 1, sub-chunks 1, 3, 5, ...
 // Sub-chunk c's record goes to ring buffer c % 4 (4 x 23 KB): each builder works up to two of its
-// sub-chunks ahead of the chain. A full / empty mbarrier pair per buffer hands it over; the builder
+// sub-chunks ahead of the chain, and asks for the inputs of its next sub-chunk (cp.async into a
+// second input set) before it builds this one. A full / empty mbarrier pair per buffer hands it over; the builder
 // fences its ordinary stores for the async proxy (the chain's wgmma reads the record's tiles)
 // before it signals. The arithmetic is that of factors16 then the chain: the same bits as the
 // two-kernel 16-token forward (kda-lab-factors16's check asserts it). What this measures is a
@@ -28,6 +29,10 @@ struct FusedArgs {
   int64_t out_stride;          // elements between tokens
   const float* initial_state;  // [N][H][128 keys][128 values] or null (zeros)
   float* final_state;          // same layout, or null
+  int jitter_ns;  // the check's stress mode when > 0: every chain thread sleeps up to this long
+                  // (pseudo-random per thread and sub-chunk) after a record is handed to it and
+                  // before it reads it, every builder thread before it hands one over: a
+                  // hand-over that does not really wait then shows up as different bits
 };
 
 // Grid num_seqs x heads, 256 + 128 x builders threads (builders 1 or 2: with one, it builds every
