@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
 }  // namespace
 
 cudaError_t launch(const Args& args, cudaStream_t stream) {
+  if (!build::row_offsets_fit(args)) return cudaErrorInvalidValue;
   cudaError_t e = cudaFuncSetAttribute(factors16_kernel,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSBytes);
   if (e != cudaSuccess) return e;

@@ -95,7 +95,8 @@ struct Args {
   bool fuse_q_l2norm;
 };
 
-// Grid (capacity, heads), kThreads threads; returns the launch's error.
+// Grid (capacity, heads), kThreads threads; returns the launch's error (cudaErrorInvalidValue
+// when 16 rows of a stride do not fit a 32-bit element offset: build::row_offsets_fit).
 cudaError_t launch(const Args& args, cudaStream_t stream);
 
 }  // namespace kda::lab::factors16

@@ -112,22 +112,37 @@ __device__ __forceinline__ void store8(void* dst, const float (&x)[8]) {
       kF16 ? kda::detail::prep::pack8_f16(x) : kda::detail::prep::pack8_bf16(x);
 }
 
+// Whether a problem's strides let issue_loads address a sub-chunk's rows with 32-bit element
+// offsets from the sub-chunk's first row (the launches refuse the others).
+inline bool row_offsets_fit(const Args& a) {
+  const int64_t limit = int64_t{1} << 30;  // 16 rows of the largest stride, with room for the columns
+  return a.q_stride >= 0 && a.k_stride >= 0 && a.v_stride >= 0 && 16 * a.q_stride < limit &&
+         16 * a.k_stride < limit && 16 * a.v_stride < limit &&
+         16 * static_cast<int64_t>(a.heads) * kDim < limit;
+}
+
 // Phase 1 for sub-chunk `sc` of head h into the input set `in` (16-byte aligned) by thread tid
-// (0 .. 127) of a warpgroup: its cp.async copies form one group, committed here.
+// (0 .. 127) of a warpgroup: its cp.async copies form one group, committed here. Each tensor's
+// first row is one 64-bit address, the rows after it 32-bit offsets (row_offsets_fit).
 __device__ __forceinline__ void issue_loads(const Args& a, const SubChunk& sc, int h, int tid,
                                             unsigned char* in) {
   const int n = sc.rows;
   const int64_t head_offset = static_cast<int64_t>(h) * kDim;
-  const int64_t gate_row = static_cast<int64_t>(a.heads) * kDim;
+  const int gate_row = a.heads * kDim;
+  const __nv_bfloat16* const q0 = a.q + sc.first_token * a.q_stride + head_offset;
+  const __nv_bfloat16* const k0 = a.k + sc.first_token * a.k_stride + head_offset;
+  const __nv_bfloat16* const v0 = a.v + sc.first_token * a.v_stride + head_offset;
+  const float* const g0 = a.gate + sc.first_token * gate_row + head_offset;
+  const int qs = static_cast<int>(a.q_stride), ks = static_cast<int>(a.k_stride),
+            vs = static_cast<int>(a.v_stride);
 #pragma unroll
   for (int it = 0; it < 2; ++it) {  // q, k, v: 16 rows x 16 units, two units per thread
     const int u = tid + kThreads * it;
     const int i = u >> 4, c = 8 * (u & 15);
-    const int64_t token = sc.first_token + i;
     if (i < n) {
-      cp_async16(smem_u32(in + s16(kSQ, i, c)), a.q + token * a.q_stride + head_offset + c);
-      cp_async16(smem_u32(in + s16(kSK, i, c)), a.k + token * a.k_stride + head_offset + c);
-      cp_async16(smem_u32(in + s16(kSV, i, c)), a.v + token * a.v_stride + head_offset + c);
+      cp_async16(smem_u32(in + s16(kSQ, i, c)), q0 + (i * qs + c));
+      cp_async16(smem_u32(in + s16(kSK, i, c)), k0 + (i * ks + c));
+      cp_async16(smem_u32(in + s16(kSV, i, c)), v0 + (i * vs + c));
     } else {
       const uint4 z = make_uint4(0u, 0u, 0u, 0u);
       *reinterpret_cast<uint4*>(in + s16(kSQ, i, c)) = z;
@@ -139,21 +154,19 @@ __device__ __forceinline__ void issue_loads(const Args& a, const SubChunk& sc, i
   for (int it = 0; it < 4; ++it) {  // G: 16 rows x 32 units; rows >= n repeat row n - 1
     const int u = tid + kThreads * it;
     const int i = u >> 5, c = 4 * (u & 31);
-    const int64_t token = sc.first_token + min(i, n - 1);
-    cp_async16(smem_u32(in + sg(i, c)), a.gate + token * gate_row + head_offset + c);
+    cp_async16(smem_u32(in + sg(i, c)), g0 + (min(i, n - 1) * gate_row + c));
   }
   if (tid < 32) {  // the row before: Gs (0 at a 64-token chunk's start)
     const int c = 4 * tid;
     if (sc.at_chunk) {
       *reinterpret_cast<float4*>(in + kSGs + 4 * c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     } else {
-      cp_async16(smem_u32(in + kSGs + 4 * c),
-                 a.gate + (sc.first_token - 1) * gate_row + head_offset + c);
+      cp_async16(smem_u32(in + kSGs + 4 * c), g0 + (c - gate_row));
     }
   } else if (tid < 32 + kSub) {  // beta
     const int i = tid - 32;
     if (i < n) {
-      cp_async4(smem_u32(in + kSBeta + 4 * i), a.beta + (sc.first_token + i) * a.heads + h);
+      cp_async4(smem_u32(in + kSBeta + 4 * i), a.beta + (sc.first_token * a.heads + h) + i * a.heads);
     } else {
       *reinterpret_cast<float*>(in + kSBeta + 4 * i) = 0.0f;
     }

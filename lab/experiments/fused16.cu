@@ -165,6 +165,7 @@ cudaError_t launch_with(const FusedArgs& args, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t launch_fused(const FusedArgs& args, int builders, cudaStream_t stream) {
+  if (!build::row_offsets_fit(args.in)) return cudaErrorInvalidValue;
   if (builders == 1) return launch_with<1>(args, stream);
   if (builders == 2) return launch_with<2>(args, stream);
   return cudaErrorInvalidValue;

@@ -36,7 +36,8 @@ struct FusedArgs {
 };
 
 // Grid num_seqs x heads, 256 + 128 x builders threads (builders 1 or 2: with one, it builds every
-// sub-chunk); returns the launch's error (cudaErrorInvalidValue for another builder count).
+// sub-chunk); returns the launch's error (cudaErrorInvalidValue for another builder count or
+// strides too large for build::row_offsets_fit).
 cudaError_t launch_fused(const FusedArgs& args, int builders, cudaStream_t stream);
 
 }  // namespace kda::lab::factors16
