@@ -12,12 +12,14 @@
 //   2  thread (channels 4 (t % 32) .. +3, rows t / 32 + 4 r): the channels' anchors
 //      cs = 2^(Gm - Gs), ce = 2^(Ge - Gm) (and A = 2^(Ge - Gs) to the record, warp 0), the fused
 //      q norm's factor (a row per warp, 4 values per lane), the two exponentials per element and
-//      every elementwise factor: the grams' operands (bf16: k 2^(G - Gm), q 2^(G - Gm) rows over
-//      k and q in place, k 2^(Gm - G) columns), W's right-hand side beta k 2^(G - Gs) (fp16), QP
-//      and KG (bf16, to the record); every shared access of a warp is consecutive bytes (no bank
-//      conflicts)
+//      every elementwise factor: the grams' operands (bf16: k 2^(G - Gm), scale r q 2^(G - Gm)
+//      rows over k and q in place, k 2^(Gm - G) columns), W's right-hand side beta k 2^(G - Gs)
+//      (fp16), QP and KG (bf16, to the record), each the one before it times a per-channel
+//      factor where it can be (8 multiplies per element); every shared access of a warp is
+//      consecutive bytes (no bank conflicts)
 //   3  grams on mma.sync: warp w runs k-steps 2w, 2w + 1 of both (16 x 16, shared column
-//      operand); partials summed in warp order, beta / scale r folded in, AQK to the record
+//      operand); partials summed in warp order, beta folded in (q's rows carry scale r
+//      already), AQK to the record
 //   4  T = (I + A_kk)^-1 in 8 x 8 blocks on warp 0
 //   5  W = T rhs (fp16 operands), U = beta v + (T - I) diag(beta) v (bf16 operands, the diagonal
 //      term in fp32); warp w owns columns 32 w .. +31; U goes out transposed, in fp32
@@ -45,7 +47,7 @@ constexpr int kLdG = 132;
 constexpr int kLdS = 24;
 constexpr int kTile16 = kSub * kLd16 * 2;  // 4,352
 // The input set (offsets from its base).
-constexpr int kSQ = 0;                      // q bf16; the grams' q rows q 2^(G - Gm) after 2
+constexpr int kSQ = 0;  // q bf16; the grams' q rows scale r q 2^(G - Gm) after 2
 constexpr int kSK = kSQ + kTile16;          // k bf16; the grams' k rows k 2^(G - Gm) after 2
 constexpr int kSV = kSK + kTile16;          // v bf16
 constexpr int kSG = kSV + kTile16;          // G fp32 [16][132]; the grams' partials after 2
@@ -57,15 +59,14 @@ constexpr int kSRowK = kSK;
 constexpr int kSRowQ = kSQ;
 static_assert(4 * 2 * kSub * kSub * 4 <= kSGs - kSG, "the partials fit in G's region");
 // The work region (offsets from its base).
-constexpr int kSQScale = 0;                  // scale r_i [16]
-constexpr int kSColK = kSQScale + kSub * 4;  // bf16 k 2^(Gm - G)
+constexpr int kSColK = 0;                    // bf16 k 2^(Gm - G)
 constexpr int kSRhsW = kSColK + kTile16;     // fp16 beta k 2^(G - Gs)
 constexpr int kSA = kSRhsW + kTile16;        // A_kk fp32 [16][24]
 constexpr int kST = kSA + kSub * kLdS * 4;   // T fp32 [16][24]
-constexpr int kWorkBytes = kST + kSub * kLdS * 4;  // 11,840
+constexpr int kWorkBytes = kST + kSub * kLdS * 4;  // 11,776
 // One input set and the work region after it: the standalone builder's shared memory.
 constexpr int kSBytes = kInBytes + kWorkBytes;
-static_assert(kSBytes == 33920, "six CTAs per SM");
+static_assert(kSBytes == 33856, "six CTAs per SM");
 
 __device__ __forceinline__ int s16(int region, int row, int col) {
   return region + 2 * (row * kLd16 + col);
@@ -219,7 +220,6 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
         bool rescaled;
         qscale *= kda::detail::prep::deferred_row_norm<32, 4>(q, rescaled);  // huge rows: q rescaled
       }
-      if (lane == 0) *reinterpret_cast<float*>(work + kSQScale + 4 * i) = qscale;
       const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
       float rk[4], rq[4], ck[4], rhs[4], qp[4], kg[4];
 #pragma unroll
@@ -228,12 +228,11 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
         const float fr = ex2_approx(x);   // 2^(G_i - Gm), within 2^+-68
         const float fc = ex2_approx(-x);  // 2^(Gm - G_i)
         rk[e] = k[e] * fr;
-        rq[e] = q[e] * fr;
+        rq[e] = (q[e] * qscale) * fr;  // the scaled, normalized q: |q r| <= 2^-3.5, so <= 2^65
         ck[e] = k[e] * fc;
-        const float gamma = fr * cs[e];  // 2^(G_i - Gs) <= 1
-        rhs[e] = beta * (k[e] * gamma);
-        qp[e] = qscale * (q[e] * gamma);
-        kg[e] = k[e] * (fc * ce[e]);  // 2^(Ge - G_i) <= 1
+        rhs[e] = rk[e] * (beta * cs[e]);  // beta k 2^(G_i - Gs) <= 1
+        qp[e] = rq[e] * cs[e];            // scale r q 2^(G_i - Gs)
+        kg[e] = ck[e] * ce[e];            // k 2^(Ge - G_i) <= 1
       }
       store4<false>(in + s16(kSRowK, i, d0), rk);  // over k's own values, read above
       store4<false>(in + s16(kSRowQ, i, d0), rq);  // over q's
@@ -293,13 +292,12 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
       }
     }
     const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
-    const float qscale = *reinterpret_cast<const float*>(work + kSQScale + 4 * i);
     float out_q[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       *reinterpret_cast<float*>(work + ss(kSA, i, j + e)) =
           (j + e < i && i < n) ? beta * sk[e] : 0.0f;
-      out_q[e] = (j + e <= i && i < n) ? qscale * sq[e] : 0.0f;
+      out_q[e] = (j + e <= i && i < n) ? sq[e] : 0.0f;
     }
     *reinterpret_cast<uint32_t*>(rec + rec_aqk(i, j)) = pack_bf16(out_q[0], out_q[1]);
   }
