@@ -160,6 +160,99 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
   }
 }
 
+// ---- The chain on one warpgroup (fused16 with three builders): thread tid (0 .. 127) holds the
+// value rows of both halves, st[h][j][e] = S^T[64 h + row(e)][key 8 j + 2 t + (e & 1)], and runs
+// each product once per half: the same wgmma shapes on the same rows, so the same bits as the
+// two-warpgroup step.
+__device__ __forceinline__ void load_state_one_group(float (&st)[2][16][4],
+                                                     const float* initial_state, int64_t offset,
+                                                     int tid) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) load_state(st[h], initial_state, offset, tid + 128 * h);
+}
+__device__ __forceinline__ void store_state_one_group(const float (&st)[2][16][4],
+                                                      float* final_state, int64_t offset,
+                                                      int tid) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) store_state(st[h], final_state, offset, tid + 128 * h);
+}
+
+// step() for the one-warpgroup chain: per half, A's 16 products and their wait (the A fragments
+// of one half at a time, for the registers), V_new; then B for both halves in one group.
+__device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t buf,
+                                               const unsigned char* rec, unsigned char* otile,
+                                               int tid) {
+  const int lane = tid & 31, warp = tid >> 5;
+  const int t2 = 2 * (lane & 3);
+  const uint64_t desc_w = desc_sw128(buf + kRecW, 16, kSBO);
+  const uint64_t desc_qp = desc_sw128(buf + kRecQP, 16, kSBO);
+  float pacc[2][2][4];
+  uint32_t av[2][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row0 = 64 * h + 16 * warp + (lane >> 2);
+    float acc[2][4];
+    uint32_t sa[8][4];
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) state_a(st[h], kt, sa[kt]);
+    wg::fence();
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const uint64_t off = static_cast<uint64_t>((kt >> 2) * kHalfTileBytes + (kt & 3) * 32) >> 4;
+      if (kt == 0) {
+        m64n16k16<false>(acc, sa[kt], desc_w + off);
+        m64n16k16<false>(pacc[h], sa[kt], desc_qp + off);
+      } else {
+        m64n16k16<true>(acc, sa[kt], desc_w + off);
+        m64n16k16<true>(pacc[h], sa[kt], desc_qp + off);
+      }
+    }
+    wg::commit();
+    wg::wait<0>();
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int value = row0 + 8 * hh, token = 8 * nt + t2;
+        const float2 u = *reinterpret_cast<const float2*>(rec + rec_ut(value, token));
+        av[h][2 * nt + hh] = pack_bf16(u.x - acc[nt][2 * hh], u.y - acc[nt][2 * hh + 1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float2 d = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      st[h][j][0] *= d.x;
+      st[h][j][1] *= d.y;
+      st[h][j][2] *= d.x;
+      st[h][j][3] *= d.y;
+    }
+  }
+  wg::fence();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    m64n16k16<true>(pacc[h], av[h], desc_sw128(buf + kRecAQK, 16, kSBO));
+    wg::m64n128k16_rs_mn<true>(st[h], av[h], desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
+  }
+  wg::commit();
+  wg::wait<0>();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row0 = 64 * h + 16 * warp + (lane >> 2);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int token = 8 * nt + t2 + (e & 1), value = row0 + 8 * (e >> 1);
+        *reinterpret_cast<__nv_bfloat16*>(otile + 2 * (token * kDim + value)) =
+            __float2bfloat16_rn(pacc[h][nt][e]);
+      }
+    }
+  }
+}
+
 // Output rows of a sub-chunk from its O tile: 16 rows of 16 16-byte units, unit tid (0 .. 255);
 // rows at or after `end` are not written.
 __device__ __forceinline__ void copy_out(const unsigned char* otile, __nv_bfloat16* out,

@@ -241,7 +241,8 @@ bool run_check(const CheckCase& c, uint64_t seed) {
     int builders, jitter_ns;
   };
   // The error rows below are two builders'; the stress runs make every hand-over late on one side.
-  for (const FusedRun run : {FusedRun{2, 0}, FusedRun{1, 0}, FusedRun{2, 3000}, FusedRun{1, 3000}}) {
+  for (const FusedRun run : {FusedRun{2, 0}, FusedRun{1, 0}, FusedRun{3, 0}, FusedRun{2, 3000},
+                             FusedRun{1, 3000}, FusedRun{3, 3000}}) {
     const int builders = run.builders;
     fa.jitter_ns = run.jitter_ns;
     check(cudaMemset(fa.out, 0xff, elems * 2), "poison out");
@@ -430,7 +431,10 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
 
   // One round: the library's forward, its PREP, factors16 on chip, factors16 with records, the
   // chain on those records, factors16 + chain, the one-kernel forward; medians over the rounds.
-  enum { kLibForward, kLibPrep, kOnChip, kRecords, kChain, kBoth, kFused1, kFused2, kOnChip2, kKinds };
+  enum {
+    kLibForward, kLibPrep, kOnChip, kRecords, kChain, kBoth, kFused1, kFused2, kOnChip2, kFused3,
+    kKinds
+  };
   cudaEvent_t e0, e1;
   check(cudaEventCreate(&e0), "cudaEventCreate");
   check(cudaEventCreate(&e1), "cudaEventCreate");
@@ -451,8 +455,9 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
         check(f16::launch(a, stream), "factors16 launch");
       }
       if (which == kChain || which == kBoth) check(f16::launch_chain(ca, stream), "chain launch");
-      if (which == kFused1 || which == kFused2) {
-        check(f16::launch_fused(fa, which == kFused1 ? 1 : 2, stream), "fused16 launch");
+      if (which == kFused1 || which == kFused2 || which == kFused3) {
+        const int builders = which == kFused1 ? 1 : which == kFused2 ? 2 : 3;
+        check(f16::launch_fused(fa, builders, stream), "fused16 launch");
       }
       check(cudaEventRecord(e1, stream), "cudaEventRecord");
       check(cudaEventSynchronize(e1), "timed kernel");
@@ -469,12 +474,13 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
   const double chains = static_cast<double>(s.num_seqs) * s.heads;
   const double steps = std::ceil(chains / 132) * (static_cast<double>(tokens) / s.num_seqs / 16);
   std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.3f | "
-              "%.3f | %.3f | %.2f | %.2f | %.3f |\n",
+              "%.3f | %.3f | %.2f | %.2f | %.3f | %.3f | %.2f | %.3f |\n",
               s.name, long_memory ? "mixed" : "contract", m[kLibForward], m[kLibPrep], m[kOnChip],
               m[kRecords], m[kChain], m[kBoth], m[kBoth] / m[kLibForward],
               m[kOnChip] * 1e3 * 132 / chunk_heads, m[kLibPrep] * 1e3 * 132 / chunk_heads,
               m[kFused1], m[kFused2], m[kFused2] / m[kLibForward], m[kFused1] * 1e3 / steps,
-              m[kFused2] * 1e3 / steps, m[kOnChip2]);
+              m[kFused2] * 1e3 / steps, m[kOnChip2], m[kFused3], m[kFused3] * 1e3 / steps,
+              m[kFused3] / m[kLibForward]);
   check(cudaEventDestroy(e0), "cudaEventDestroy");
   check(cudaEventDestroy(e1), "cudaEventDestroy");
   for (void* ptr : {static_cast<void*>(in.q), static_cast<void*>(in.k), static_cast<void*>(in.v),
@@ -531,8 +537,10 @@ int main(int argc, char** argv) {
         "with records | chain | factors16 + chain | (factors16 + chain) / library | on chip: "
         "SM-us per 64 tokens | PREP: SM-us per 64 tokens | fused16, 1 builder | fused16, 2 "
         "builders | fused16 (2) / library | us per step, 1 builder | us per step, 2 builders | "
-        "factors16 on chip, 2 slots per CTA |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        "factors16 on chip, 2 slots per CTA | fused16, 1-warpgroup chain, 3 builders | us per "
+        "step, 3 builders | fused16 (3) / library |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "---:|---:|\n");
     const TimeShape shapes[] = {{"h96-fixed", 96, 1}, {"h96-uniform8", 96, 8},
                                 {"h64-fixed", 64, 1}, {"h64-uniform8", 64, 8}};
     for (const bool long_memory : {false, true}) {

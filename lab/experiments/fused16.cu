@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "chain16_step.cuh"
 #include "device/ptx.cuh"
@@ -19,24 +20,33 @@ namespace wg = kda::detail::wgmma;
 using chain::kBuffer;
 using chain::kOTile;
 
-constexpr int kRing = 4;                                 // record buffers
-// A builder's scratch: two input sets (the next sub-chunk's loads land in one while this one is
-// built from the other) and the work region.
-constexpr int kScratch = (2 * build::kInBytes + build::kWorkBytes + 127) & ~127;
-// Shared memory of a CTA with `builders` builder warpgroups.
-constexpr int scratch_offset() { return kRing * kBuffer; }
-constexpr int o_offset(int builders) { return scratch_offset() + builders * kScratch; }
-constexpr int full_offset(int builders) { return o_offset(builders) + 2 * kOTile; }
-constexpr int empty_offset(int builders) { return full_offset(builders) + 8 * kRing; }
-constexpr int smem_bytes(int builders) { return empty_offset(builders) + 8 * kRing + 1024; }
-static_assert(smem_bytes(2) <= 227 * 1024, "one CTA per SM");
-// Registers with two builders: 512 threads start at 128 each (65,536); the chain's warpgroups
-// take 152 (the step needs ~136), the builders give theirs down to 104 (at 96 the build spills
-// five values). With one builder, 384 threads start at 168: nothing to move.
-constexpr int kChainRegisters = 152;
-constexpr int kBuilderRegisters = 104;
-static_assert(2 * 128 * kChainRegisters + 2 * 128 * kBuilderRegisters <= 65536,
-              "the register file");
+constexpr int kRing = 4;  // record buffers
+
+// A configuration: the chain on kChainGroups warpgroups (2: chain16_step.cuh's step; 1: its
+// step_one_group), kBuilders builder warpgroups; with at most two builders each asks for its next
+// sub-chunk's inputs before it builds this one (two input sets), with three the shared memory
+// holds one set each. Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
+// from the builders to the chain.
+template <int kChainGroups, int kBuilders>
+struct Config {
+  static constexpr int kThreadsAll = 128 * (kChainGroups + kBuilders);
+  static constexpr int kChainThreads = 128 * kChainGroups;
+  static constexpr bool kPrefetch = kBuilders <= 2;
+  static constexpr int kScratch =
+      ((kPrefetch ? 2 : 1) * build::kInBytes + build::kWorkBytes + 127) & ~127;
+  static constexpr int kSScratch = kRing * kBuffer;
+  static constexpr int kSO = kSScratch + kBuilders * kScratch;
+  static constexpr int kSFull = kSO + 2 * kOTile;      // kRing mbarriers: record c % kRing built
+  static constexpr int kSEmpty = kSFull + 8 * kRing;   // and: the chain is done with it
+  static constexpr int kSBytes = kSEmpty + 8 * kRing + 1024;  // + the base's alignment slack
+  // Registers per thread after setmaxnreg (0: none); two chain warpgroups need ~136, one ~215,
+  // a builder ~78 alone, more with the prefetch's loop state (at 104 it spills a value).
+  static constexpr int kChainRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : 232;
+  static constexpr int kBuilderRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : 88;
+  static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
+  static_assert(kChainThreads * kChainRegisters + 128 * kBuilders * kBuilderRegisters <= 65536,
+                "the register file");
+};
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -63,10 +73,11 @@ __device__ __forceinline__ void registers_down() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
-template <int kBuilders>
-__global__ void __launch_bounds__(chain::kThreads + kBuilders * kThreads, 1)
+template <int kChainGroups, int kBuilders>
+__global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 1)
     fused16_kernel(const FusedArgs a) {
-  constexpr int kSScratch = scratch_offset(), kSO = o_offset(kBuilders);
+  using C = Config<kChainGroups, kBuilders>;
+  constexpr int kSScratch = C::kSScratch, kSO = C::kSO, kScratch = C::kScratch;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;  // the swizzled tiles need 1024-byte alignment
@@ -77,7 +88,7 @@ __global__ void __launch_bounds__(chain::kThreads + kBuilders * kThreads, 1)
   const int64_t begin = a.in.cu != nullptr ? a.in.cu[s] : static_cast<int64_t>(s) * a.in.seq_len;
   const int64_t end = a.in.cu != nullptr ? a.in.cu[s + 1] : begin + a.in.seq_len;
   const int64_t chunks = (end - begin + kSub - 1) / kSub;
-  const uint32_t full = base + full_offset(kBuilders), empty = base + empty_offset(kBuilders);
+  const uint32_t full = base + C::kSFull, empty = base + C::kSEmpty;
   if (tid == 0) {
     for (int b = 0; b < kRing; ++b) {
       wg::mbarrier_init(full + 8 * b, 1);
@@ -89,34 +100,56 @@ __global__ void __launch_bounds__(chain::kThreads + kBuilders * kThreads, 1)
   // cannot prove uniform serializes every wgmma of the kernel).
   const int group = __shfl_sync(0xffffffffu, tid / 128, 0);
 
-  if (group < 2) {  // ---- the chain
-    if constexpr (kBuilders == 2) registers_up<kChainRegisters>();
+  if (group < kChainGroups) {  // ---- the chain
+    if constexpr (C::kChainRegisters > 0) registers_up<C::kChainRegisters>();
     const int64_t state_offset = (static_cast<int64_t>(s) * heads + h) * kDim * kDim;
-    float st[16][4];
-    chain::load_state(st, a.initial_state, state_offset, tid);
+    // State and step of the two- or one-warpgroup chain; the 256 16-byte units of an O tile go
+    // out by 256 / kChainThreads per thread.
+    using State = std::conditional_t<kChainGroups == 2, float[16][4], float[2][16][4]>;
+    State st;
+    if constexpr (kChainGroups == 2) {
+      chain::load_state(st, a.initial_state, state_offset, tid);
+    } else {
+      chain::load_state_one_group(st, a.initial_state, state_offset, tid);
+    }
+    auto copy_out = [&](int64_t c) {
+#pragma unroll
+      for (int u = tid; u < 256; u += C::kChainThreads) {
+        chain::copy_out(smem + kSO + (c & 1) * kOTile, a.out, a.out_stride, h,
+                        begin + c * kSub, end, u);
+      }
+    };
     for (int64_t c = 0; c < chunks; ++c) {
-      named_sync(1, chain::kThreads);  // every chain warp is done with sub-chunk c - 1
+      named_sync(1, C::kChainThreads);  // every chain warp is done with sub-chunk c - 1
       if (c > 0) {
         if (tid == 0) mbarrier_arrive(empty + 8 * static_cast<uint32_t>((c - 1) % kRing));
-        chain::copy_out(smem + kSO + ((c - 1) & 1) * kOTile, a.out, a.out_stride, h,
-                        begin + (c - 1) * kSub, end, tid);
+        copy_out(c - 1);
       }
       const uint32_t b = static_cast<uint32_t>(c % kRing);
       wg::mbarrier_wait(full + 8 * b, static_cast<uint32_t>((c / kRing) & 1));
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 977u + tid);
-      chain::step(st, base + b * kBuffer, smem + b * kBuffer, smem + kSO + (c & 1) * kOTile, tid);
+      if constexpr (kChainGroups == 2) {
+        chain::step(st, base + b * kBuffer, smem + b * kBuffer, smem + kSO + (c & 1) * kOTile,
+                    tid);
+      } else {
+        chain::step_one_group(st, base + b * kBuffer, smem + b * kBuffer,
+                              smem + kSO + (c & 1) * kOTile, tid);
+      }
     }
-    named_sync(1, chain::kThreads);
-    if (chunks > 0) {
-      chain::copy_out(smem + kSO + ((chunks - 1) & 1) * kOTile, a.out, a.out_stride, h,
-                      begin + (chunks - 1) * kSub, end, tid);
+    named_sync(1, C::kChainThreads);
+    if (chunks > 0) copy_out(chunks - 1);
+    if (a.final_state != nullptr) {
+      if constexpr (kChainGroups == 2) {
+        chain::store_state(st, a.final_state, state_offset, tid);
+      } else {
+        chain::store_state_one_group(st, a.final_state, state_offset, tid);
+      }
     }
-    if (a.final_state != nullptr) chain::store_state(st, a.final_state, state_offset, tid);
-  } else {  // ---- builder group - 2: sub-chunks group - 2, + kBuilders, ...
-    if constexpr (kBuilders == 2) registers_down<kBuilderRegisters>();
-    const int builder = group - 2, btid = tid & 127, bar = 2 + builder;
+  } else {  // ---- builder group - kChainGroups: sub-chunks builder, + kBuilders, ...
+    if constexpr (C::kBuilderRegisters > 0) registers_down<C::kBuilderRegisters>();
+    const int builder = group - kChainGroups, btid = tid & 127, bar = 2 + builder;
     unsigned char* const scratch = smem + kSScratch + builder * kScratch;
-    unsigned char* const work = scratch + 2 * build::kInBytes;
+    unsigned char* const work = scratch + (C::kPrefetch ? 2 : 1) * build::kInBytes;
     auto sub_chunk = [&](int64_t c) {
       build::SubChunk sc;
       sc.seq = s;
@@ -125,40 +158,50 @@ __global__ void __launch_bounds__(chain::kThreads + kBuilders * kThreads, 1)
       sc.at_chunk = (c & 3) == 0;
       return sc;
     };
-    if (builder < chunks) build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
+    if (C::kPrefetch && builder < chunks) {
+      build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
+    }
     int set = 0;  // the input set sub-chunk c's loads went to
-    for (int64_t c = builder; c < chunks; c += kBuilders, set ^= 1) {
-      // The next sub-chunk's loads into the other set (its last reader, this builder's previous
-      // build, has passed the barrier that ended it); an empty group when there is none, so that
-      // this one's is always the second newest.
-      if (c + kBuilders < chunks) {
-        build::issue_loads(a.in, sub_chunk(c + kBuilders), h, btid,
-                           scratch + (set ^ 1) * build::kInBytes);
+    for (int64_t c = builder; c < chunks; c += kBuilders) {
+      if constexpr (C::kPrefetch) {
+        // The next sub-chunk's loads into the other set (its last reader, this builder's previous
+        // build, has passed the barrier that ended it); an empty group when there is none, so that
+        // this one's is always the second newest.
+        if (c + kBuilders < chunks) {
+          build::issue_loads(a.in, sub_chunk(c + kBuilders), h, btid,
+                             scratch + (set ^ 1) * build::kInBytes);
+        } else {
+          kda::detail::ptx::cp_async_commit();
+        }
       } else {
-        kda::detail::ptx::cp_async_commit();
+        build::issue_loads(a.in, sub_chunk(c), h, btid, scratch);
       }
       const uint32_t b = static_cast<uint32_t>(c % kRing);
       const int64_t round = c / kRing;
       if (round > 0) wg::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
-      build::build_sub_chunk<1>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
-                                scratch + set * build::kInBytes, work, smem + b * kBuffer,
-                                [bar] { named_sync(bar, kThreads); });
+      build::build_sub_chunk<C::kPrefetch ? 1 : 0>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
+                                                   scratch + set * build::kInBytes, work,
+                                                   smem + b * kBuffer,
+                                                   [bar] { named_sync(bar, kThreads); });
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
       fence_proxy_async_shared();  // the record's ordinary stores, for the chain's wgmma reads
       named_sync(bar, kThreads);   // the whole record is written; the scratch is free again
       if (btid == 0) mbarrier_arrive(full + 8 * b);
+      if constexpr (C::kPrefetch) set ^= 1;
     }
   }
 }
 
-template <int kBuilders>
+template <int kChainGroups, int kBuilders>
 cudaError_t launch_with(const FusedArgs& args, cudaStream_t stream) {
-  const cudaError_t e = cudaFuncSetAttribute(
-      fused16_kernel<kBuilders>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(kBuilders));
+  using C = Config<kChainGroups, kBuilders>;
+  const cudaError_t e =
+      cudaFuncSetAttribute(fused16_kernel<kChainGroups, kBuilders>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
   if (e != cudaSuccess) return e;
-  fused16_kernel<kBuilders>
+  fused16_kernel<kChainGroups, kBuilders>
       <<<static_cast<unsigned>(args.in.num_seqs) * static_cast<unsigned>(args.in.heads),
-         chain::kThreads + kBuilders * kThreads, smem_bytes(kBuilders), stream>>>(args);
+         C::kThreadsAll, C::kSBytes, stream>>>(args);
   return cudaGetLastError();
 }
 
@@ -166,8 +209,9 @@ cudaError_t launch_with(const FusedArgs& args, cudaStream_t stream) {
 
 cudaError_t launch_fused(const FusedArgs& args, int builders, cudaStream_t stream) {
   if (!build::row_offsets_fit(args.in)) return cudaErrorInvalidValue;
-  if (builders == 1) return launch_with<1>(args, stream);
-  if (builders == 2) return launch_with<2>(args, stream);
+  if (builders == 1) return launch_with<2, 1>(args, stream);
+  if (builders == 2) return launch_with<2, 2>(args, stream);
+  if (builders == 3) return launch_with<1, 3>(args, stream);
   return cudaErrorInvalidValue;
 }
 

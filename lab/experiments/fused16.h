@@ -1,12 +1,14 @@
 // The one-kernel 16-token forward (issue 15's first composition of the measured halves): one CTA
 // per (sequence, head) builds every 16-token sub-chunk's factors itself and runs the chain on
-// them, the records never leaving shared memory. Warp-specialized, 512 threads (two builders):
-//   warps 0 .. 7   the chain (chain16_step.cuh: the state in wgmma accumulators, 152 registers)
-//   warps 8 .. 11  builder 0, sub-chunks 0, 2, 4, ... (factors16_build.cuh, 104 registers)
-//   warps 12 .. 15 builder 1, sub-chunks 1, 3, 5, ...
-// Sub-chunk c's record goes to ring buffer c % 4 (4 x 23 KB): each builder works up to two of its
-// sub-chunks ahead of the chain, and asks for the inputs of its next sub-chunk (cp.async into a
-// second input set) before it builds this one. A full / empty mbarrier pair per buffer hands it over; the builder
+// them, the records never leaving shared memory. Warp-specialized, three configurations:
+//   builders 1 or 2: the chain on two warpgroups (chain16_step.cuh step: warps 0 .. 7, 144
+//     registers with two builders), then the builders (factors16_build.cuh, 112 registers),
+//     builder b taking sub-chunks b, b + builders, ...; each asks for the inputs of its next
+//     sub-chunk (cp.async into a second input set) before it builds this one;
+//   builders 3: the chain on one warpgroup (step_one_group: both value halves per thread, 232
+//     registers), three builders at 88 registers with one input set each (no room for two).
+// Sub-chunk c's record goes to ring buffer c % 4 (4 x 23 KB), so a builder may work ahead of the
+// chain until the ring is full. A full / empty mbarrier pair per buffer hands it over; the builder
 // fences its ordinary stores for the async proxy (the chain's wgmma reads the record's tiles)
 // before it signals. The arithmetic is that of factors16 then the chain: the same bits as the
 // two-kernel 16-token forward (kda-lab-factors16's check asserts it). What this measures is a
@@ -35,9 +37,9 @@ struct FusedArgs {
                   // hand-over that does not really wait then shows up as different bits
 };
 
-// Grid num_seqs x heads, 256 + 128 x builders threads (builders 1 or 2: with one, it builds every
-// sub-chunk); returns the launch's error (cudaErrorInvalidValue for another builder count or
-// strides too large for build::row_offsets_fit).
+// Grid num_seqs x heads, 128 x (chain warpgroups + builders) threads (builders 1, 2 or 3: with
+// one, it builds every sub-chunk); returns the launch's error (cudaErrorInvalidValue for another
+// builder count or strides too large for build::row_offsets_fit).
 cudaError_t launch_fused(const FusedArgs& args, int builders, cudaStream_t stream);
 
 }  // namespace kda::lab::factors16
