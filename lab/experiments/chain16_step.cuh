@@ -58,51 +58,38 @@ __device__ __forceinline__ void state_a(const float (&st)[16][4], int kt, uint32
   a[3] = pack_bf16(st[2 * kt + 1][2], st[2 * kt + 1][3]);
 }
 
+// Calls f(j, e, key, value) for each of chain thread tid's (0 .. 255) state registers st[j][e].
+template <class F>
+__device__ __forceinline__ void for_each_state_entry(int tid, F f) {
+  const int lane = tid & 31, warp = tid >> 5;
+  const int t2 = 2 * (lane & 3), row0 = 16 * warp + (lane >> 2);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(j, e, 8 * j + t2 + (e & 1), row0 + 8 * (e >> 1));
+  }
+}
 // The state from `initial_state` ([keys][values] at `offset`; null: zeros) into the registers of
 // chain thread tid (0 .. 255), and back out to `final_state`.
 __device__ __forceinline__ void load_state(float (&st)[16][4], const float* initial_state,
                                            int64_t offset, int tid) {
-  const int lane = tid & 31, warp = tid >> 5;
-  const int t2 = 2 * (lane & 3), row0 = 16 * warp + (lane >> 2);
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int key = 8 * j + t2 + (e & 1), value = row0 + 8 * (e >> 1);
-      st[j][e] = initial_state == nullptr ? 0.0f : initial_state[offset + key * kDim + value];
-    }
-  }
+  for_each_state_entry(tid, [&](int j, int e, int key, int value) {
+    st[j][e] = initial_state == nullptr ? 0.0f : initial_state[offset + key * kDim + value];
+  });
 }
 __device__ __forceinline__ void store_state(const float (&st)[16][4], float* final_state,
                                             int64_t offset, int tid) {
-  const int lane = tid & 31, warp = tid >> 5;
-  const int t2 = 2 * (lane & 3), row0 = 16 * warp + (lane >> 2);
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int key = 8 * j + t2 + (e & 1), value = row0 + 8 * (e >> 1);
-      final_state[offset + key * kDim + value] = st[j][e];
-    }
-  }
+  for_each_state_entry(tid, [&](int j, int e, int key, int value) {
+    final_state[offset + key * kDim + value] = st[j][e];
+  });
 }
 
-// One sub-chunk on the record at shared address `buf` (1024-byte aligned; `rec` the same bytes
-// by pointer), chain thread tid (0 .. 255); the output rows go to `otile` as [token][value] bf16.
-//   A   acc = S^T W^T, P^T = S^T QP^T   (8 + 8 x m64n16k16, the state as the bf16 A operand)
-//   V   V_new^T = U^T - acc (fp32), rounded once to bf16
-//   B   P^T += V_new^T AQK^T (m64n16k16), S^T = S^T diag(A) + V_new^T KG (m64n128k16)
-// Every read of the record is done when this returns (both wgmma groups waited for).
-__device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const unsigned char* rec,
-                                     unsigned char* otile, int tid) {
-  const int lane = tid & 31, warp = tid >> 5;
-  const int t2 = 2 * (lane & 3), row0 = 16 * warp + (lane >> 2);
-  // Descriptors of the buffer's tiles; a k-step's is the tile's plus its byte offset / 16.
-  const uint64_t desc_w = desc_sw128(buf + kRecW, 16, kSBO);
-  const uint64_t desc_qp = desc_sw128(buf + kRecQP, 16, kSBO);
-
-  // A: acc = S^T W^T, pacc = S^T QP^T (key k-step kt: key half kt / 4, +32 bytes per k16).
-  float acc[2][4], pacc[2][4];
+// The pieces of a step, for the value rows row0, row0 + 8 of a warp's m64 tiles (t2 = 2 (lane % 4)).
+// A: acc = S^T W^T, pacc = S^T QP^T (8 + 8 x m64n16k16, the state as the bf16 A operand; key
+// k-step kt: key half kt / 4, +32 bytes per k16), waited for.
+__device__ __forceinline__ void products_a(const float (&st)[16][4], uint64_t desc_w,
+                                           uint64_t desc_qp, float (&acc)[2][4],
+                                           float (&pacc)[2][4]) {
   uint32_t sa[8][4];  // every A fragment before the fence: no register writes between wgmmas
 #pragma unroll
   for (int kt = 0; kt < 8; ++kt) state_a(st, kt, sa[kt]);
@@ -120,9 +107,11 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
   }
   wg::commit();
   wg::wait<0>();
-
-  // V: V_new^T = U^T - acc; tile nt, register e: token 8 nt + t2 + (e & 1), value row(e).
-  uint32_t av[4];
+}
+// V: V_new^T = U^T - acc, rounded once to bf16; tile nt, register e: token 8 nt + t2 + (e & 1),
+// value row0 + 8 (e >> 1).
+__device__ __forceinline__ void v_new(const unsigned char* rec, const float (&acc)[2][4],
+                                      int row0, int t2, uint32_t (&av)[4]) {
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
@@ -132,6 +121,35 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
       av[2 * nt + hh] = pack_bf16(u.x - acc[nt][2 * hh], u.y - acc[nt][2 * hh + 1]);
     }
   }
+}
+// O: P^T -> bf16 [token][value] rows of `otile`.
+__device__ __forceinline__ void write_o(unsigned char* otile, const float (&pacc)[2][4], int row0,
+                                        int t2) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int token = 8 * nt + t2 + (e & 1), value = row0 + 8 * (e >> 1);
+      *reinterpret_cast<__nv_bfloat16*>(otile + 2 * (token * kDim + value)) =
+          __float2bfloat16_rn(pacc[nt][e]);
+    }
+  }
+}
+
+// One sub-chunk on the record at shared address `buf` (1024-byte aligned; `rec` the same bytes
+// by pointer), chain thread tid (0 .. 255); the output rows go to `otile` as [token][value] bf16.
+//   A   acc = S^T W^T, P^T = S^T QP^T
+//   V   V_new^T = U^T - acc (fp32), rounded once to bf16
+//   B   P^T += V_new^T AQK^T (m64n16k16), S^T = S^T diag(A) + V_new^T KG (m64n128k16)
+// Every read of the record is done when this returns (both wgmma groups waited for).
+__device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const unsigned char* rec,
+                                     unsigned char* otile, int tid) {
+  const int lane = tid & 31, warp = tid >> 5;
+  const int t2 = 2 * (lane & 3), row0 = 16 * warp + (lane >> 2);
+  float acc[2][4], pacc[2][4];
+  products_a(st, desc_sw128(buf + kRecW, 16, kSBO), desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc);
+  uint32_t av[4];
+  v_new(rec, acc, row0, t2, av);
   // S^T diag(A): key column 8 j + t2 (+1) times its decay.
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
@@ -147,17 +165,7 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
   wg::m64n128k16_rs_mn<true>(st, av, desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
   wg::commit();
   wg::wait<0>();
-
-  // O: [token][value] rows.
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int token = 8 * nt + t2 + (e & 1), value = row0 + 8 * (e >> 1);
-      *reinterpret_cast<__nv_bfloat16*>(otile + 2 * (token * kDim + value)) =
-          __float2bfloat16_rn(pacc[nt][e]);
-    }
-  }
+  write_o(otile, pacc, row0, t2);
 }
 
 // ---- The chain on one warpgroup (fused16 with three builders): thread tid (0 .. 127) holds the
@@ -177,47 +185,21 @@ __device__ __forceinline__ void store_state_one_group(const float (&st)[2][16][4
   for (int h = 0; h < 2; ++h) store_state(st[h], final_state, offset, tid + 128 * h);
 }
 
-// step() for the one-warpgroup chain: per half, A's 16 products and their wait (the A fragments
-// of one half at a time, for the registers), V_new; then B for both halves in one group.
+// step() for the one-warpgroup chain: per half, A's products and their wait (the A fragments of
+// one half at a time, for the registers) and V_new; then B for both halves in one group.
 __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t buf,
                                                const unsigned char* rec, unsigned char* otile,
                                                int tid) {
   const int lane = tid & 31, warp = tid >> 5;
   const int t2 = 2 * (lane & 3);
-  const uint64_t desc_w = desc_sw128(buf + kRecW, 16, kSBO);
-  const uint64_t desc_qp = desc_sw128(buf + kRecQP, 16, kSBO);
   float pacc[2][2][4];
   uint32_t av[2][4];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row0 = 64 * h + 16 * warp + (lane >> 2);
     float acc[2][4];
-    uint32_t sa[8][4];
-#pragma unroll
-    for (int kt = 0; kt < 8; ++kt) state_a(st[h], kt, sa[kt]);
-    wg::fence();
-#pragma unroll
-    for (int kt = 0; kt < 8; ++kt) {
-      const uint64_t off = static_cast<uint64_t>((kt >> 2) * kHalfTileBytes + (kt & 3) * 32) >> 4;
-      if (kt == 0) {
-        m64n16k16<false>(acc, sa[kt], desc_w + off);
-        m64n16k16<false>(pacc[h], sa[kt], desc_qp + off);
-      } else {
-        m64n16k16<true>(acc, sa[kt], desc_w + off);
-        m64n16k16<true>(pacc[h], sa[kt], desc_qp + off);
-      }
-    }
-    wg::commit();
-    wg::wait<0>();
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int value = row0 + 8 * hh, token = 8 * nt + t2;
-        const float2 u = *reinterpret_cast<const float2*>(rec + rec_ut(value, token));
-        av[h][2 * nt + hh] = pack_bf16(u.x - acc[nt][2 * hh], u.y - acc[nt][2 * hh + 1]);
-      }
-    }
+    products_a(st[h], desc_sw128(buf + kRecW, 16, kSBO), desc_sw128(buf + kRecQP, 16, kSBO), acc,
+               pacc[h]);
+    v_new(rec, acc, 64 * h + 16 * warp + (lane >> 2), t2, av[h]);
   }
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
@@ -239,18 +221,7 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
   wg::commit();
   wg::wait<0>();
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row0 = 64 * h + 16 * warp + (lane >> 2);
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int token = 8 * nt + t2 + (e & 1), value = row0 + 8 * (e >> 1);
-        *reinterpret_cast<__nv_bfloat16*>(otile + 2 * (token * kDim + value)) =
-            __float2bfloat16_rn(pacc[h][nt][e]);
-      }
-    }
-  }
+  for (int h = 0; h < 2; ++h) write_o(otile, pacc[h], 64 * h + 16 * warp + (lane >> 2), t2);
 }
 
 // Output rows of a sub-chunk from its O tile: 16 rows of 16 16-byte units, unit tid (0 .. 255);
