@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kda-lab-factors16 round 5 (150c0be: three builders beside a one-warpgroup chain): the checks (every factor, the
+# kda-lab-factors16 round 5 (38112ce: three builders beside a one-warpgroup chain): the checks (every factor, the
 # two-kernel forward against float64, fused16 bit for bit against it with and without delayed
 # hand-overs), memcheck, synccheck, the timing beside the library's forward in both gate regimes,
 # Nsight Compute of the three fused16 kernels on h96-uniform8.
@@ -7,7 +7,7 @@ set -u
 B=.device/f16/bin
 DEADLINE=${DEADLINE:-300}
 . scripts/device-steps.sh
-record_machine "binary: kda-lab-factors16 built from 150c0be"
+record_machine "binary: kda-lab-factors16 built from 38112ce"
 step 60 check $B/kda-lab-factors16 --check-only
 step 90 memcheck compute-sanitizer --tool memcheck --error-exitcode 9 $B/kda-lab-factors16 --check-only
 step 90 synccheck compute-sanitizer --tool synccheck --error-exitcode 9 $B/kda-lab-factors16 --check-only
