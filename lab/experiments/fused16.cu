@@ -25,8 +25,8 @@ constexpr int kRing = 4;  // record buffers
 // A configuration: the chain on kChainGroups warpgroups (2: chain16_step.cuh's step; 1: its
 // step_one_group), kBuilders builder warpgroups; with at most two builders each asks for its next
 // sub-chunk's inputs before it builds this one (two input sets), with three the shared memory
-// holds one set each. Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
-// from the builders to the chain.
+// holds one set each and a builder asks its next sub-chunk's rows into L2 instead. Registers:
+// every thread starts at 65,536 / threads; setmaxnreg moves them from the builders to the chain.
 template <int kChainGroups, int kBuilders>
 struct Config {
   static constexpr int kThreadsAll = 128 * (kChainGroups + kBuilders);
