@@ -50,6 +50,35 @@ __device__ __forceinline__ uint32_t sm_id() {
   return id;
 }
 
+// Sub-chunk sc's rows (q, k, v, G, the row before, beta) asked into L2 by the CTA's threads, a
+// 128-byte line each: 96 lines of q, k, v (two per row), 64 of G (four per row), then the row
+// before and the betas.
+__device__ __forceinline__ void prefetch_l2(const Args& a, const SubChunk& sc, int h, int tid) {
+  auto line = [](const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); };
+  const int64_t head_offset = static_cast<int64_t>(h) * kDim;
+  const int64_t gate_row = static_cast<int64_t>(a.heads) * kDim;
+  if (tid < 96) {
+    const int tensor = tid >> 5, i = (tid & 31) >> 1, half = tid & 1;
+    if (i < sc.rows) {
+      const __nv_bfloat16* base = tensor == 0 ? a.q : tensor == 1 ? a.k : a.v;
+      const int64_t stride = tensor == 0 ? a.q_stride : tensor == 1 ? a.k_stride : a.v_stride;
+      line(base + (sc.first_token + i) * stride + head_offset + 64 * half);
+    }
+  } else {
+    const int u = tid - 96;  // 32 threads, two G lines each
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int i = (2 * u + e) >> 2, quarter = (2 * u + e) & 3;
+      if (i < sc.rows) line(a.gate + (sc.first_token + i) * gate_row + head_offset + 32 * quarter);
+    }
+  }
+  if (tid < 4 && !sc.at_chunk) {
+    line(a.gate + (sc.first_token - 1) * gate_row + head_offset + 32 * tid);
+  } else if (tid >= 4 && tid < 4 + sc.rows) {
+    line(a.beta + (sc.first_token + tid - 4) * a.heads + h);
+  }
+}
+
 template <int kSlots>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const Args a) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -61,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
     if (slot >= a.capacity || !find_sub_chunk(a, slot, sc)) continue;  // uniform
     if (j + 1 < kSlots) {
       SubChunk next;
-      if (slot + 1 < a.capacity && find_sub_chunk(a, slot + 1, next)) build::prefetch_l2(a, next, h, tid);
+      if (slot + 1 < a.capacity && find_sub_chunk(a, slot + 1, next)) prefetch_l2(a, next, h, tid);
     }
     if (j > 0) __syncthreads();  // the previous build's last readers are done with the scratch
     const int64_t own = static_cast<int64_t>(h) * a.capacity + slot;

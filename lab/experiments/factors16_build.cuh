@@ -175,33 +175,6 @@ __device__ __forceinline__ void issue_loads(const Args& a, const SubChunk& sc, i
   cp_async_commit();
 }
 
-// Sub-chunk sc's rows (q, k, v, G, the row before, beta) asked into L2 by the warpgroup's threads,
-// a 128-byte line each: 96 lines of q, k, v (two per row), 64 of G (four per row), then the row
-// before and the betas; addressed as issue_loads addresses them (row_offsets_fit).
-__device__ __forceinline__ void prefetch_l2(const Args& a, const SubChunk& sc, int h, int tid) {
-  auto line = [](const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); };
-  const int64_t head_offset = static_cast<int64_t>(h) * kDim;
-  const int gate_row = a.heads * kDim;
-  const float* const g0 = a.gate + sc.first_token * gate_row + head_offset;
-  if (tid < 96) {
-    const int tensor = tid >> 5, i = (tid & 31) >> 1, half = tid & 1;
-    const __nv_bfloat16* const base = tensor == 0 ? a.q : tensor == 1 ? a.k : a.v;
-    const int64_t stride = tensor == 0 ? a.q_stride : tensor == 1 ? a.k_stride : a.v_stride;
-    if (i < sc.rows) {
-      line(base + sc.first_token * stride + head_offset + (i * static_cast<int>(stride) + 64 * half));
-    }
-  } else {
-    const int u = 2 * (tid - 96);  // 32 threads, two G lines each
-    if ((u >> 2) < sc.rows) line(g0 + ((u >> 2) * gate_row + 32 * (u & 3)));
-    if (((u + 1) >> 2) < sc.rows) line(g0 + (((u + 1) >> 2) * gate_row + 32 * ((u + 1) & 3)));
-  }
-  if (tid < 4 && !sc.at_chunk) {
-    line(g0 + (32 * tid - gate_row));
-  } else if (tid >= 4 && tid < 4 + sc.rows) {
-    line(a.beta + (sc.first_token * a.heads + h) + (tid - 4) * a.heads);
-  }
-}
-
 // Phases 2 - 5: sub-chunk `sc`'s factors into `rec` (a record's 23,040 bytes, global or shared:
 // the same bits) by the 128 threads tid = 0 .. 127 of a warpgroup, from the input set `in` whose
 // issue_loads group is this thread's kPending-th newest still in flight (0: the newest), with

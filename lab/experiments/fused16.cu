@@ -25,8 +25,8 @@ constexpr int kRing = 4;  // record buffers
 // A configuration: the chain on kChainGroups warpgroups (2: chain16_step.cuh's step; 1: its
 // step_one_group), kBuilders builder warpgroups; with at most two builders each asks for its next
 // sub-chunk's inputs before it builds this one (two input sets), with three the shared memory
-// holds one set each and a builder asks its next sub-chunk's rows into L2 instead. Registers:
-// every thread starts at 65,536 / threads; setmaxnreg moves them from the builders to the chain.
+// holds one set each. Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
+// from the builders to the chain.
 template <int kChainGroups, int kBuilders>
 struct Config {
   static constexpr int kThreadsAll = 128 * (kChainGroups + kBuilders);
@@ -39,10 +39,10 @@ struct Config {
   static constexpr int kSFull = kSO + 2 * kOTile;      // kRing mbarriers: record c % kRing built
   static constexpr int kSEmpty = kSFull + 8 * kRing;   // and: the chain is done with it
   static constexpr int kSBytes = kSEmpty + 8 * kRing + 1024;  // + the base's alignment slack
-  // Registers per thread after setmaxnreg (0: none); two chain warpgroups need ~136, one ~220,
+  // Registers per thread after setmaxnreg (0: none); two chain warpgroups need ~136, one ~215,
   // a builder ~78 alone, more with the prefetch's loop state (at 104 it spills a value).
-  static constexpr int kChainRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : 224;
-  static constexpr int kBuilderRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : 96;
+  static constexpr int kChainRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : 232;
+  static constexpr int kBuilderRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : 88;
   static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
   static_assert(kChainThreads * kChainRegisters + 128 * kBuilders * kBuilderRegisters <= 65536,
                 "the register file");
@@ -63,13 +63,6 @@ __device__ __forceinline__ void jitter(int max_ns, uint32_t salt) {
     x ^= x >> 15;
     __nanosleep(x % static_cast<uint32_t>(max_ns));
   }
-}
-// threadIdx.x read afresh: the builders' loop computes every address from it again instead of
-// keeping the loop-invariant ones (two dozen with the L2 prefetch) in registers it does not have.
-__device__ __forceinline__ int fresh_tid() {
-  int t;
-  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
-  return t;
 }
 template <int kRegisters>
 __device__ __forceinline__ void registers_up() {
@@ -154,7 +147,7 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 
     }
   } else {  // ---- builder group - kChainGroups: sub-chunks builder, + kBuilders, ...
     if constexpr (C::kBuilderRegisters > 0) registers_down<C::kBuilderRegisters>();
-    const int builder = group - kChainGroups, bar = 2 + builder;
+    const int builder = group - kChainGroups, btid = tid & 127, bar = 2 + builder;
     unsigned char* const scratch = smem + kSScratch + builder * kScratch;
     unsigned char* const work = scratch + (C::kPrefetch ? 2 : 1) * build::kInBytes;
     auto sub_chunk = [&](int64_t c) {
@@ -166,11 +159,10 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 
       return sc;
     };
     if (C::kPrefetch && builder < chunks) {
-      build::issue_loads(a.in, sub_chunk(builder), h, tid & 127, scratch);
+      build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
     }
     int set = 0;  // the input set sub-chunk c's loads went to
     for (int64_t c = builder; c < chunks; c += kBuilders) {
-      const int btid = fresh_tid() & 127;
       if constexpr (C::kPrefetch) {
         // The next sub-chunk's loads into the other set (its last reader, this builder's previous
         // build, has passed the barrier that ended it); an empty group when there is none, so that
@@ -182,10 +174,7 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 
           kda::detail::ptx::cp_async_commit();
         }
       } else {
-        // One input set: this sub-chunk's loads now (its rows asked into L2 one build ago), the
-        // next one's rows into L2 while this one is built.
         build::issue_loads(a.in, sub_chunk(c), h, btid, scratch);
-        if (c + kBuilders < chunks) build::prefetch_l2(a.in, sub_chunk(c + kBuilders), h, btid);
       }
       const uint32_t b = static_cast<uint32_t>(c % kRing);
       const int64_t round = c / kRing;

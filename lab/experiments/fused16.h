@@ -5,9 +5,8 @@
 //     registers with two builders), then the builders (factors16_build.cuh, 112 registers),
 //     builder b taking sub-chunks b, b + builders, ...; each asks for the inputs of its next
 //     sub-chunk (cp.async into a second input set) before it builds this one;
-//   builders 3: the chain on one warpgroup (step_one_group: both value halves per thread, 224
-//     registers), three builders at 96 registers with one input set each (no room for two): each
-//     asks its next sub-chunk's rows into L2 (prefetch.global.L2) after this one's loads.
+//   builders 3: the chain on one warpgroup (step_one_group: both value halves per thread, 232
+//     registers), three builders at 88 registers with one input set each (no room for two).
 // Sub-chunk c's record goes to ring buffer c % 4 (4 x 23 KB), so a builder may work ahead of the
 // chain until the ring is full. A full / empty mbarrier pair per buffer hands it over; the builder
 // fences its ordinary stores for the async proxy (the chain's wgmma reads the record's tiles)
