@@ -93,13 +93,10 @@ struct Args {
                    // its own, 132 x 8 records that stay in L2 (the same instructions; the one-kernel
                    // forward's factors never leave the SM)
   bool fuse_q_l2norm;
-  int slots_per_cta;  // the standalone launch: 1, or 2 (a CTA builds two consecutive slots, the
-                      // second's rows asked into L2 while it builds the first); fused16 ignores it
 };
 
-// Grid (ceil(capacity / slots_per_cta), heads), kThreads threads; returns the launch's error
-// (cudaErrorInvalidValue for slots_per_cta other than 1 or 2, or when 16 rows of a stride do not
-// fit a 32-bit element offset: build::row_offsets_fit).
+// Grid (capacity, heads), kThreads threads; returns the launch's error (cudaErrorInvalidValue
+// when 16 rows of a stride do not fit a 32-bit element offset: build::row_offsets_fit).
 cudaError_t launch(const Args& args, cudaStream_t stream);
 
 }  // namespace kda::lab::factors16

@@ -34,7 +34,7 @@
 #include "device/ptx.cuh"
 #include "factors16.h"
 #include "l2norm_row.cuh"
-#include "prep/prep_chunk.cuh"  // deferred_row_norm, load8_bf16, load8_f32, pack8_*
+#include "prep/prep_chunk.cuh"  // deferred_row_norm
 
 namespace kda::lab::factors16::build {
 
@@ -77,15 +77,11 @@ __device__ __forceinline__ int ss(int region, int row, int col) {
 }
 
 struct SubChunk {
-  int seq;
   int64_t first_token;
   int rows;       // n, 1..16
   bool at_chunk;  // the sub-chunk starts a 64-token chunk (its Gs is 0)
 };
 
-// The PREP's 8-value shared-memory loads (prep_chunk.cuh).
-using kda::detail::prep::load8_bf16;
-using kda::detail::prep::load8_f32;
 // 4 bf16 values (8 bytes) at byte `byte` of `s`, as floats.
 __device__ __forceinline__ void load4_bf16(const unsigned char* s, int byte, float (&x)[4]) {
   const uint2 w = *reinterpret_cast<const uint2*>(s + byte);
@@ -106,13 +102,6 @@ __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void* gmem_sr
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_dst), "l"(gmem_src)
                : "memory");
 }
-// 8 values as bf16 (kF16 false) or fp16, one 16-byte store at `dst` (shared or global).
-template <bool kF16>
-__device__ __forceinline__ void store8(void* dst, const float (&x)[8]) {
-  *reinterpret_cast<uint4*>(dst) =
-      kF16 ? kda::detail::prep::pack8_f16(x) : kda::detail::prep::pack8_bf16(x);
-}
-
 // Whether a problem's strides let issue_loads address a sub-chunk's rows with 32-bit element
 // offsets from the sub-chunk's first row (the launches refuse the others).
 inline bool row_offsets_fit(const Args& a) {

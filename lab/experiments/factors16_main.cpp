@@ -189,22 +189,10 @@ bool run_check(const CheckCase& c, uint64_t seed) {
   check(cudaMemset(a.records, 0xff, record_bytes), "poison records");  // NaN in bf16 and fp32
   a.on_chip = false;
   a.fuse_q_l2norm = true;
-  // Two slots per CTA first, into the buffer the checks then read again after one slot per CTA:
-  // the same records, bit for bit.
-  a.slots_per_cta = 2;
-  check(f16::launch(a, nullptr), "factors16 launch (two slots per CTA)");
-  check(cudaDeviceSynchronize(), "factors16 (two slots per CTA)");
-  std::vector<char> rec2(record_bytes);
-  check(cudaMemcpy(rec2.data(), a.records, record_bytes, cudaMemcpyDeviceToHost), "records");
-  check(cudaMemset(a.records, 0xff, record_bytes), "poison records");
-  a.slots_per_cta = 1;
   check(f16::launch(a, nullptr), "factors16 launch");
   check(cudaDeviceSynchronize(), "factors16");
   std::vector<char> rec(record_bytes);
   check(cudaMemcpy(rec.data(), a.records, record_bytes, cudaMemcpyDeviceToHost), "records");
-  const bool slots_same = std::memcmp(rec.data(), rec2.data(), record_bytes) == 0;
-  std::printf("factors16 with two slots per CTA: records %s one slot per CTA's, bit for bit\n",
-              slots_same ? "equal" : "DIFFER FROM");
   // The chain on those records: the whole 16-token forward.
   f16::ChainArgs ca{};
   ca.records = a.records;
@@ -226,8 +214,8 @@ bool run_check(const CheckCase& c, uint64_t seed) {
   check(cudaMemcpy(final_state.data(), ca.final_state, final_state.size() * 4,
                    cudaMemcpyDeviceToHost),
         "final state");
-  // The one-kernel forward on the same inputs, with one and with two builder warpgroups: the same
-  // bits as factors16 then the chain.
+  // The one-kernel forward on the same inputs in every configuration (1, 2 or 3 builders), with and
+  // without delayed hand-overs: the same bits as factors16 then the chain.
   f16::FusedArgs fa{};
   fa.in = a;
   fa.out = ca.out;
@@ -328,7 +316,7 @@ bool run_check(const CheckCase& c, uint64_t seed) {
   for (size_t i = 0; i < final_state.size(); ++i) {
     efstate.add(fused_state[i], want.final_state[i]);
   }
-  bool ok = nonzero_tail == 0 && sub_chunks > 0 && fused_same && slots_same;
+  bool ok = nonzero_tail == 0 && sub_chunks > 0 && fused_same;
   std::printf("check %s: %lld sub-chunks, record entries at rows >= n or above the diagonal not zero: %lld\n",
               c.name, static_cast<long long>(sub_chunks), static_cast<long long>(nonzero_tail));
   std::printf("| factor | rel-RMS | max err / max ref | max ref |\n|---|---:|---:|---:|\n");
@@ -431,10 +419,8 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
 
   // One round: the library's forward, its PREP, factors16 on chip, factors16 with records, the
   // chain on those records, factors16 + chain, the one-kernel forward; medians over the rounds.
-  enum {
-    kLibForward, kLibPrep, kOnChip, kRecords, kChain, kBoth, kFused1, kFused2, kOnChip2, kFused3,
-    kKinds
-  };
+  // kFused + b - 1: fused16 with b builders.
+  enum { kLibForward, kLibPrep, kOnChip, kRecords, kChain, kBoth, kFused, kKinds = kFused + 3 };
   cudaEvent_t e0, e1;
   check(cudaEventCreate(&e0), "cudaEventCreate");
   check(cudaEventCreate(&e1), "cudaEventCreate");
@@ -449,16 +435,12 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
         std::fprintf(stderr, "kda-lab-factors16: library forward: %s\n", ex.what());
         std::exit(3);
       }
-      if (which == kOnChip || which == kRecords || which == kBoth || which == kOnChip2) {
-        a.on_chip = which == kOnChip || which == kOnChip2;
-        a.slots_per_cta = which == kOnChip2 ? 2 : 1;
+      if (which == kOnChip || which == kRecords || which == kBoth) {
+        a.on_chip = which == kOnChip;
         check(f16::launch(a, stream), "factors16 launch");
       }
       if (which == kChain || which == kBoth) check(f16::launch_chain(ca, stream), "chain launch");
-      if (which == kFused1 || which == kFused2 || which == kFused3) {
-        const int builders = which == kFused1 ? 1 : which == kFused2 ? 2 : 3;
-        check(f16::launch_fused(fa, builders, stream), "fused16 launch");
-      }
+      if (which >= kFused) check(f16::launch_fused(fa, which - kFused + 1, stream), "fused16 launch");
       check(cudaEventRecord(e1, stream), "cudaEventRecord");
       check(cudaEventSynchronize(e1), "timed kernel");
       float ms = 0;
@@ -473,14 +455,15 @@ void run_time(const TimeShape& s, bool long_memory, int warmup, int runs, uint64
   // CTA per SM: ceil(chains / 132) rounds of 8192 / num_seqs / 16 steps).
   const double chains = static_cast<double>(s.num_seqs) * s.heads;
   const double steps = std::ceil(chains / 132) * (static_cast<double>(tokens) / s.num_seqs / 16);
-  std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.3f | "
-              "%.3f | %.3f | %.2f | %.2f | %.3f | %.3f | %.2f | %.3f |\n",
+  std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |",
               s.name, long_memory ? "mixed" : "contract", m[kLibForward], m[kLibPrep], m[kOnChip],
               m[kRecords], m[kChain], m[kBoth], m[kBoth] / m[kLibForward],
-              m[kOnChip] * 1e3 * 132 / chunk_heads, m[kLibPrep] * 1e3 * 132 / chunk_heads,
-              m[kFused1], m[kFused2], m[kFused2] / m[kLibForward], m[kFused1] * 1e3 / steps,
-              m[kFused2] * 1e3 / steps, m[kOnChip2], m[kFused3], m[kFused3] * 1e3 / steps,
-              m[kFused3] / m[kLibForward]);
+              m[kOnChip] * 1e3 * 132 / chunk_heads, m[kLibPrep] * 1e3 * 132 / chunk_heads);
+  for (int b = 0; b < 3; ++b) {
+    std::printf(" %.3f | %.2f | %.3f |", m[kFused + b], m[kFused + b] * 1e3 / steps,
+                m[kFused + b] / m[kLibForward]);
+  }
+  std::printf("\n");
   check(cudaEventDestroy(e0), "cudaEventDestroy");
   check(cudaEventDestroy(e1), "cudaEventDestroy");
   for (void* ptr : {static_cast<void*>(in.q), static_cast<void*>(in.k), static_cast<void*>(in.v),
@@ -535,10 +518,9 @@ int main(int argc, char** argv) {
     std::printf(
         "| shape | gates | library forward (ms) | library PREP | factors16 on chip | factors16 "
         "with records | chain | factors16 + chain | (factors16 + chain) / library | on chip: "
-        "SM-us per 64 tokens | PREP: SM-us per 64 tokens | fused16, 1 builder | fused16, 2 "
-        "builders | fused16 (2) / library | us per step, 1 builder | us per step, 2 builders | "
-        "factors16 on chip, 2 slots per CTA | fused16, 1-warpgroup chain, 3 builders | us per "
-        "step, 3 builders | fused16 (3) / library |\n"
+        "SM-us per 64 tokens | PREP: SM-us per 64 tokens | fused16, 1 builder | us per step | "
+        "/ library | fused16, 2 builders | us per step | / library | fused16, 1-warpgroup chain, "
+        "3 builders | us per step | / library |\n"
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         "---:|---:|\n");
     const TimeShape shapes[] = {{"h96-fixed", 96, 1}, {"h96-uniform8", 96, 8},

@@ -152,7 +152,6 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 
     unsigned char* const work = scratch + (C::kPrefetch ? 2 : 1) * build::kInBytes;
     auto sub_chunk = [&](int64_t c) {
       build::SubChunk sc;
-      sc.seq = s;
       sc.first_token = begin + c * kSub;
       sc.rows = static_cast<int>(end - sc.first_token < kSub ? end - sc.first_token : kSub);
       sc.at_chunk = (c & 3) == 0;
