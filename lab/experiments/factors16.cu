@@ -1,5 +1,5 @@
 // The standalone 16-token factor builder: one CTA = one warpgroup = one (16-token sub-chunk, head),
-// the phases of factors16_build.cuh between CTA barriers (one input set, loaded first), the record
+// the phases of onepass/build16.cuh between CTA barriers (one input set, loaded first), the record
 // to global memory. (Two slots per CTA, the second's rows asked into L2 first, measured 6 % slower:
 // 6b11ea9.)
 #include <cuda_bf16.h>
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "factors16.h"
-#include "factors16_build.cuh"
+#include "onepass/build16.cuh"
 
 namespace kda::lab::factors16 {
 namespace {
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
 }  // namespace
 
 cudaError_t launch(const Args& args, cudaStream_t stream) {
-  if (!build::row_offsets_fit(args)) return cudaErrorInvalidValue;
+  if (!row_offsets_fit(args)) return cudaErrorInvalidValue;
   cudaError_t e = cudaFuncSetAttribute(factors16_kernel,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSBytes);
   if (e != cudaSuccess) return e;

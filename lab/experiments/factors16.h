@@ -1,24 +1,13 @@
-// The 16-token factor builder (issue 15's producer, measured before the one-kernel forward is
+// The 16-token factor builder (issue 15's producer, measured before the one-pass forward was
 // written): for every 16-token sub-chunk of every (sequence, head), the factors a 16-token chain
-// step multiplies the state with (kda-forward.md §2.2 with C = 16), built the way the fused kernel
-// will build them, by one 128-thread warpgroup, and written to a record per (head, sub-chunk slot).
-// docs/design.md "The one-kernel forward" says why: the 64-token PREP spends 30.8 k warp
-// instructions per chunk on grams over 10 block pairs, a blocked 64 x 64 inverse and 64-row W / U;
-// with 16-token chunks the grams and the inverse are one 16 x 16 block each, and everything
-// between sub-chunks goes through the state on the tensor cores.
-//
-// Per sub-chunk (n <= 16 valid rows, G the contract's 64-chunk-local cumulative log2 gate, Gs
-// the gate at the row before the sub-chunk (0 at a 64-token chunk start), Ge at row n - 1, Gm at
-// the anchor row m = min(8, n - 1), so every exponent below stays within +-68 (kda-forward §3.1:
-// at most 128 / 15 per token)):
-//   QP  = scale r_i q_i 2^(G_i - Gs)              r_i = 1 / |q_i| when fused, else 1
-//   KG  = k_j 2^(Ge - G_j)                        A   = 2^(Ge - Gs)
-//   AQK = scale r_i sum_d q_id k_jd 2^(G_id - G_jd)   (j <= i)
-//   T   = (I + A_kk)^-1, A_kk[i][j] = beta_i sum_d k_id k_jd 2^(G_id - G_jd)   (j < i)
-//   W   = T (beta k 2^(G - Gs)),   U = T (beta v)
-// Two exponentials per element, 2^(G_i - Gm) and 2^(Gm - G_i), each within 2^+-68; the rest are
-// per-channel factors 2^(Gm - Gs), 2^(Ge - Gm) <= 1, so every product is of normal floats and a
-// result below 2^-126 is one whose true value is.
+// step multiplies the state with (kda-forward.md §2.2 with C = 16), built by the library's
+// one-pass builder code (lib/kda/src/onepass/build16.cuh, one warpgroup per sub-chunk) and written
+// to a record per (head, sub-chunk slot) in global memory, so that the build can be timed and
+// checked alone. docs/design.md "The one-pass forward" says why: the 64-token PREP spends 30.8 k
+// warp instructions per chunk on grams over 10 block pairs, a blocked 64 x 64 inverse and 64-row
+// W / U; with 16-token chunks the grams and the inverse are one 16 x 16 block each, and
+// everything between sub-chunks goes through the state on the tensor cores. The record and the
+// math: lib/kda/src/onepass/record16.h.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,49 +15,13 @@
 
 #include <cstdint>
 
+#include "onepass/record16.h"
+
 namespace kda::lab::factors16 {
 
-inline constexpr int kSub = 16;       // tokens per sub-chunk
-inline constexpr int kDim = 128;      // K = V
-inline constexpr int kThreads = 128;  // one warpgroup per sub-chunk
-
-#if defined(__CUDACC__)
-#define KDA_F16_HD __host__ __device__
-#else
-#define KDA_F16_HD
-#endif
-
-// The record of one (head, sub-chunk): the chain step's shared-memory image, so that the chain
-// kernel (scan16.h) moves it with one bulk copy. Rows >= n zero.
-//   W, QP, KG  [16 rows][128] bf16, each split into two key halves of [16][128 B] (2 KB), every
-//              half a canonical 128-byte-swizzle wgmma tile (16-byte unit u of row r at u ^ (r & 7)):
-//              W and QP the K-major B operands of S^T W^T, S^T QP^T, KG the MN-major one of
-//              V_new^T KG
-//   AQK        [16 rows][64] bf16, the same swizzle; only columns 0..15 are written (the K-major B
-//              operand of V_new^T AQK^T: one k16 step)
-//   UT         U^T [128 values][16 tokens] fp32 (the chain subtracts S^T W^T from it in fp32)
-//   A          [128] fp32
-// The state's products run on bf16 operands (the state and V_new need its range: v is unbounded
-// user data); every B operand is bounded (|W| <~ 1, |QP|, |AQK| <= 1/sqrt(128), |KG| <= 1).
-inline constexpr int64_t kRecW = 0;
-inline constexpr int64_t kRecQP = 4096;
-inline constexpr int64_t kRecKG = 8192;
-inline constexpr int64_t kRecAQK = 12288;
-inline constexpr int64_t kRecUT = 14336;
-inline constexpr int64_t kRecA = kRecUT + kDim * kSub * 4;       // 22,528
-inline constexpr int64_t kRecordBytes = kRecA + kDim * 4;         // 23,040 = 1,440 per token
-static_assert(kRecordBytes == 23040, "3 x 4 KB + 2 KB + 8 KB + 512 B");
-inline constexpr int kHalfTileBytes = kSub * 128;                 // [16 rows][128 B]
-
-// Byte offset of element (row i, column d) in a W / QP / KG tile at `base`.
-KDA_F16_HD constexpr int64_t rec_split(int64_t base, int i, int d) {
-  return base + (d >> 6) * kHalfTileBytes + i * 128 + ((((d >> 3) ^ i) & 7) << 4) + 2 * (d & 7);
-}
-KDA_F16_HD constexpr int64_t rec_aqk(int i, int j) {
-  return kRecAQK + i * 128 + ((((j >> 3) ^ i) & 7) << 4) + 2 * (j & 7);
-}
-KDA_F16_HD constexpr int64_t rec_ut(int d, int i) { return kRecUT + 4 * (d * kSub + i); }
-KDA_F16_HD constexpr int64_t rec_a(int d) { return kRecA + 4 * d; }
+// The library's record layout and builder inputs under the lab's names.
+using namespace kda::detail::onepass;  // NOLINT: kSub, kRec*, rec_*, BuildInputs
+inline constexpr int kThreads = kWarpgroup;  // one warpgroup per sub-chunk
 
 // Sub-chunk slots per head: sequence s owns [floor(cu[s] / 16) + s, ... + ceil(len_s / 16)),
 // disjoint and below floor(total / 16) + N (record.h's argument with 16 for 64).
@@ -76,27 +29,17 @@ inline int64_t slot_capacity(int64_t total_tokens, int num_seqs) {
   return total_tokens / kSub + num_seqs;
 }
 
-struct Args {
-  const __nv_bfloat16* q;  // [tokens][heads][128] with the strides below
-  const __nv_bfloat16* k;  // normalized rows (the contract)
-  const __nv_bfloat16* v;
-  const float* gate;  // [tokens][heads][128] cumulative log2, restarting every 64 tokens
-  const float* beta;  // [tokens][heads] in [0, 1]
-  int64_t q_stride, k_stride, v_stride;  // elements between tokens
-  int heads;
-  const int32_t* cu;  // device [num_seqs + 1]; null: dense, sequence s = tokens s T .. s T + T
-  int64_t seq_len;    // dense only
-  int num_seqs;
+// The builder's inputs and where the standalone builder writes its records.
+struct Args : BuildInputs {
   int64_t capacity;       // slot_capacity()
   char* records;          // [heads][capacity] records
   bool on_chip;    // timing mode: CTA writes the record of slot (SM, blockIdx.x % 8) instead of
                    // its own, 132 x 8 records that stay in L2 (the same instructions; the one-kernel
                    // forward's factors never leave the SM)
-  bool fuse_q_l2norm;
 };
 
 // Grid (capacity, heads), kThreads threads; returns the launch's error (cudaErrorInvalidValue
-// when 16 rows of a stride do not fit a 32-bit element offset: build::row_offsets_fit).
+// when 16 rows of a stride do not fit a 32-bit element offset: row_offsets_fit).
 cudaError_t launch(const Args& args, cudaStream_t stream);
 
 }  // namespace kda::lab::factors16

@@ -1,10 +1,10 @@
-// The standalone 16-token chain (scan16.h has the steps, chain16_step.cuh the arithmetic): one CTA
+// The standalone 16-token chain (scan16.h has the steps, onepass/chain16.cuh the arithmetic): one CTA
 // of two warpgroups per (sequence, head), each record by one bulk copy three sub-chunks ahead.
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
-#include "chain16_step.cuh"
+#include "onepass/chain16.cuh"
 #include "device/ptx.cuh"
 #include "device/wgmma.cuh"
 #include "factors16.h"

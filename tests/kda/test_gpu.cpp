@@ -26,6 +26,7 @@
 #include "kda/kda.h"
 #include "kda/lab/variants.h"
 #include "kda/ref/reference.h"
+#include "kernel_choice.h"  // lib/kda/src: the library's choice of forward kernel
 #include "scan/scan_ctas.h"  // lib/kda/src: the library SCAN's choice (scan_value_halves_pay)
 #include "scans.h"            // lab/src: v2_mma's SCAN choice (transposed_scan_pays)
 
@@ -1445,6 +1446,51 @@ TEST_F(KdaGpu, ScanValueHalvesAreTheWholeChainScanBitForBit) {
       EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "output";
       EXPECT_TRUE(bitwise_equal(a.final_state, b.final_state)) << "final state";
     }
+  }
+}
+
+// When the chains fill the SMs the library runs the one pass (kernel_choice.h): chunk_forward's
+// output and final state are one_pass16's bit for bit on both paths, and differ from the two
+// kernels' (another kernel ran). Packed sequences of unequal lengths in an order that is not
+// longest first, an empty one and a 5-token one, so the longest-first grid order matters; long
+// memories and states, so the carried state does.
+TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
+  KDA_REQUIRE_VARIANT(one_pass, "one_pass16");
+  KDA_REQUIRE_VARIANT(two_kernel, "v2w_two_kernel");
+  const Variant& library = kda::lab::shipping_variant();
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  ForwardCase c;
+  c.cu = {0};
+  for (const int32_t length : {700, 1500, 0, 900, 5, 1800, 333, 1200, 1024, 64}) {
+    c.cu.push_back(c.cu.back() + length);
+  }
+  c.tokens = c.cu.back() + 7;  // 7 rows after the last sequence: zeros
+  c.heads = (3 * sms + 9) / 10;  // 10 sequences: 3 chains per SM
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 1e-3f;
+  kda::ForwardParams p;
+  p.batch = 1;
+  p.tokens = c.tokens;
+  p.heads = c.heads;
+  p.cu_seqlens = c.cu.data();  // only compared with null here
+  p.cu_seqlens_host = c.cu.data();
+  p.num_seqs = static_cast<int>(c.cu.size()) - 1;
+  ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms), kda::detail::ForwardKernel::one_pass)
+      << c.heads << " heads on " << sms << " SMs";
+  const Inputs in = make_inputs(c, 45);
+  const DeviceProblem lib(in, library);
+  const DeviceProblem forced(in, *one_pass);
+  const DeviceProblem two(in, *two_kernel);
+  for (const Path path : {Path::fused, Path::explicit_norm, Path::fused_stages}) {
+    const Outputs a = lib.run(path);
+    const Outputs b = forced.run(path);
+    const Outputs t = two.run(path);
+    EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "output";
+    EXPECT_TRUE(bitwise_equal(a.final_state, b.final_state)) << "final state";
+    EXPECT_FALSE(bitwise_equal(a.out, t.out)) << "the two kernels' output: the same kernel ran";
   }
 }
 

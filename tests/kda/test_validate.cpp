@@ -447,12 +447,13 @@ TEST(ValidateForward, ChunkSlotsAreDisjointAndFit) {
 }
 
 TEST(ValidateForward, Stages) {
-  EXPECT_EQ(kda::forward_stage_count(), 3);
+  EXPECT_EQ(kda::forward_stage_count(), 4);
   EXPECT_STREQ(kda::forward_stage_name(0), "prep");
   EXPECT_STREQ(kda::forward_stage_name(1), "scan");
-  EXPECT_STREQ(kda::forward_stage_name(2), "zero_tail");
-  expect_error([] { (void)kda::forward_stage_name(3); }, ErrorCode::invalid_argument,
-               "stage = 3 is out of range");
+  EXPECT_STREQ(kda::forward_stage_name(2), "one_pass");
+  EXPECT_STREQ(kda::forward_stage_name(3), "zero_tail");
+  expect_error([] { (void)kda::forward_stage_name(4); }, ErrorCode::invalid_argument,
+               "stage = 4 is out of range");
   // Rejected before any CUDA call.
   const kda::ForwardParams p = dense_forward();
   expect_error([&] { kda::chunk_forward_stage(p, -1, nullptr); }, ErrorCode::invalid_argument,

@@ -50,8 +50,9 @@ kda::ForwardParams raw_forward(const Variant& v) {
 }
 
 TEST(LabVariants, TheLadderInOrderTheLibrarysLast) {
-  const std::vector<std::string> names = {"v0_fp32", "v1_mma",           "v2_mma",
-                                          "v2t_mma", "v2w_whole_chains", "v2w_mma"};
+  const std::vector<std::string> names = {"v0_fp32",          "v1_mma",         "v2_mma",
+                                          "v2t_mma",          "v2w_whole_chains",
+                                          "v2w_two_kernel",   "one_pass16",     "v2w_mma"};
   EXPECT_EQ(kda::lab::variant_names(), names);
   ASSERT_EQ(kda::lab::variants().size(), names.size());
   for (const Variant& v : kda::lab::variants()) {
@@ -74,10 +75,12 @@ TEST(LabVariants, Capabilities) {
     EXPECT_FALSE(variant(name).raw_inputs) << name;
     EXPECT_TRUE(variant(name).fused_q_norm_exact) << name;
   }
-  for (const char* name : {"v2_mma", "v2t_mma", "v2w_whole_chains", "v2w_mma"}) {
+  for (const char* name : {"v2_mma", "v2t_mma", "v2w_whole_chains", "v2w_two_kernel", "v2w_mma"}) {
     EXPECT_TRUE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
+  EXPECT_FALSE(variant("one_pass16").raw_inputs);
+  EXPECT_FALSE(variant("one_pass16").fused_q_norm_exact);
 }
 
 // One record per (head, chunk slot) of each variant's size: v0's fp32 record, the bf16 v1 record
@@ -148,7 +151,20 @@ TEST(LabVariants, RawInputs) {
     k_only.fuse_k_l2norm = true;
     expect_error([&] { v.validate(k_only); }, ErrorCode::unsupported, "raw inputs");
   }
-  for (const char* name : {"v2_mma", "v2t_mma", "v2w_mma"}) {
+  // The one pass reads only the contract inputs; the library's chunk_forward then runs the two
+  // kernels (kernel_choice.h one_pass_reads), a forced one pass refuses them.
+  {
+    const Variant& v = variant("one_pass16");
+    const std::string fragment =
+        "chunk_forward: raw inputs (GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm) "
+        "need v2w_mma or v2w_two_kernel; variant one_pass16 reads only the contract inputs";
+    expect_error([&] { v.validate(raw_forward(v)); }, ErrorCode::unsupported, fragment);
+    expect_error([&] { v.forward(raw_forward(v), nullptr); }, ErrorCode::unsupported, fragment);
+    kda::ForwardParams beta_bf16 = dense_forward(v);
+    beta_bf16.beta_dtype = kda::DType::bf16;
+    expect_error([&] { v.validate(beta_bf16); }, ErrorCode::unsupported, "raw inputs");
+  }
+  for (const char* name : {"v2_mma", "v2t_mma", "v2w_two_kernel", "v2w_mma"}) {
     const Variant& v = variant(name);
     kda::ForwardParams p = raw_forward(v);
     EXPECT_NO_THROW(v.validate(p)) << name;
@@ -170,8 +186,8 @@ TEST(LabVariants, TheLibrarysChecks) {
     p.q = nullptr;
     expect_error([&] { v.validate(p); }, ErrorCode::invalid_argument, "q is null");
     p = dense_forward(v);
-    expect_error([&] { v.forward_stage(p, 3, nullptr); }, ErrorCode::invalid_argument,
-                 "chunk_forward_stage: stage = 3 is out of range");
+    expect_error([&] { v.forward_stage(p, 4, nullptr); }, ErrorCode::invalid_argument,
+                 "chunk_forward_stage: stage = 4 is out of range");
   }
 }
 
@@ -185,7 +201,7 @@ TEST(LabVariants, ScanGridLimit) {
     expect_error([&] { variant(name).validate(p); }, ErrorCode::unsupported,
                  "sequences exceed the scan grid limit of (2^31 - 1) / 4");
   }
-  for (const char* name : {"v2t_mma", "v2w_mma"}) {
+  for (const char* name : {"v2t_mma", "v2w_two_kernel", "one_pass16", "v2w_mma"}) {
     kda::ForwardParams p = dense_forward(variant(name));
     p.batch = int64_t{1} << 30;
     p.tokens = 1;

@@ -1,5 +1,7 @@
-// chunk_forward: PREP (prep/), SCAN (scan/), communicating through one record per (head, chunk
-// slot) in the workspace (record.h), and a tail zeroing kernel for packed inputs (common.cu).
+// chunk_forward: either the two-kernel forward, PREP (prep/) then SCAN (scan/), communicating
+// through one record per (head, chunk slot) in the workspace (record.h), or the one-pass forward
+// (onepass/), whose 16-token records never leave the SM; kernel_choice.h picks per call. Then a
+// tail zeroing kernel for packed inputs (common.cu).
 //
 //   PREP      grid (chunk slots, H), 256 threads: one 64-token chunk of one head. Loads q, k, v,
 //             the gate and beta (raw inputs activated as they load), builds the anchored grams
@@ -9,6 +11,9 @@
 //             wgmma accumulators, walking the sequence's chunks in order: V_new = U - W S;
 //             O = q' S + A_qk V_new; S <- diag(a) S + kg^T V_new. Writes O (bf16) and the final
 //             state.
+//   ONE_PASS  grid (N, H) longest sequence first, 512 threads: one (sequence, head) chain, a
+//             warpgroup holding the fp32 state in wgmma accumulators beside three builder
+//             warpgroups that build each 16-token sub-chunk's factors into a shared-memory ring.
 //   ZERO_TAIL packed inputs only: output rows at or after cu[N] become zeros.
 //
 // Every reduction has a fixed order (plain k-loops, no atomics, no split-K), so results are
@@ -16,16 +21,24 @@
 #include <string>
 
 #include "forward.h"
+#include "onepass/onepass.h"
 
 namespace kda::detail {
 
-Plan make_plan(const ForwardParams& p) {
+Plan make_plan(const ForwardParams& p, const ForwardLaunches& kernels) {
   Plan plan;
   plan.packed = p.cu_seqlens != nullptr;
   plan.seqs.cu = p.cu_seqlens;
   plan.seqs.seq_len = p.tokens;
   plan.seqs.num_seqs = plan.packed ? p.num_seqs : static_cast<int>(p.batch);
   plan.capacity = chunk_capacity(p.batch * p.tokens, plan.seqs.num_seqs);
+  switch (kernels.one_pass == nullptr ? KernelChoice::two_kernel : kernels.choice) {
+    case KernelChoice::two_kernel: plan.kernel = ForwardKernel::two_kernel; break;
+    case KernelChoice::one_pass: plan.kernel = ForwardKernel::one_pass; break;
+    case KernelChoice::by_model:
+      plan.kernel = choose_forward_kernel(p, multiprocessor_count("chunk_forward"));
+      break;
+  }
   return plan;
 }
 
@@ -104,13 +117,15 @@ void check_stage(const char* op, int stage) {
 
 namespace {
 
-constexpr const char* kStageNames[kStageCount] = {"prep", "scan", "zero_tail"};
+constexpr const char* kStageNames[kStageCount] = {"prep", "scan", "one_pass", "zero_tail"};
 
 void run_stage(const ForwardParams& p, const Plan& plan, const ForwardLaunches& kernels, int stage,
                cudaStream_t stream) {
+  const bool two_kernel = plan.kernel == ForwardKernel::two_kernel;
   switch (stage) {
-    case kStagePrep: kernels.prep(p, plan, stream); break;
-    case kStageScan: kernels.scan(p, plan, stream); break;
+    case kStagePrep: if (two_kernel) kernels.prep(p, plan, stream); break;
+    case kStageScan: if (two_kernel) kernels.scan(p, plan, stream); break;
+    case kStageOnePass: if (!two_kernel) kernels.one_pass(p, plan, stream); break;
     case kStageZeroTail: run_zero_tail(p, plan, stream); break;
     default: break;
   }
@@ -125,20 +140,62 @@ void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
   launch_scan(scan_args(p, plan, kRecordBytes), stream);
 }
 
+void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  constexpr const char* kWhere = "chunk_forward: one_pass";
+  if (!one_pass_reads(p)) {
+    throw Error(ErrorCode::unsupported,
+                std::string(kWhere) +
+                    ": the one-pass kernel reads the contract's inputs only (GateInput::chunk_log2, "
+                    "fp32 beta probabilities, normalized k, token strides below 2^26 elements): "
+                    "run the library's chunk_forward, which picks the two-kernel forward for these");
+  }
+  onepass::OnepassArgs a{};
+  onepass::BuildInputs& in = a.in;
+  in.q = static_cast<const __nv_bfloat16*>(p.q);
+  in.k = static_cast<const __nv_bfloat16*>(p.k);
+  in.v = static_cast<const __nv_bfloat16*>(p.v);
+  in.gate = static_cast<const float*>(p.gate);
+  in.beta = static_cast<const float*>(p.beta);
+  in.q_stride = resolved(p.q_token_stride, p.heads);
+  in.k_stride = resolved(p.k_token_stride, p.heads);
+  in.v_stride = resolved(p.v_token_stride, p.heads);
+  in.heads = p.heads;
+  in.cu = plan.seqs.cu;
+  in.seq_len = plan.seqs.seq_len;
+  in.num_seqs = plan.seqs.num_seqs;
+  in.fuse_q_l2norm = p.fuse_q_l2norm;
+  a.out = static_cast<__nv_bfloat16*>(p.out);
+  a.out_stride = resolved(p.out_token_stride, p.heads);
+  a.initial_state = p.initial_state;
+  a.final_state = p.final_state;
+  // Packed sequences run longest first (dense ones are all the same length): their order goes
+  // to the workspace's first num_seqs int32 (validation sized it for the records, far more).
+  if (plan.packed) {
+    int32_t* order = static_cast<int32_t*>(p.workspace);
+    const cudaError_t e =
+        onepass::launch_order_by_length(plan.seqs.cu, plan.seqs.num_seqs, order, stream);
+    if (e != cudaSuccess) throw_cuda(std::string(kWhere) + " (order_by_length)", e);
+    a.order = order;
+  }
+  const cudaError_t e = onepass::launch(a, stream);
+  if (e != cudaSuccess) throw_cuda(kWhere, e);
+}
+
 namespace {
-constexpr ForwardLaunches kLibraryLaunches{library_prep, library_scan};
+constexpr ForwardLaunches kLibraryLaunches{library_prep, library_scan, library_one_pass,
+                                           KernelChoice::by_model};
 }  // namespace
 
 void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream) {
   current_device("chunk_forward");
-  const Plan plan = make_plan(p);
+  const Plan plan = make_plan(p, kernels);
   for (int stage = 0; stage < kStageCount; ++stage) run_stage(p, plan, kernels, stage, stream);
 }
 
 void run_forward_stage(const ForwardParams& p, const ForwardLaunches& kernels, int stage,
                        cudaStream_t stream) {
   current_device("chunk_forward");
-  run_stage(p, make_plan(p), kernels, stage, stream);
+  run_stage(p, make_plan(p, kernels), kernels, stage, stream);
 }
 
 }  // namespace kda::detail

@@ -1,7 +1,7 @@
 // The host side of chunk_forward that every set of forward kernels shares (forward.cu): the
-// sequences and record slots of a call, the PREP and SCAN arguments from the params, the stages
-// and the tail zeroing. The library's chunk_forward runs its own PREP and SCAN on them; the lab's
-// variants (lab/src/registry.cu) run theirs.
+// sequences and record slots of a call, the kernel it runs (kernel_choice.h), the PREP, SCAN and
+// one-pass arguments from the params, the stages and the tail zeroing. The library's
+// chunk_forward runs its own kernels on them; the lab's variants (lab/src/registry.cu) run theirs.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -10,23 +10,45 @@
 
 #include "common.cuh"
 #include "kda/kda.h"
+#include "kernel_choice.h"
 #include "prep/prep.h"
 #include "scan/scan.h"
 
 namespace kda::detail {
 
-// Stages (kda.h forward_stage_*): every forward runs these three in order.
+// Stages (kda.h forward_stage_*): every forward runs these four in order; a call runs PREP and
+// SCAN (the two-kernel forward) or ONE_PASS, and the other stages do nothing.
 inline constexpr int kStagePrep = 0;
 inline constexpr int kStageScan = 1;
-inline constexpr int kStageZeroTail = 2;
-inline constexpr int kStageCount = 3;
+inline constexpr int kStageOnePass = 2;
+inline constexpr int kStageZeroTail = 3;
+inline constexpr int kStageCount = 4;
+
+// One set of forward kernels: its PREP and SCAN launches (ZERO_TAIL is everyone's), the one-pass
+// launch if it has one, and how a call picks between them. Value-initialized members give a
+// two-kernel forward (the lab's ladder).
+struct Plan;
+using StageLaunch = void (*)(const ForwardParams&, const Plan&, cudaStream_t);
+enum class KernelChoice {
+  two_kernel,  // always PREP then SCAN
+  by_model,    // choose_forward_kernel (kernel_choice.h) on the device's SM count
+  one_pass,    // always the one pass (params it does not read are refused at launch)
+};
+struct ForwardLaunches {
+  StageLaunch prep;
+  StageLaunch scan;
+  StageLaunch one_pass;  // null: none
+  KernelChoice choice;
+};
 
 struct Plan {
   Sequences seqs;
   int64_t capacity = 0;  // record slots per head (record.h chunk_capacity)
   bool packed = false;
+  ForwardKernel kernel = ForwardKernel::two_kernel;
 };
-Plan make_plan(const ForwardParams& p);
+// The plan of a validated call for `kernels` (the device's SM count read when the choice needs it).
+Plan make_plan(const ForwardParams& p, const ForwardLaunches& kernels);
 
 // PREP's arguments: PrepArgs for the contract inputs (typed: gate and beta fp32), RawPrepArgs
 // for the raw ones (read only by a PREP that takes them).
@@ -39,17 +61,14 @@ void run_zero_tail(const ForwardParams& p, const Plan& plan, cudaStream_t stream
 // Throws invalid_argument unless 0 <= stage < kStageCount (`op` names the entry point).
 void check_stage(const char* op, int stage);
 
-// One set of forward kernels: its PREP and SCAN launches (ZERO_TAIL is everyone's). The entry
-// points below run them after the caller's validation, the library's for its own kernels
-// (forward.cu), the lab's for each of its steps (lab/src/registry.cu).
-using StageLaunch = void (*)(const ForwardParams&, const Plan&, cudaStream_t);
-struct ForwardLaunches {
-  StageLaunch prep;
-  StageLaunch scan;
-};
-// The library's own PREP and SCAN launches (forward.cu), for the lab's variants that replace one.
+// The entry points below run a set of kernels after the caller's validation, the library's for its
+// own (forward.cu), the lab's for each of its steps (lab/src/registry.cu).
+// The library's own launches (forward.cu), for the lab's variants that replace or force one.
 void library_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
+// The one pass: the sequences' longest-first order into the workspace (packed inputs), then the
+// kernel. Throws unsupported for inputs it does not read (one_pass_reads).
+void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // chunk_forward's body: every stage in order on one plan.
 void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream);
 // chunk_forward_stage's body (the stage already checked).

@@ -1,7 +1,7 @@
-// One step of the 16-token chain (scan16.h has the math): shared by the standalone chain
-// (scan16.cu, records by bulk copy) and the one-kernel forward's chain warpgroups (fused16.cu,
-// records built in shared memory by its builder warpgroups). The 256 threads of two warpgroups
-// hold the transposed state S^T [128 values][128 keys] in fp32 wgmma accumulators. Fragment maps:
+// One step of the 16-token chain (record16.h has the math): run by the one-pass forward's chain
+// (kernel.cuh, records built in shared memory by its builder warpgroups) and by the lab's
+// standalone chain (lab/experiments/scan16.cu, records by bulk copy). The 256 threads of two
+// warpgroups hold the transposed state S^T [128 values][128 keys] in fp32 wgmma accumulators. Fragment maps:
 // warp w owns value rows 16 w .. 16 w + 15 (the C-fragment rows g = lane / 4 and g + 8 of its
 // warpgroup's m64 tiles); st[j][e] holds S^T[row(e)][key 8 j + 2 t + (e & 1)],
 // row(e) = 16 w + g + 8 (e >> 1), t = lane % 4: wgmma's accumulators give each warp mma.sync's C
@@ -15,10 +15,10 @@
 
 #include "device/ptx.cuh"
 #include "device/wgmma.cuh"
-#include "factors16.h"
+#include "onepass/record16.h"
 #include "scan/scan_layout.h"  // desc_sw128
 
-namespace kda::lab::factors16::chain {
+namespace kda::detail::onepass::chain {
 
 using kda::detail::ptx::pack_bf16;
 namespace wg = kda::detail::wgmma;
@@ -168,7 +168,7 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
   write_o(otile, pacc, row0, t2);
 }
 
-// ---- The chain on one warpgroup (fused16 with three builders): thread tid (0 .. 127) holds the
+// ---- The chain on one warpgroup (the one-pass forward with three builders): thread tid (0 .. 127) holds the
 // value rows of both halves, st[h][j][e] = S^T[64 h + row(e)][key 8 j + 2 t + (e & 1)], and runs
 // each product once per half: the same wgmma shapes on the same rows, so the same bits as the
 // two-warpgroup step.
@@ -237,4 +237,4 @@ __device__ __forceinline__ void copy_out(const unsigned char* otile, __nv_bfloat
   }
 }
 
-}  // namespace kda::lab::factors16::chain
+}  // namespace kda::detail::onepass::chain

@@ -1,9 +1,9 @@
-// The 16-token factor build of one sub-chunk by one 128-thread warpgroup (factors16.h has the
-// math): shared by the standalone builder (factors16.cu, one CTA per sub-chunk) and the one-kernel
-// forward's builder warpgroups (fused16.cu), which differ only in where the record goes (global
-// memory or a shared-memory ring buffer), in the barrier that separates the phases (the CTA's or a
-// named barrier of the warpgroup) and in when the inputs are asked for (fused16's builders ask for
-// their next sub-chunk's before they build this one). Shared memory is an input set (q, k, v, G,
+// The 16-token factor build of one sub-chunk by one 128-thread warpgroup (record16.h has the
+// math): run by the one-pass forward's builder warpgroups (kernel.cuh) and by the lab's standalone
+// builder (lab/experiments/factors16.cu, one CTA per sub-chunk), which differ only in where the
+// record goes (a shared-memory ring buffer or global memory), in the barrier that separates the
+// phases (a named barrier of the warpgroup or the CTA's) and in when the inputs are asked for
+// (with at most two builders each asks for its next sub-chunk's before it builds this one). Shared memory is an input set (q, k, v, G,
 // the gate row before the sub-chunk, beta: what issue_loads fills; several phases overwrite parts
 // of it in place) and a work region. Phases, a barrier between each:
 //   1  issue_loads: q, k, v (bf16), G (fp32, rows >= n: G_{n-1}), the row before and beta by
@@ -32,11 +32,11 @@
 #include <cstdint>
 
 #include "device/ptx.cuh"
-#include "factors16.h"
 #include "l2norm_row.cuh"
+#include "onepass/record16.h"
 #include "prep/prep_chunk.cuh"  // deferred_row_norm
 
-namespace kda::lab::factors16::build {
+namespace kda::detail::onepass::build {
 
 using namespace kda::detail::ptx;  // NOLINT: the PTX wrappers are this file's vocabulary
 
@@ -102,19 +102,10 @@ __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void* gmem_sr
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_dst), "l"(gmem_src)
                : "memory");
 }
-// Whether a problem's strides let issue_loads address a sub-chunk's rows with 32-bit element
-// offsets from the sub-chunk's first row (the launches refuse the others).
-inline bool row_offsets_fit(const Args& a) {
-  const int64_t limit = int64_t{1} << 30;  // 16 rows of the largest stride, with room for the columns
-  return a.q_stride >= 0 && a.k_stride >= 0 && a.v_stride >= 0 && 16 * a.q_stride < limit &&
-         16 * a.k_stride < limit && 16 * a.v_stride < limit &&
-         16 * static_cast<int64_t>(a.heads) * kDim < limit;
-}
-
 // Phase 1 for sub-chunk `sc` of head h into the input set `in` (16-byte aligned) by thread tid
 // (0 .. 127) of a warpgroup: its cp.async copies form one group, committed here. Each tensor's
-// first row is one 64-bit address, the rows after it 32-bit offsets (row_offsets_fit).
-__device__ __forceinline__ void issue_loads(const Args& a, const SubChunk& sc, int h, int tid,
+// first row is one 64-bit address, the rows after it 32-bit offsets (record16.h row_offsets_fit).
+__device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk& sc, int h, int tid,
                                             unsigned char* in) {
   const int n = sc.rows;
   const int64_t head_offset = static_cast<int64_t>(h) * kDim;
@@ -127,7 +118,7 @@ __device__ __forceinline__ void issue_loads(const Args& a, const SubChunk& sc, i
             vs = static_cast<int>(a.v_stride);
 #pragma unroll
   for (int it = 0; it < 2; ++it) {  // q, k, v: 16 rows x 16 units, two units per thread
-    const int u = tid + kThreads * it;
+    const int u = tid + kWarpgroup * it;
     const int i = u >> 4, c = 8 * (u & 15);
     if (i < n) {
       cp_async16(smem_u32(in + s16(kSQ, i, c)), q0 + (i * qs + c));
@@ -142,7 +133,7 @@ __device__ __forceinline__ void issue_loads(const Args& a, const SubChunk& sc, i
   }
 #pragma unroll
   for (int it = 0; it < 4; ++it) {  // G: 16 rows x 32 units; rows >= n repeat row n - 1
-    const int u = tid + kThreads * it;
+    const int u = tid + kWarpgroup * it;
     const int i = u >> 5, c = 4 * (u & 31);
     cp_async16(smem_u32(in + sg(i, c)), g0 + (min(i, n - 1) * gate_row + c));
   }
@@ -380,4 +371,4 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
   }
 }
 
-}  // namespace kda::lab::factors16::build
+}  // namespace kda::detail::onepass::build

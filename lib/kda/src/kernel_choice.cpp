@@ -1,0 +1,136 @@
+// The forward's kernel choice (kernel_choice.h): a time model of both kernels per call.
+#include "kernel_choice.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <utility>
+#include <vector>
+
+#include "onepass/record16.h"
+
+namespace kda::detail {
+
+namespace {
+
+// H200 measurements (docs/perf-notes.md "The one-pass forward in the library"): a one-pass step
+// (16 tokens) with three builders beside the chain, and per chain the first build before the
+// chain can start plus the state's 64 KB in and out; the two-kernel PREP per 64-token chunk-head
+// of SM time, and the SCAN's chunk latency and SM time.
+constexpr double kOnePassStepUs = 2.0;
+constexpr double kOnePassChainUs = 4.0;
+constexpr double kPrepChunkSmUs = 7.3;
+constexpr double kScanChunkUs = 2.07;
+constexpr double kScanChunkSmUs = 2.8;
+// The one pass must be estimated this much faster: the model's error on the measured shapes is a
+// few percent, and the two kernels are the better-known quantity.
+constexpr double kOnePassMargin = 0.95;
+// List scheduling is simulated up to this many chains; beyond, its bound.
+constexpr int64_t kSimulatedChains = 16384;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+const char* to_string(ForwardKernel kernel) {
+  switch (kernel) {
+    case ForwardKernel::two_kernel:
+      return "two_kernel";
+    case ForwardKernel::one_pass:
+      return "one_pass";
+  }
+  return "unknown";
+}
+
+bool one_pass_reads(const ForwardParams& p) {
+  if (p.gate_input != GateInput::chunk_log2 || p.beta_input != BetaInput::probability ||
+      p.beta_dtype != DType::f32 || p.fuse_k_l2norm) {
+    return false;
+  }
+  const auto resolved = [&](int64_t stride) {
+    return stride == 0 ? static_cast<int64_t>(p.heads) * kHeadDim : stride;
+  };
+  onepass::BuildInputs in{};
+  in.q_stride = resolved(p.q_token_stride);
+  in.k_stride = resolved(p.k_token_stride);
+  in.v_stride = resolved(p.v_token_stride);
+  in.heads = p.heads;
+  return onepass::row_offsets_fit(in);
+}
+
+ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count) {
+  ForwardEstimate e;
+  const double sms = std::max(sm_count, 1);
+  // Longest first; the totals over every sequence.
+  std::sort(groups.begin(), groups.end(),
+            [](const LengthGroup& a, const LengthGroup& b) { return a.length > b.length; });
+  double chunks = 0, chains = 0;
+  int64_t longest_chunks = 0;
+  for (const LengthGroup& g : groups) {
+    if (g.count <= 0) continue;
+    chunks += static_cast<double>(ceil_div(g.length, kChunk)) * static_cast<double>(g.count);
+    chains += static_cast<double>(g.count) * heads;
+    longest_chunks = std::max(longest_chunks, ceil_div(g.length, kChunk));
+  }
+
+  // Two kernels: PREP over every chunk-head, then SCAN.
+  const double chunk_heads = chunks * heads;
+  e.two_kernel_us = kPrepChunkSmUs * chunk_heads / sms +
+                    std::max(kScanChunkUs * static_cast<double>(longest_chunks),
+                             kScanChunkSmUs * chunk_heads / sms);
+
+  // One pass: chains longest first, each to the SM that frees first.
+  const auto chain_us = [](int64_t length) {
+    return kOnePassStepUs * static_cast<double>(ceil_div(length, onepass::kSub)) +
+           kOnePassChainUs;
+  };
+  if (chains == 0) {
+    e.one_pass_us = 0;
+  } else if (chains <= static_cast<double>(kSimulatedChains)) {
+    std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
+    for (int i = 0; i < static_cast<int>(std::min(sms, chains)); ++i) free_at.push(0.0);
+    double makespan = 0;
+    for (const LengthGroup& g : groups) {
+      for (int64_t c = 0; c < g.count * heads; ++c) {
+        const double done = free_at.top() + chain_us(g.length);
+        free_at.pop();
+        free_at.push(done);
+        makespan = std::max(makespan, done);
+      }
+    }
+    e.one_pass_us = makespan;
+  } else {
+    double work = 0;
+    for (const LengthGroup& g : groups) {
+      if (g.count > 0) work += chain_us(g.length) * static_cast<double>(g.count) * heads;
+    }
+    e.one_pass_us = work / sms + chain_us(groups.front().length);
+  }
+  return e;
+}
+
+ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count) {
+  std::vector<LengthGroup> groups;
+  groups.reserve(lengths.size());
+  for (const int64_t len : lengths) groups.push_back({len, 1});
+  return estimate_forward_grouped(std::move(groups), heads, sm_count);
+}
+
+ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count) {
+  if (!one_pass_reads(p)) return ForwardKernel::two_kernel;
+  std::vector<LengthGroup> groups;
+  if (p.cu_seqlens != nullptr) {
+    groups.reserve(static_cast<size_t>(p.num_seqs));
+    for (int s = 0; s < p.num_seqs; ++s) {
+      groups.push_back({int64_t{p.cu_seqlens_host[s + 1]} - p.cu_seqlens_host[s], 1});
+    }
+  } else {
+    groups.push_back({p.tokens, p.batch});
+  }
+  const ForwardEstimate e = estimate_forward_grouped(std::move(groups), p.heads, sm_count);
+  return e.one_pass_us < kOnePassMargin * e.two_kernel_us ? ForwardKernel::one_pass
+                                                          : ForwardKernel::two_kernel;
+}
+
+}  // namespace kda::detail

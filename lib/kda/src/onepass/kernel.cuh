@@ -1,0 +1,221 @@
+// The one-pass forward's kernel (onepass.h has the roles) in each configuration: the chain on
+// kChainGroups warpgroups (2: chain16.cuh's step; 1: its step_one_group) beside kBuilders builder
+// warpgroups. The library launches Config<1, 3> (onepass.cu); the lab times the others against it
+// (lab/experiments/fused16.cu: one or two builders beside a two-warpgroup chain, each builder
+// asking for its next sub-chunk's inputs before it builds this one).
+//
+// Sub-chunk c's record goes to ring buffer c % 4 (4 x 23 KB), so a builder may work ahead of the
+// chain until the ring is full. A full / empty mbarrier pair per buffer hands it over; the builder
+// fences its ordinary stores for the async proxy (the chain's wgmma reads the record's tiles)
+// before it signals. Every configuration computes the same bits: the builds and the steps are the
+// same code on the same sub-chunks, only who runs them and when differs.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "device/ptx.cuh"
+#include "device/wgmma.cuh"
+#include "onepass/build16.cuh"
+#include "onepass/chain16.cuh"
+#include "onepass/onepass.h"
+#include "onepass/record16.h"
+
+namespace kda::detail::onepass {
+
+using ptx::fence_proxy_async_shared;
+using ptx::smem_u32;
+namespace wg = wgmma;
+using chain::kBuffer;
+using chain::kOTile;
+
+inline constexpr int kRing = 4;  // record buffers
+
+// A configuration: the chain on kChainGroups warpgroups (2: chain16.cuh's step; 1: its
+// step_one_group), kBuilders builder warpgroups; with at most two builders each asks for its next
+// sub-chunk's inputs before it builds this one (two input sets), with three the shared memory
+// holds one set each. Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
+// from the builders to the chain.
+template <int kChainGroups, int kBuilders>
+struct Config {
+  static constexpr int kThreadsAll = 128 * (kChainGroups + kBuilders);
+  static constexpr int kChainThreads = 128 * kChainGroups;
+  static constexpr bool kPrefetch = kBuilders <= 2;
+  static constexpr int kScratch =
+      ((kPrefetch ? 2 : 1) * build::kInBytes + build::kWorkBytes + 127) & ~127;
+  static constexpr int kSScratch = kRing * kBuffer;
+  static constexpr int kSO = kSScratch + kBuilders * kScratch;
+  static constexpr int kSFull = kSO + 2 * kOTile;      // kRing mbarriers: record c % kRing built
+  static constexpr int kSEmpty = kSFull + 8 * kRing;   // and: the chain is done with it
+  static constexpr int kSBytes = kSEmpty + 8 * kRing + 1024;  // + the base's alignment slack
+  // Registers per thread after setmaxnreg (0: none); two chain warpgroups need ~136, one ~215,
+  // a builder ~78 alone, more with the prefetch's loop state (at 104 it spills a value).
+  static constexpr int kChainRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : 232;
+  static constexpr int kBuilderRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : 88;
+  static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
+  static_assert(kChainThreads * kChainRegisters + 128 * kBuilders * kBuilderRegisters <= 65536,
+                "the register file");
+};
+
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// A plain arrival (release at CTA scope: the arriving thread's earlier writes, and those it
+// observed through a barrier, are visible to a thread whose wait sees the phase complete).
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// The stress mode's sleep: up to max_ns, pseudo-random in `salt`.
+__device__ __forceinline__ void jitter(int max_ns, uint32_t salt) {
+  if (max_ns > 0) {
+    uint32_t x = salt * 2654435761u;
+    x ^= x >> 15;
+    __nanosleep(x % static_cast<uint32_t>(max_ns));
+  }
+}
+template <int kRegisters>
+__device__ __forceinline__ void registers_up() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void registers_down() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+template <int kChainGroups, int kBuilders>
+__global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 1)
+    onepass_kernel(const OnepassArgs a) {
+  using C = Config<kChainGroups, kBuilders>;
+  constexpr int kSScratch = C::kSScratch, kSO = C::kSO, kScratch = C::kScratch;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;  // the swizzled tiles need 1024-byte alignment
+  unsigned char* const smem = smem_raw + (base - raw);
+  const int tid = threadIdx.x;
+  const int heads = a.in.heads;
+  const int rank = static_cast<int>(blockIdx.x / heads), h = static_cast<int>(blockIdx.x % heads);
+  const int s = a.order != nullptr ? a.order[rank] : rank;
+  const int64_t begin = a.in.cu != nullptr ? a.in.cu[s] : static_cast<int64_t>(s) * a.in.seq_len;
+  const int64_t end = a.in.cu != nullptr ? a.in.cu[s + 1] : begin + a.in.seq_len;
+  const int64_t chunks = (end - begin + kSub - 1) / kSub;
+  const uint32_t full = base + C::kSFull, empty = base + C::kSEmpty;
+  if (tid == 0) {
+    for (int b = 0; b < kRing; ++b) {
+      wg::mbarrier_init(full + 8 * b, 1);
+      wg::mbarrier_init(empty + 8 * b, 1);
+    }
+  }
+  __syncthreads();
+  // The warpgroup's role, in a register ptxas sees as warp-uniform (a wgmma under a branch it
+  // cannot prove uniform serializes every wgmma of the kernel).
+  const int group = __shfl_sync(0xffffffffu, tid / 128, 0);
+
+  if (group < kChainGroups) {  // ---- the chain
+    if constexpr (C::kChainRegisters > 0) registers_up<C::kChainRegisters>();
+    const int64_t state_offset = (static_cast<int64_t>(s) * heads + h) * kDim * kDim;
+    // State and step of the two- or one-warpgroup chain; the 256 16-byte units of an O tile go
+    // out by 256 / kChainThreads per thread.
+    using State = std::conditional_t<kChainGroups == 2, float[16][4], float[2][16][4]>;
+    State st;
+    if constexpr (kChainGroups == 2) {
+      chain::load_state(st, a.initial_state, state_offset, tid);
+    } else {
+      chain::load_state_one_group(st, a.initial_state, state_offset, tid);
+    }
+    auto copy_out = [&](int64_t c) {
+#pragma unroll
+      for (int u = tid; u < 256; u += C::kChainThreads) {
+        chain::copy_out(smem + kSO + (c & 1) * kOTile, a.out, a.out_stride, h,
+                        begin + c * kSub, end, u);
+      }
+    };
+    for (int64_t c = 0; c < chunks; ++c) {
+      named_sync(1, C::kChainThreads);  // every chain warp is done with sub-chunk c - 1
+      if (c > 0) {
+        if (tid == 0) mbarrier_arrive(empty + 8 * static_cast<uint32_t>((c - 1) % kRing));
+        copy_out(c - 1);
+      }
+      const uint32_t b = static_cast<uint32_t>(c % kRing);
+      wg::mbarrier_wait(full + 8 * b, static_cast<uint32_t>((c / kRing) & 1));
+      jitter(a.jitter_ns, static_cast<uint32_t>(c) * 977u + tid);
+      if constexpr (kChainGroups == 2) {
+        chain::step(st, base + b * kBuffer, smem + b * kBuffer, smem + kSO + (c & 1) * kOTile,
+                    tid);
+      } else {
+        chain::step_one_group(st, base + b * kBuffer, smem + b * kBuffer,
+                              smem + kSO + (c & 1) * kOTile, tid);
+      }
+    }
+    named_sync(1, C::kChainThreads);
+    if (chunks > 0) copy_out(chunks - 1);
+    if (a.final_state != nullptr) {
+      if constexpr (kChainGroups == 2) {
+        chain::store_state(st, a.final_state, state_offset, tid);
+      } else {
+        chain::store_state_one_group(st, a.final_state, state_offset, tid);
+      }
+    }
+  } else {  // ---- builder group - kChainGroups: sub-chunks builder, + kBuilders, ...
+    if constexpr (C::kBuilderRegisters > 0) registers_down<C::kBuilderRegisters>();
+    const int builder = group - kChainGroups, btid = tid & 127, bar = 2 + builder;
+    unsigned char* const scratch = smem + kSScratch + builder * kScratch;
+    unsigned char* const work = scratch + (C::kPrefetch ? 2 : 1) * build::kInBytes;
+    auto sub_chunk = [&](int64_t c) {
+      build::SubChunk sc;
+      sc.first_token = begin + c * kSub;
+      sc.rows = static_cast<int>(end - sc.first_token < kSub ? end - sc.first_token : kSub);
+      sc.at_chunk = (c & 3) == 0;
+      return sc;
+    };
+    if (C::kPrefetch && builder < chunks) {
+      build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
+    }
+    int set = 0;  // the input set sub-chunk c's loads went to
+    for (int64_t c = builder; c < chunks; c += kBuilders) {
+      if constexpr (C::kPrefetch) {
+        // The next sub-chunk's loads into the other set (its last reader, this builder's previous
+        // build, has passed the barrier that ended it); an empty group when there is none, so that
+        // this one's is always the second newest.
+        if (c + kBuilders < chunks) {
+          build::issue_loads(a.in, sub_chunk(c + kBuilders), h, btid,
+                             scratch + (set ^ 1) * build::kInBytes);
+        } else {
+          kda::detail::ptx::cp_async_commit();
+        }
+      } else {
+        build::issue_loads(a.in, sub_chunk(c), h, btid, scratch);
+      }
+      const uint32_t b = static_cast<uint32_t>(c % kRing);
+      const int64_t round = c / kRing;
+      if (round > 0) wg::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
+      build::build_sub_chunk<C::kPrefetch ? 1 : 0>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
+                                                   scratch + set * build::kInBytes, work,
+                                                   smem + b * kBuffer,
+                                                   [bar] { named_sync(bar, kWarpgroup); });
+      jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
+      fence_proxy_async_shared();  // the record's ordinary stores, for the chain's wgmma reads
+      named_sync(bar, kWarpgroup);   // the whole record is written; the scratch is free again
+      if (btid == 0) mbarrier_arrive(full + 8 * b);
+      if constexpr (C::kPrefetch) set ^= 1;
+    }
+  }
+}
+
+// Launches configuration (kChainGroups, kBuilders) on `args` (row_offsets_fit checked by the
+// caller); returns the launch's error.
+template <int kChainGroups, int kBuilders>
+cudaError_t launch_config(const OnepassArgs& args, cudaStream_t stream) {
+  using C = Config<kChainGroups, kBuilders>;
+  const cudaError_t e =
+      cudaFuncSetAttribute(onepass_kernel<kChainGroups, kBuilders>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
+  if (e != cudaSuccess) return e;
+  onepass_kernel<kChainGroups, kBuilders>
+      <<<static_cast<unsigned>(args.in.num_seqs) * static_cast<unsigned>(args.in.heads),
+         C::kThreadsAll, C::kSBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
+}  // namespace kda::detail::onepass

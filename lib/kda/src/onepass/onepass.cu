@@ -1,0 +1,53 @@
+// The library's one-pass forward (onepass.h): kernel.cuh's Config<1, 3>, and the longest-first
+// order of its grid's sequences.
+#include <cstdint>
+
+#include "onepass/kernel.cuh"
+#include "onepass/onepass.h"
+
+namespace kda::detail::onepass {
+namespace {
+
+constexpr int kOrderThreads = 256;
+
+// Thread s: the rank of sequence s among all num_seqs by (length descending, index ascending),
+// counted against every other sequence's length (staged through shared memory a tile at a time),
+// then order[rank] = s. O(N^2) comparisons over N threads: ~N / 256 shared-memory tiles per
+// thread, a few microseconds for thousands of sequences, and no workspace beyond `order`.
+__global__ void __launch_bounds__(kOrderThreads) order_by_length_kernel(const int32_t* cu,
+                                                                        int num_seqs,
+                                                                        int32_t* order) {
+  __shared__ int32_t tile[kOrderThreads];
+  const int s = static_cast<int>(blockIdx.x) * kOrderThreads + static_cast<int>(threadIdx.x);
+  const int32_t len = s < num_seqs ? cu[s + 1] - cu[s] : 0;
+  int rank = 0;
+  for (int t0 = 0; t0 < num_seqs; t0 += kOrderThreads) {
+    const int t = t0 + static_cast<int>(threadIdx.x);
+    tile[threadIdx.x] = t < num_seqs ? cu[t + 1] - cu[t] : -1;
+    __syncthreads();
+    const int count = min(kOrderThreads, num_seqs - t0);
+    for (int j = 0; j < count; ++j) {
+      const int32_t other = tile[j];
+      rank += (other > len || (other == len && t0 + j < s)) ? 1 : 0;
+    }
+    __syncthreads();
+  }
+  if (s < num_seqs) order[rank] = s;
+}
+
+}  // namespace
+
+cudaError_t launch(const OnepassArgs& args, cudaStream_t stream) {
+  if (!row_offsets_fit(args.in)) return cudaErrorInvalidValue;
+  return launch_config<1, kLibraryBuilders>(args, stream);
+}
+
+cudaError_t launch_order_by_length(const int32_t* cu, int num_seqs, int32_t* order,
+                                   cudaStream_t stream) {
+  if (num_seqs <= 0) return cudaErrorInvalidValue;
+  const unsigned blocks = static_cast<unsigned>((num_seqs + kOrderThreads - 1) / kOrderThreads);
+  order_by_length_kernel<<<blocks, kOrderThreads, 0, stream>>>(cu, num_seqs, order);
+  return cudaGetLastError();
+}
+
+}  // namespace kda::detail::onepass

@@ -1,0 +1,49 @@
+// The one-pass forward: one CTA per (sequence, head) builds every 16-token sub-chunk's factors
+// itself and runs the chain on them, so the only DRAM traffic is the inputs, the outputs and the
+// states (docs/design.md "The one-pass forward"). Warp-specialized (kernel.cuh):
+//   the chain   one warpgroup, the fp32 state S^T in wgmma accumulators (chain16.cuh
+//               step_one_group, 232 registers by setmaxnreg);
+//   3 builders  warpgroups at 88 registers, builder b taking sub-chunks b, b + 3, ... and writing
+//               each record (record16.h) into a ring of four shared-memory buffers
+//               (build16.cuh);
+// full / empty mbarriers hand the buffers over. One CTA per SM (202 KB of shared memory).
+// A chain is latency-bound (~2 us a sub-chunk on an H200), so the kernel is the library's choice
+// when the chains fill the SMs (forward.cu choose_forward_kernel); few long sequences keep the
+// two-kernel forward. Rows of sequence r of the grid: the sequences by decreasing length
+// (order_by_length), so the longest chains start first and the tail is short.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "onepass/record16.h"
+
+namespace kda::detail::onepass {
+
+struct OnepassArgs {
+  BuildInputs in;
+  __nv_bfloat16* out;          // [tokens][heads][128], every row of every sequence written
+  int64_t out_stride;          // elements between tokens
+  const float* initial_state;  // [N][H][128 keys][128 values] or null (zeros)
+  float* final_state;          // same layout, or null
+  const int32_t* order;        // device [num_seqs]: the sequence grid row r runs; null: r
+  int jitter_ns;  // tests' stress mode when > 0: every chain thread sleeps up to this long
+                  // (pseudo-random per thread and sub-chunk) after a record is handed to it and
+                  // before it reads it, every builder thread before it hands one over: a
+                  // hand-over that does not really wait then shows up as different bits
+};
+
+inline constexpr int kLibraryBuilders = 3;  // the library's configuration: kernel.cuh Config<1, 3>
+
+// The library's configuration: grid num_seqs x heads (rank-major), 512 threads; returns the
+// launch's error (cudaErrorInvalidValue for strides beyond row_offsets_fit).
+cudaError_t launch(const OnepassArgs& args, cudaStream_t stream);
+
+// order[r] = the sequence of rank r by decreasing length (cu[s + 1] - cu[s]), ties by index: a
+// deterministic longest-first schedule for the one-pass grid. `order` holds num_seqs int32.
+cudaError_t launch_order_by_length(const int32_t* cu, int num_seqs, int32_t* order,
+                                   cudaStream_t stream);
+
+}  // namespace kda::detail::onepass
