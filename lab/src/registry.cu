@@ -124,10 +124,6 @@ constexpr detail::ForwardLaunches kTwoKernels{detail::library_prep, detail::libr
 constexpr detail::ForwardLaunches kOnePass{detail::library_prep, detail::library_scan,
                                            detail::library_one_pass,
                                            detail::KernelChoice::one_pass};
-constexpr detail::ForwardKernels kOnePassKernels{
-    detail::kRecordBytes, 1,
-    "need v2w_mma or v2w_two_kernel; variant one_pass16 reads only the contract inputs (run "
-    "l2norm / gate_cumsum / the sigmoid first)"};
 
 // kda.h's entry points for the library's record and validation on other launches.
 template <const detail::ForwardLaunches& kLaunches>
@@ -140,17 +136,6 @@ void library_record_forward_stage(const ForwardParams& p, int stage, cudaStream_
   detail::check_stage("chunk_forward_stage", stage);
   kda::validate(p);
   detail::run_forward_stage(p, kLaunches, stage, stream);
-}
-
-void validate_one_pass(const ForwardParams& p) { detail::validate(p, kOnePassKernels); }
-void one_pass_forward(const ForwardParams& p, cudaStream_t stream) {
-  validate_one_pass(p);
-  detail::run_forward(p, kOnePass, stream);
-}
-void one_pass_forward_stage(const ForwardParams& p, int stage, cudaStream_t stream) {
-  detail::check_stage("chunk_forward_stage", stage);
-  validate_one_pass(p);
-  detail::run_forward_stage(p, kOnePass, stage, stream);
 }
 
 const Variant kVariants[] = {
@@ -187,9 +172,10 @@ const Variant kVariants[] = {
     {"one_pass16",
      "the library's one-pass kernel on every call: 16-token sub-chunks built by three builder "
      "warpgroups beside the chain's, the records in shared memory (the library's choice when the "
-     "chains fill the SMs)",
-     /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_one_pass, one_pass_forward, one_pass_forward_stage},
+     "chains fill the SMs); raw inputs activated by the builders",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePass>,
+     library_record_forward_stage<kOnePass>},
     {"v2w_mma",
      "the library's chunk_forward: per call the one pass (one_pass16) or the two kernels "
      "(v2w_two_kernel), by kernel_choice.h's time model",

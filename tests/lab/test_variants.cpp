@@ -75,12 +75,11 @@ TEST(LabVariants, Capabilities) {
     EXPECT_FALSE(variant(name).raw_inputs) << name;
     EXPECT_TRUE(variant(name).fused_q_norm_exact) << name;
   }
-  for (const char* name : {"v2_mma", "v2t_mma", "v2w_whole_chains", "v2w_two_kernel", "v2w_mma"}) {
+  for (const char* name :
+       {"v2_mma", "v2t_mma", "v2w_whole_chains", "v2w_two_kernel", "one_pass16", "v2w_mma"}) {
     EXPECT_TRUE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
-  EXPECT_FALSE(variant("one_pass16").raw_inputs);
-  EXPECT_FALSE(variant("one_pass16").fused_q_norm_exact);
 }
 
 // One record per (head, chunk slot) of each variant's size: v0's fp32 record, the bf16 v1 record
@@ -151,20 +150,7 @@ TEST(LabVariants, RawInputs) {
     k_only.fuse_k_l2norm = true;
     expect_error([&] { v.validate(k_only); }, ErrorCode::unsupported, "raw inputs");
   }
-  // The one pass reads only the contract inputs; the library's chunk_forward then runs the two
-  // kernels (kernel_choice.h one_pass_reads), a forced one pass refuses them.
-  {
-    const Variant& v = variant("one_pass16");
-    const std::string fragment =
-        "chunk_forward: raw inputs (GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm) "
-        "need v2w_mma or v2w_two_kernel; variant one_pass16 reads only the contract inputs";
-    expect_error([&] { v.validate(raw_forward(v)); }, ErrorCode::unsupported, fragment);
-    expect_error([&] { v.forward(raw_forward(v), nullptr); }, ErrorCode::unsupported, fragment);
-    kda::ForwardParams beta_bf16 = dense_forward(v);
-    beta_bf16.beta_dtype = kda::DType::bf16;
-    expect_error([&] { v.validate(beta_bf16); }, ErrorCode::unsupported, "raw inputs");
-  }
-  for (const char* name : {"v2_mma", "v2t_mma", "v2w_two_kernel", "v2w_mma"}) {
+  for (const char* name : {"v2_mma", "v2t_mma", "v2w_two_kernel", "one_pass16", "v2w_mma"}) {
     const Variant& v = variant(name);
     kda::ForwardParams p = raw_forward(v);
     EXPECT_NO_THROW(v.validate(p)) << name;

@@ -145,9 +145,9 @@ void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t str
   if (!one_pass_reads(p)) {
     throw Error(ErrorCode::unsupported,
                 std::string(kWhere) +
-                    ": the one-pass kernel reads the contract's inputs only (GateInput::chunk_log2, "
-                    "fp32 beta probabilities, normalized k, token strides below 2^26 elements): "
-                    "run the library's chunk_forward, which picks the two-kernel forward for these");
+                    ": the one-pass kernel addresses 16 token rows with 32-bit offsets, so token "
+                    "strides must stay below 2^26 elements: run the library's chunk_forward, which "
+                    "picks the two-kernel forward for these");
   }
   onepass::OnepassArgs a{};
   onepass::BuildInputs& in = a.in;
@@ -168,6 +168,7 @@ void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t str
   a.out_stride = resolved(p.out_token_stride, p.heads);
   a.initial_state = p.initial_state;
   a.final_state = p.final_state;
+  a.raw = raw_prep_args(p);
   // Packed sequences run longest first (dense ones are all the same length): their order goes
   // to the workspace's first num_seqs int32 (validation sized it for the records, far more).
   if (plan.packed) {

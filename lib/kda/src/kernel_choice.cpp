@@ -23,6 +23,10 @@ constexpr double kOnePassChainUs = 4.0;
 constexpr double kPrepChunkSmUs = 7.3;
 constexpr double kScanChunkUs = 2.07;
 constexpr double kScanChunkSmUs = 2.8;
+// Raw inputs: the raw PREP's time over the contract one's (81bb58c .. d682e8f: 1.17 - 1.19), and
+// the one pass's step with the gate activation and k's norm on its builders (predicted).
+constexpr double kRawPrepFactor = 1.19;
+constexpr double kRawOnePassStepFactor = 1.10;
 // The one pass must be estimated this much faster: the model's error on the measured shapes is a
 // few percent, and the two kernels are the better-known quantity.
 constexpr double kOnePassMargin = 0.95;
@@ -44,10 +48,6 @@ const char* to_string(ForwardKernel kernel) {
 }
 
 bool one_pass_reads(const ForwardParams& p) {
-  if (p.gate_input != GateInput::chunk_log2 || p.beta_input != BetaInput::probability ||
-      p.beta_dtype != DType::f32 || p.fuse_k_l2norm) {
-    return false;
-  }
   const auto resolved = [&](int64_t stride) {
     return stride == 0 ? static_cast<int64_t>(p.heads) * kHeadDim : stride;
   };
@@ -59,7 +59,8 @@ bool one_pass_reads(const ForwardParams& p) {
   return onepass::row_offsets_fit(in);
 }
 
-ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count) {
+ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
+                                         bool raw) {
   ForwardEstimate e;
   const double sms = std::max(sm_count, 1);
   // Longest first; the totals over every sequence.
@@ -76,14 +77,14 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
 
   // Two kernels: PREP over every chunk-head, then SCAN.
   const double chunk_heads = chunks * heads;
-  e.two_kernel_us = kPrepChunkSmUs * chunk_heads / sms +
+  e.two_kernel_us = (raw ? kRawPrepFactor : 1.0) * kPrepChunkSmUs * chunk_heads / sms +
                     std::max(kScanChunkUs * static_cast<double>(longest_chunks),
                              kScanChunkSmUs * chunk_heads / sms);
 
   // One pass: chains longest first, each to the SM that frees first.
-  const auto chain_us = [](int64_t length) {
-    return kOnePassStepUs * static_cast<double>(ceil_div(length, onepass::kSub)) +
-           kOnePassChainUs;
+  const double step_us = (raw ? kRawOnePassStepFactor : 1.0) * kOnePassStepUs;
+  const auto chain_us = [step_us](int64_t length) {
+    return step_us * static_cast<double>(ceil_div(length, onepass::kSub)) + kOnePassChainUs;
   };
   if (chains == 0) {
     e.one_pass_us = 0;
@@ -110,11 +111,12 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
   return e;
 }
 
-ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count) {
+ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
+                                 bool raw) {
   std::vector<LengthGroup> groups;
   groups.reserve(lengths.size());
   for (const int64_t len : lengths) groups.push_back({len, 1});
-  return estimate_forward_grouped(std::move(groups), heads, sm_count);
+  return estimate_forward_grouped(std::move(groups), heads, sm_count, raw);
 }
 
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count) {
@@ -128,7 +130,9 @@ ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count) {
   } else {
     groups.push_back({p.tokens, p.batch});
   }
-  const ForwardEstimate e = estimate_forward_grouped(std::move(groups), p.heads, sm_count);
+  const bool raw = p.gate_input == GateInput::raw || p.beta_input == BetaInput::logits ||
+                   p.beta_dtype == DType::bf16 || p.fuse_k_l2norm;
+  const ForwardEstimate e = estimate_forward_grouped(std::move(groups), p.heads, sm_count, raw);
   return e.one_pass_us < kOnePassMargin * e.two_kernel_us ? ForwardKernel::one_pass
                                                           : ForwardKernel::two_kernel;
 }

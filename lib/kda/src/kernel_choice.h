@@ -23,25 +23,30 @@ struct ForwardEstimate {
   double two_kernel_us = 0;
 };
 
-// Whether the one-pass kernel reads these inputs: the contract's gate (GateInput::chunk_log2),
-// beta probabilities in fp32, normalized k, and strides whose 16 rows fit 32-bit offsets. The
-// rest (raw inputs, huge strides) run on the two kernels.
+// Whether the one-pass kernel reads these inputs: every input option (the contract's and the raw
+// ones) with token strides whose 16 rows fit 32-bit offsets (below 2^26 elements); larger strides
+// run on the two kernels.
 bool one_pass_reads(const ForwardParams& p);
 
-// The model, for `lengths` (tokens per sequence; the same for each of `heads`) on `sm_count` SMs:
+// The model, for `lengths` (tokens per sequence; the same for each of `heads`) on `sm_count` SMs,
+// with raw inputs (`raw`: any of kda.h's raw options) or the contract's:
 //   one pass    the chains (heads x sequences) longest first on one CTA per SM (list
 //               scheduling, simulated; beyond 16,384 chains its bound total / SMs + longest),
 //               each chain 2.0 us a 16-token sub-chunk plus 4 us to fill the ring and move the
 //               state;
 //   two kernels PREP 7.3 SM-us a 64-token chunk-head, then SCAN the larger of its latency
-//               (2.07 us a chunk of the longest chain) and its throughput (2.8 SM-us a chunk-head).
+//               (2.07 us a chunk of the longest chain) and its throughput (2.8 SM-us a chunk-head);
+//   raw inputs  the raw PREP 1.19x the contract's (measured); the one pass's step 1.1x (predicted:
+//               the activation and k's norm on the builders, docs/perf-notes.md).
 // `lengths` may also come as groups of equal lengths (a dense batch is one group).
 struct LengthGroup {
   int64_t length = 0;  // tokens
   int64_t count = 0;   // sequences
 };
-ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count);
-ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count);
+ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
+                                         bool raw = false);
+ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
+                                 bool raw = false);
 
 // The kernel chunk_forward runs for validated params on a device of `sm_count` SMs: the one pass
 // when it reads the inputs and its estimate is below 0.95x the two kernels'.

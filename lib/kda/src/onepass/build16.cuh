@@ -30,15 +30,25 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "device/ptx.cuh"
+#include "device/wgmma.cuh"  // mbarrier_wait
+#include "gate_activation.cuh"
 #include "l2norm_row.cuh"
 #include "onepass/record16.h"
 #include "prep/prep_chunk.cuh"  // deferred_row_norm
+#include "raw_inputs.h"
 
 namespace kda::detail::onepass::build {
 
 using namespace kda::detail::ptx;  // NOLINT: the PTX wrappers are this file's vocabulary
+using kda::detail::gate_log2;
+using kda::detail::gate_second_half_base;
+using kda::detail::gate_sigmoid;
+using kda::detail::GateChannel;
+using kda::detail::RawPrepArgs;
+using kda::detail::sigmoid_fast;
 
 // ---- Shared memory (bytes). 16-bit tiles have 136-element rows (272 bytes): ldmatrix's 8 row
 // addresses then fall in 8 distinct 16-byte bank groups. fp32 16 x 16 tiles have 24-float rows.
@@ -102,18 +112,16 @@ __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void* gmem_sr
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_dst), "l"(gmem_src)
                : "memory");
 }
-// Phase 1 for sub-chunk `sc` of head h into the input set `in` (16-byte aligned) by thread tid
-// (0 .. 127) of a warpgroup: its cp.async copies form one group, committed here. Each tensor's
-// first row is one 64-bit address, the rows after it 32-bit offsets (record16.h row_offsets_fit).
-__device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk& sc, int h, int tid,
-                                            unsigned char* in) {
+// Phase 1's q, k, v rows of sub-chunk `sc` of head h into the input set `in` by thread tid
+// (0 .. 127) of a warpgroup, cp.async (rows >= n: zeros by selection). Each tensor's first row is
+// one 64-bit address, the rows after it 32-bit offsets (record16.h row_offsets_fit).
+__device__ __forceinline__ void issue_qkv(const BuildInputs& a, const SubChunk& sc, int h, int tid,
+                                          unsigned char* in) {
   const int n = sc.rows;
   const int64_t head_offset = static_cast<int64_t>(h) * kDim;
-  const int gate_row = a.heads * kDim;
   const __nv_bfloat16* const q0 = a.q + sc.first_token * a.q_stride + head_offset;
   const __nv_bfloat16* const k0 = a.k + sc.first_token * a.k_stride + head_offset;
   const __nv_bfloat16* const v0 = a.v + sc.first_token * a.v_stride + head_offset;
-  const float* const g0 = a.gate + sc.first_token * gate_row + head_offset;
   const int qs = static_cast<int>(a.q_stride), ks = static_cast<int>(a.k_stride),
             vs = static_cast<int>(a.v_stride);
 #pragma unroll
@@ -131,20 +139,39 @@ __device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk
       *reinterpret_cast<uint4*>(in + s16(kSV, i, c)) = z;
     }
   }
+}
+// The contract's G (rows >= n repeat row n - 1) and the row before it, Gs (0 at a 64-token
+// chunk's start), from `gate` [tokens][heads][128] fp32, cp.async.
+__device__ __forceinline__ void issue_gate(const float* gate, int heads, const SubChunk& sc, int h,
+                                           int tid, unsigned char* in) {
+  const int n = sc.rows;
+  const int gate_row = heads * kDim;
+  const float* const g0 = gate + sc.first_token * gate_row + static_cast<int64_t>(h) * kDim;
 #pragma unroll
-  for (int it = 0; it < 4; ++it) {  // G: 16 rows x 32 units; rows >= n repeat row n - 1
+  for (int it = 0; it < 4; ++it) {  // G: 16 rows x 32 units
     const int u = tid + kWarpgroup * it;
     const int i = u >> 5, c = 4 * (u & 31);
     cp_async16(smem_u32(in + sg(i, c)), g0 + (min(i, n - 1) * gate_row + c));
   }
-  if (tid < 32) {  // the row before: Gs (0 at a 64-token chunk's start)
+  if (tid < 32) {
     const int c = 4 * tid;
     if (sc.at_chunk) {
       *reinterpret_cast<float4*>(in + kSGs + 4 * c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     } else {
       cp_async16(smem_u32(in + kSGs + 4 * c), g0 + (c - gate_row));
     }
-  } else if (tid < 32 + kSub) {  // beta
+  }
+}
+
+// Phase 1 for sub-chunk `sc` of head h (the contract's inputs) into the input set `in` (16-byte
+// aligned) by thread tid (0 .. 127) of a warpgroup: its cp.async copies form one group, committed
+// here.
+__device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk& sc, int h, int tid,
+                                            unsigned char* in) {
+  const int n = sc.rows;
+  issue_qkv(a, sc, h, tid, in);
+  issue_gate(a.gate, a.heads, sc, h, tid, in);
+  if (tid >= 32 && tid < 32 + kSub) {  // beta
     const int i = tid - 32;
     if (i < n) {
       cp_async4(smem_u32(in + kSBeta + 4 * i), a.beta + (sc.first_token * a.heads + h) + i * a.heads);
@@ -155,6 +182,117 @@ __device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk
   cp_async_commit();
 }
 
+// ---- Raw inputs (raw_inputs.h: GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm).
+// The raw gate's cumsum runs along each 64-token chunk, across the sub-chunks that different
+// builders build: sub-chunk c's builder continues the running sums of c - 1's (and, in a chunk's
+// second half, takes the first half's total as its base), exactly in gate_activation.cuh's order,
+// so G is gate_cumsum's bit for bit. The running sums go from sub-chunk to sub-chunk through a
+// ring of kCarrySlots shared-memory rows, each with an mbarrier of 128 arrivals (one per channel).
+// A slot is reused by sub-chunk c + kCarrySlots only after its readers c + 1 and c + 2 are done:
+// that builder waits for ring buffer (c + kCarrySlots) % 4, which the chain frees after step
+// c + kCarrySlots - 4 >= c + 2, whose record was built after its prologue read the slot.
+inline constexpr int kCarrySlots = 8;
+struct GateCarry {
+  float* running;    // shared [kCarrySlots][128]: the running sum at sub-chunk c's last row
+  uint32_t barrier;  // shared address of kCarrySlots mbarriers, 8 bytes apart
+};
+// Where the raw gate tile lands: the work region, unused until phase 2 ([16][128] bf16 or fp32).
+constexpr int kSRawGate = 0;
+static_assert(kSRawGate + kSub * kDim * 4 <= kSA, "the raw gate tile fits before A_kk");
+
+// Phase 1 for raw inputs: q, k (raw when fuse_k_l2norm), v; the raw gate's rows < n into the work
+// region (or G and Gs as the contract's when the gate is not raw); beta by a plain load whose value
+// (thread < n < 16: row tid's, a logit if beta_logits) the prologue stores, so its latency passes
+// under the copies. One cp.async group, committed here.
+__device__ __forceinline__ float issue_raw_loads(const BuildInputs& a, const RawPrepArgs& raw,
+                                                 const SubChunk& sc, int h, int tid,
+                                                 unsigned char* in, unsigned char* work) {
+  const int n = sc.rows;
+  issue_qkv(a, sc, h, tid, in);
+  if (raw.raw_gate) {  // uniform
+    const int64_t at = (sc.first_token * a.heads + h) * kDim;
+    const int gate_row = a.heads * kDim;
+    if (raw.gate_bf16) {  // 16 rows x 16 units
+      const auto* g0 = static_cast<const __nv_bfloat16*>(raw.gate) + at;
+#pragma unroll
+      for (int it = 0; it < 2; ++it) {
+        const int u = tid + kWarpgroup * it;
+        const int i = u >> 4, c = 8 * (u & 15);
+        if (i < n) cp_async16(smem_u32(work + kSRawGate + 2 * (i * kDim + c)), g0 + (i * gate_row + c));
+      }
+    } else {  // 16 rows x 32 units
+      const auto* g0 = static_cast<const float*>(raw.gate) + at;
+#pragma unroll
+      for (int it = 0; it < 4; ++it) {
+        const int u = tid + kWarpgroup * it;
+        const int i = u >> 5, c = 4 * (u & 31);
+        if (i < n) cp_async16(smem_u32(work + kSRawGate + 4 * (i * kDim + c)), g0 + (i * gate_row + c));
+      }
+    }
+  } else {
+    issue_gate(static_cast<const float*>(raw.gate), a.heads, sc, h, tid, in);
+  }
+  cp_async_commit();
+  float beta = 0.0f;
+  if (tid < n) {
+    const int64_t at = (sc.first_token + tid) * a.heads + h;
+    beta = raw.beta_bf16 ? kda::detail::load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
+                         : kda::detail::load_as_float(static_cast<const float*>(raw.beta) + at);
+  }
+  return beta;
+}
+
+// The raw-input prologue of sub-chunk c (index within its sequence) by thread tid = channel tid,
+// between the load barrier and phase 2: beta (rows >= n: 0), and with the raw gate this channel's
+// G rows from the raw tile, the row before Gs, and its running sum handed on to c + 1.
+// `channel`, `scale`: gate_activation.cuh's gate_channel(A_log[h], dt_bias[h, tid]) and
+// gate_scale(lower_bound).
+__device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel channel,
+                                             float scale, int64_t c, int n, float beta,
+                                             const GateCarry& carry, int tid, unsigned char* in,
+                                             const unsigned char* work) {
+  if (tid < kSub) {
+    float b = 0.0f;
+    if (tid < n) b = raw.beta_logits ? sigmoid_fast(beta) : beta;
+    *reinterpret_cast<float*>(in + kSBeta + 4 * tid) = b;
+  }
+  if (!raw.raw_gate) return;  // uniform: G and Gs came with the copies
+  const int position = static_cast<int>(c & 3);  // in the 64-token chunk
+  float running = 0.0f, base = -0.0f, gs = 0.0f;  // a chunk's first sub-chunk: Gs = 0
+  if (position != 0) {
+    const int64_t prev = c - 1;
+    kda::detail::wgmma::mbarrier_wait(carry.barrier + 8 * static_cast<uint32_t>(prev % kCarrySlots),
+                                      static_cast<uint32_t>((prev / kCarrySlots) & 1));
+    const float before = carry.running[(prev % kCarrySlots) * kDim + tid];
+    if (position == 2) {  // the second half: from 0 again, on the first half's total
+      base = gate_second_half_base(scale, before);
+      gs = gate_log2(before, scale, -0.0f);
+    } else {
+      running = before;
+      if (position == 3) {  // c - 2's slot: the first half's total (seen by c - 1, so visible)
+        base = gate_second_half_base(scale, carry.running[((c - 2) % kCarrySlots) * kDim + tid]);
+      }
+      gs = gate_log2(running, scale, base);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kSub; ++i) {  // rows >= n add nothing: G_{n-1} again
+    if (i < n) {
+      const float g = raw.gate_bf16
+                          ? kda::detail::load_as_float(reinterpret_cast<const __nv_bfloat16*>(
+                                work + kSRawGate + 2 * (i * kDim + tid)))
+                          : *reinterpret_cast<const float*>(work + kSRawGate + 4 * (i * kDim + tid));
+      running = __fadd_rn(running, gate_sigmoid(g, channel));
+    }
+    *reinterpret_cast<float*>(in + sg(i, tid)) = gate_log2(running, scale, base);
+  }
+  *reinterpret_cast<float*>(in + kSGs + 4 * tid) = gs;
+  carry.running[(c % kCarrySlots) * kDim + tid] = running;
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
+                   carry.barrier + 8 * static_cast<uint32_t>(c % kCarrySlots))
+               : "memory");
+}
+
 // Phases 2 - 5: sub-chunk `sc`'s factors into `rec` (a record's 23,040 bytes, global or shared:
 // the same bits) by the 128 threads tid = 0 .. 127 of a warpgroup, from the input set `in` whose
 // issue_loads group is this thread's kPending-th newest still in flight (0: the newest), with
@@ -162,14 +300,26 @@ __device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk
 // threads. Both regions are free again once the caller's barrier after this call has passed; the
 // record's writes are ordinary stores (a consumer that reads them through the async proxy needs a
 // proxy fence first).
-template <int kPending, class Sync>
+// With raw inputs `prologue()` runs after the load barrier (raw_prologue: beta, G, Gs), followed
+// by a barrier of its own, and fuse_k_l2norm normalizes raw k's rows in phase 2 (the factor
+// applied to k in fp32 before every use: the grams' operands, W's right-hand side, KG).
+struct NoPrologue {
+  __device__ void operator()() const {}
+};
+template <int kPending, class Sync, class Prologue = NoPrologue>
 __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_l2norm, int tid,
                                                 unsigned char* in, unsigned char* work,
-                                                unsigned char* rec, const Sync& sync) {
+                                                unsigned char* rec, const Sync& sync,
+                                                bool fuse_k_l2norm = false,
+                                                const Prologue& prologue = Prologue{}) {
   const int lane = tid & 31, warp = tid >> 5;
   const int n = sc.rows;
   cp_async_wait_pending<kPending>();
   sync();
+  if constexpr (!std::is_same_v<Prologue, NoPrologue>) {
+    prologue();
+    sync();
+  }
 
   // ---- 2: the elementwise factors of rows warp + 4 r, channels d0 .. d0 + 3.
   {
@@ -199,6 +349,12 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
       if (fuse_q_l2norm) {  // uniform
         bool rescaled;
         qscale *= kda::detail::prep::deferred_row_norm<32, 4>(q, rescaled);  // huge rows: q rescaled
+      }
+      if (fuse_k_l2norm) {  // uniform: raw k normalized (huge rows rescaled first, exactly)
+        bool rescaled;
+        const float r = kda::detail::prep::deferred_row_norm<32, 4>(k, rescaled);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) k[e] *= r;
       }
       const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
       float rk[4], rq[4], ck[4], rhs[4], qp[4], kg[4];

@@ -38,7 +38,7 @@ inline constexpr int kRing = 4;  // record buffers
 // sub-chunk's inputs before it builds this one (two input sets), with three the shared memory
 // holds one set each. Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
 // from the builders to the chain.
-template <int kChainGroups, int kBuilders>
+template <int kChainGroups, int kBuilders, bool kRaw = false>
 struct Config {
   static constexpr int kThreadsAll = 128 * (kChainGroups + kBuilders);
   static constexpr int kChainThreads = 128 * kChainGroups;
@@ -49,12 +49,21 @@ struct Config {
   static constexpr int kSO = kSScratch + kBuilders * kScratch;
   static constexpr int kSFull = kSO + 2 * kOTile;      // kRing mbarriers: record c % kRing built
   static constexpr int kSEmpty = kSFull + 8 * kRing;   // and: the chain is done with it
-  static constexpr int kSBytes = kSEmpty + 8 * kRing + 1024;  // + the base's alignment slack
+  // Raw inputs: the gate's running sums from sub-chunk to sub-chunk and their mbarriers.
+  static constexpr int kSCarry = kSEmpty + 8 * kRing;
+  static constexpr int kSCarryBars = kSCarry + (kRaw ? build::kCarrySlots * kDim * 4 : 0);
+  static constexpr int kSBytes =
+      kSCarryBars + (kRaw ? 8 * build::kCarrySlots : 0) + 1024;  // + the base's alignment slack
   // Registers per thread after setmaxnreg (0: none); two chain warpgroups need ~136, one ~215,
   // a builder ~78 alone, more with the prefetch's loop state (at 104 it spills a value).
-  static constexpr int kChainRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : 232;
-  static constexpr int kBuilderRegisters = kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : 88;
+  // The raw-input builders hold their gate channel and carry beside the build: 96, the chain 224
+  // (the whole register file; at 216 the chain spills).
+  static constexpr int kChainRegisters =
+      kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : kRaw ? 224 : 232;
+  static constexpr int kBuilderRegisters =
+      kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : kRaw ? 96 : 88;
   static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
+  static_assert(!kRaw || !kPrefetch, "raw inputs: one input set per builder (issue_raw_loads' beta)");
   static_assert(kChainThreads * kChainRegisters + 128 * kBuilders * kBuilderRegisters <= 65536,
                 "the register file");
 };
@@ -84,10 +93,10 @@ __device__ __forceinline__ void registers_down() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
-template <int kChainGroups, int kBuilders>
-__global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 1)
+template <int kChainGroups, int kBuilders, bool kRaw>
+__global__ void __launch_bounds__(Config<kChainGroups, kBuilders, kRaw>::kThreadsAll, 1)
     onepass_kernel(const OnepassArgs a) {
-  using C = Config<kChainGroups, kBuilders>;
+  using C = Config<kChainGroups, kBuilders, kRaw>;
   constexpr int kSScratch = C::kSScratch, kSO = C::kSO, kScratch = C::kScratch;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -105,6 +114,11 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 
     for (int b = 0; b < kRing; ++b) {
       wg::mbarrier_init(full + 8 * b, 1);
       wg::mbarrier_init(empty + 8 * b, 1);
+    }
+    if constexpr (kRaw) {
+      for (int b = 0; b < build::kCarrySlots; ++b) {
+        wg::mbarrier_init(base + C::kSCarryBars + 8 * b, kWarpgroup);
+      }
     }
   }
   __syncthreads();
@@ -169,6 +183,17 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 
       sc.at_chunk = (c & 3) == 0;
       return sc;
     };
+    // Raw inputs: this thread's gate channel (A_log[h], dt_bias[h, btid]) and the carry ring.
+    [[maybe_unused]] kda::detail::GateChannel channel{};
+    [[maybe_unused]] float gate_scale = 0.0f;
+    [[maybe_unused]] const build::GateCarry carry{
+        reinterpret_cast<float*>(smem + C::kSCarry), base + C::kSCarryBars};
+    if constexpr (kRaw) {
+      if (a.raw.raw_gate) {
+        channel = kda::detail::gate_channel(a.raw.a_log[h], a.raw.dt_bias[h * kDim + btid]);
+        gate_scale = kda::detail::gate_scale(a.raw.lower_bound);
+      }
+    }
     if (C::kPrefetch && builder < chunks) {
       build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
     }
@@ -184,16 +209,27 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 
         } else {
           kda::detail::ptx::cp_async_commit();
         }
-      } else {
+      } else if constexpr (!kRaw) {
         build::issue_loads(a.in, sub_chunk(c), h, btid, scratch);
       }
+      [[maybe_unused]] float beta = 0.0f;
+      if constexpr (kRaw) beta = build::issue_raw_loads(a.in, a.raw, sub_chunk(c), h, btid, scratch, work);
       const uint32_t b = static_cast<uint32_t>(c % kRing);
       const int64_t round = c / kRing;
       if (round > 0) wg::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
-      build::build_sub_chunk<C::kPrefetch ? 1 : 0>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
-                                                   scratch + set * build::kInBytes, work,
-                                                   smem + b * kBuffer,
-                                                   [bar] { named_sync(bar, kWarpgroup); });
+      const auto sync = [bar] { named_sync(bar, kWarpgroup); };
+      if constexpr (kRaw) {
+        const build::SubChunk sc = sub_chunk(c);
+        build::build_sub_chunk<0>(sc, a.in.fuse_q_l2norm, btid, scratch, work, smem + b * kBuffer,
+                                  sync, a.raw.fuse_k_l2norm, [&] {
+                                    build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta,
+                                                        carry, btid, scratch, work);
+                                  });
+      } else {
+        build::build_sub_chunk<C::kPrefetch ? 1 : 0>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
+                                                     scratch + set * build::kInBytes, work,
+                                                     smem + b * kBuffer, sync);
+      }
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
       fence_proxy_async_shared();  // the record's ordinary stores, for the chain's wgmma reads
       named_sync(bar, kWarpgroup);   // the whole record is written; the scratch is free again
@@ -203,16 +239,16 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders>::kThreadsAll, 
   }
 }
 
-// Launches configuration (kChainGroups, kBuilders) on `args` (row_offsets_fit checked by the
-// caller); returns the launch's error.
-template <int kChainGroups, int kBuilders>
+// Launches configuration (kChainGroups, kBuilders), the raw-input kernel when kRaw, on `args`
+// (row_offsets_fit checked by the caller); returns the launch's error.
+template <int kChainGroups, int kBuilders, bool kRaw = false>
 cudaError_t launch_config(const OnepassArgs& args, cudaStream_t stream) {
-  using C = Config<kChainGroups, kBuilders>;
+  using C = Config<kChainGroups, kBuilders, kRaw>;
   const cudaError_t e =
-      cudaFuncSetAttribute(onepass_kernel<kChainGroups, kBuilders>,
+      cudaFuncSetAttribute(onepass_kernel<kChainGroups, kBuilders, kRaw>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
   if (e != cudaSuccess) return e;
-  onepass_kernel<kChainGroups, kBuilders>
+  onepass_kernel<kChainGroups, kBuilders, kRaw>
       <<<static_cast<unsigned>(args.in.num_seqs) * static_cast<unsigned>(args.in.heads),
          C::kThreadsAll, C::kSBytes, stream>>>(args);
   return cudaGetLastError();

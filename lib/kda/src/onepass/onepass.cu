@@ -39,7 +39,8 @@ __global__ void __launch_bounds__(kOrderThreads) order_by_length_kernel(const in
 
 cudaError_t launch(const OnepassArgs& args, cudaStream_t stream) {
   if (!row_offsets_fit(args.in)) return cudaErrorInvalidValue;
-  return launch_config<1, kLibraryBuilders>(args, stream);
+  return args.raw.any() ? launch_config<1, kLibraryBuilders, true>(args, stream)
+                        : launch_config<1, kLibraryBuilders>(args, stream);
 }
 
 cudaError_t launch_order_by_length(const int32_t* cu, int num_seqs, int32_t* order,

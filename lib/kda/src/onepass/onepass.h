@@ -19,11 +19,13 @@
 #include <cstdint>
 
 #include "onepass/record16.h"
+#include "raw_inputs.h"
 
 namespace kda::detail::onepass {
 
 struct OnepassArgs {
-  BuildInputs in;
+  BuildInputs in;   // the contract's inputs (gate and beta typed; unused where raw reads them)
+  RawPrepArgs raw;  // raw inputs (raw_inputs.h): the raw-input kernel runs when raw.any()
   __nv_bfloat16* out;          // [tokens][heads][128], every row of every sequence written
   int64_t out_stride;          // elements between tokens
   const float* initial_state;  // [N][H][128 keys][128 values] or null (zeros)
@@ -37,8 +39,9 @@ struct OnepassArgs {
 
 inline constexpr int kLibraryBuilders = 3;  // the library's configuration: kernel.cuh Config<1, 3>
 
-// The library's configuration: grid num_seqs x heads (rank-major), 512 threads; returns the
-// launch's error (cudaErrorInvalidValue for strides beyond row_offsets_fit).
+// The library's configuration (the raw-input kernel when args.raw.any()): grid num_seqs x heads
+// (rank-major), 512 threads; returns the launch's error (cudaErrorInvalidValue for strides beyond
+// row_offsets_fit).
 cudaError_t launch(const OnepassArgs& args, cudaStream_t stream);
 
 // order[r] = the sequence of rank r by decreasing length (cu[s + 1] - cu[s]), ties by index: a
