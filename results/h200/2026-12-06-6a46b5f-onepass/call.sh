@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The one-pass forward in the library (7d97994): GPU tests, kda-check of the library (v2w_mma: the
+# The one-pass forward in the library (6a46b5f): GPU tests, kda-check of the library (v2w_mma: the
 # one pass on the many-chain shapes) and of the forced one pass (one_pass16) on every shape file,
 # kda-bench of the library against its two kernels on every call (v2w_two_kernel) in both gate
-# regimes, sanitizers on the one pass, the lab's bit-for-bit checks (delayed hand-overs):
-#   run(command="bash results/h200/2026-12-06-7d97994-onepass/call.sh", carry=[".device/new"])
+# regimes (fused, explicit, raw), sanitizers on the one pass (contract and raw), the lab's bit-for-bit checks (delayed hand-overs):
+#   run(command="bash results/h200/2026-12-06-6a46b5f-onepass/call.sh", carry=[".device/new"])
 set -u
 B=.device/new/bin
 DEADLINE=${DEADLINE:-570}
