@@ -16,6 +16,7 @@ namespace {
 using kda::detail::choose_forward_kernel;
 using kda::detail::estimate_forward;
 using kda::detail::ForwardKernel;
+using kda::detail::one_pass_precise_enough;
 using kda::detail::one_pass_reads;
 
 constexpr int kH200Sms = 132;
@@ -39,25 +40,41 @@ kda::ForwardParams contract_call(const std::vector<int32_t>& cu, int heads) {
   p.cu_seqlens = reinterpret_cast<const int32_t*>(0x1000);  // device pointer: not dereferenced
   p.cu_seqlens_host = cu.data();
   p.num_seqs = static_cast<int>(cu.size()) - 1;
+  p.fuse_q_l2norm = true;  // the fused path: the one pass's precise enough path
   return p;
 }
 
-// Every input option, raw ones included; the raw inputs' model makes both kernels slower and
-// keeps the same choice on the many-chain shapes.
+// Every input option, raw ones included; the library takes it for the fused contract path only
+// (its precision elsewhere is above the long-memory bar); the raw inputs' model makes both
+// kernels slower.
 TEST(KernelChoice, OnePassReadsEveryInputOptionWithinItsStrides) {
   const std::vector<int32_t> cu = offsets(kUniform8);
   const kda::ForwardParams contract = contract_call(cu, 96);
   EXPECT_TRUE(one_pass_reads(contract));
+  EXPECT_TRUE(one_pass_precise_enough(contract));
+  EXPECT_EQ(choose_forward_kernel(contract, kH200Sms), ForwardKernel::one_pass);
   kda::ForwardParams p = contract;
-  p.fuse_q_l2norm = true;
+  p.fuse_q_l2norm = false;  // the explicit path
   EXPECT_TRUE(one_pass_reads(p));
+  EXPECT_FALSE(one_pass_precise_enough(p));
+  EXPECT_EQ(choose_forward_kernel(p, kH200Sms), ForwardKernel::two_kernel);
+  p = contract;
   p.gate_input = kda::GateInput::raw;
   p.gate_dtype = kda::DType::bf16;
   p.beta_input = kda::BetaInput::logits;
   p.beta_dtype = kda::DType::bf16;
   p.fuse_k_l2norm = true;
   EXPECT_TRUE(one_pass_reads(p));
-  EXPECT_EQ(choose_forward_kernel(p, kH200Sms), ForwardKernel::one_pass);
+  EXPECT_FALSE(one_pass_precise_enough(p));
+  EXPECT_EQ(choose_forward_kernel(p, kH200Sms), ForwardKernel::two_kernel);
+  for (const auto edit : {+[](kda::ForwardParams& x) { x.gate_input = kda::GateInput::raw; },
+                          +[](kda::ForwardParams& x) { x.beta_input = kda::BetaInput::logits; },
+                          +[](kda::ForwardParams& x) { x.beta_dtype = kda::DType::bf16; },
+                          +[](kda::ForwardParams& x) { x.fuse_k_l2norm = true; }}) {
+    kda::ForwardParams one = contract;
+    edit(one);
+    EXPECT_FALSE(one_pass_precise_enough(one));
+  }
   const auto plain = estimate_forward(kUniform8, 96, kH200Sms);
   const auto raw = estimate_forward(kUniform8, 96, kH200Sms, /*raw=*/true);
   EXPECT_GT(raw.one_pass_us, plain.one_pass_us);
@@ -110,6 +127,7 @@ TEST(KernelChoice, ContractShapes) {
         << heads;
     // Dense batches are the same sequences.
     kda::ForwardParams dense;
+    dense.fuse_q_l2norm = true;
     dense.batch = 8;
     dense.tokens = 1024;
     dense.heads = heads;

@@ -119,8 +119,13 @@ ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads,
   return estimate_forward_grouped(std::move(groups), heads, sm_count, raw);
 }
 
+bool one_pass_precise_enough(const ForwardParams& p) {
+  return p.fuse_q_l2norm && p.gate_input == GateInput::chunk_log2 &&
+         p.beta_input == BetaInput::probability && p.beta_dtype == DType::f32 && !p.fuse_k_l2norm;
+}
+
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count) {
-  if (!one_pass_reads(p)) return ForwardKernel::two_kernel;
+  if (!one_pass_reads(p) || !one_pass_precise_enough(p)) return ForwardKernel::two_kernel;
   std::vector<LengthGroup> groups;
   if (p.cu_seqlens != nullptr) {
     groups.reserve(static_cast<size_t>(p.num_seqs));

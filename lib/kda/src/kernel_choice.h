@@ -48,8 +48,16 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
 ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
                                  bool raw = false);
 
+// Whether the one pass keeps these inputs within the long-memory bar (out and final state rel-RMS
+// <= 4e-3 on every checked problem): its state products run on bf16 operands, which gives 3.7e-3
+// on the fused path (q's norm folded in fp32) but 4.0 - 4.3e-3 on the explicit path (q rounded to
+// bf16 after its norm) and with raw inputs (H100, 6a46b5f); so the fused path with the contract's
+// gate, beta and normalized k only, until the chain's operands carry more precision.
+bool one_pass_precise_enough(const ForwardParams& p);
+
 // The kernel chunk_forward runs for validated params on a device of `sm_count` SMs: the one pass
-// when it reads the inputs and its estimate is below 0.95x the two kernels'.
+// when it reads the inputs, is precise enough for them, and its estimate is below 0.95x the two
+// kernels'.
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count);
 
 }  // namespace kda::detail
