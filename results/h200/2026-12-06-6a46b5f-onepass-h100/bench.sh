@@ -2,7 +2,7 @@
 # The timing half of the one-pass call (the first call's kda-bench steps ran past their 90 s):
 # the library (v2w_mma) with stages, then its two kernels on every call (v2w_two_kernel), both
 # gate regimes, compared row by row (same call, same card).
-#   run(command="bash results/h200/2026-12-06-6a46b5f-onepass/bench.sh", carry=[".device/new"])
+#   run(command="bash results/h200/2026-12-06-6a46b5f-onepass-h100/bench.sh", carry=[".device/new"])
 set -u
 B=.device/new/bin
 DEADLINE=${DEADLINE:-560}

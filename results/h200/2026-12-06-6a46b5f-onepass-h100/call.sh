@@ -3,7 +3,7 @@
 # one pass on the many-chain shapes) and of the forced one pass (one_pass16) on every shape file,
 # kda-bench of the library against its two kernels on every call (v2w_two_kernel) in both gate
 # regimes (fused, explicit, raw), sanitizers on the one pass (contract and raw), the lab's bit-for-bit checks (delayed hand-overs):
-#   run(command="bash results/h200/2026-12-06-6a46b5f-onepass/call.sh", carry=[".device/new"])
+#   run(command="bash results/h200/2026-12-06-6a46b5f-onepass-h100/call.sh", carry=[".device/new"])
 set -u
 B=.device/new/bin
 DEADLINE=${DEADLINE:-570}
