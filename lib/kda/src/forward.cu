@@ -149,21 +149,12 @@ void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t str
                     "strides must stay below 2^26 elements: run the library's chunk_forward, which "
                     "picks the two-kernel forward for these");
   }
+  // PREP's contract arguments are the builders' inputs, less the records.
+  const PrepArgs pa = prep_args(p, plan);
   onepass::OnepassArgs a{};
-  onepass::BuildInputs& in = a.in;
-  in.q = static_cast<const __nv_bfloat16*>(p.q);
-  in.k = static_cast<const __nv_bfloat16*>(p.k);
-  in.v = static_cast<const __nv_bfloat16*>(p.v);
-  in.gate = static_cast<const float*>(p.gate);
-  in.beta = static_cast<const float*>(p.beta);
-  in.q_stride = resolved(p.q_token_stride, p.heads);
-  in.k_stride = resolved(p.k_token_stride, p.heads);
-  in.v_stride = resolved(p.v_token_stride, p.heads);
-  in.heads = p.heads;
-  in.cu = plan.seqs.cu;
-  in.seq_len = plan.seqs.seq_len;
-  in.num_seqs = plan.seqs.num_seqs;
-  in.fuse_q_l2norm = p.fuse_q_l2norm;
+  a.in = {pa.q,        pa.k,        pa.v,     pa.gate,         pa.beta,
+          pa.q_stride, pa.k_stride, pa.v_stride, pa.heads,     pa.seqs.cu,
+          pa.seqs.seq_len, pa.seqs.num_seqs, pa.fuse_q_l2norm};
   a.out = static_cast<__nv_bfloat16*>(p.out);
   a.out_stride = resolved(p.out_token_stride, p.heads);
   a.initial_state = p.initial_state;
