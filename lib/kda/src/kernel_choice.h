@@ -3,7 +3,8 @@
 // the two-kernel forward (PREP, then SCAN, through the workspace's records). The one pass is
 // ~0.78x the two kernels' SM time per token, but a chain is latency-bound (~2 us a 16-token
 // sub-chunk), so it wins only when its chains fill the SMs: a time model of both, from H200
-// measurements (docs/perf-notes.md "The one-pass forward in the library"), picks per call.
+// measurements (docs/perf-notes.md "The one-pass forward in the library"), picks per call, among
+// the calls the one pass keeps within the long-memory precision bar (one_pass_precise_enough).
 // Host only, no CUDA calls: the caller passes the SM count.
 #pragma once
 

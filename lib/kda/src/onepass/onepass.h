@@ -2,15 +2,17 @@
 // itself and runs the chain on them, so the only DRAM traffic is the inputs, the outputs and the
 // states (docs/design.md "The one-pass forward"). Warp-specialized (kernel.cuh):
 //   the chain   one warpgroup, the fp32 state S^T in wgmma accumulators (chain16.cuh
-//               step_one_group, 232 registers by setmaxnreg);
-//   3 builders  warpgroups at 88 registers, builder b taking sub-chunks b, b + 3, ... and writing
-//               each record (record16.h) into a ring of four shared-memory buffers
-//               (build16.cuh);
+//               step_one_group, 232 registers by setmaxnreg; 224 in the raw-input kernel);
+//   3 builders  warpgroups at 88 registers (96 raw), builder b taking sub-chunks b, b + 3, ...
+//               and writing each record (record16.h) into a ring of four shared-memory buffers
+//               (build16.cuh); with raw inputs they also activate the gate (its chunk cumsum
+//               handed from builder to builder), beta and k's norm;
 // full / empty mbarriers hand the buffers over. One CTA per SM (202 KB of shared memory).
 // A chain is latency-bound (~2 us a sub-chunk on an H200), so the kernel is the library's choice
-// when the chains fill the SMs (forward.cu choose_forward_kernel); few long sequences keep the
-// two-kernel forward. Rows of sequence r of the grid: the sequences by decreasing length
-// (order_by_length), so the longest chains start first and the tail is short.
+// when the chains fill the SMs and the call is on the fused contract path (kernel_choice.h);
+// few long sequences, the explicit path and raw inputs keep the two-kernel forward. Rows of
+// sequence r of the grid: the sequences by decreasing length (order_by_length), so the longest
+// chains start first and the tail is short.
 #pragma once
 
 #include <cuda_bf16.h>
