@@ -72,9 +72,10 @@ int main(int argc, char** argv) {
   app.add_option("--path", path_name, "fused, explicit or both")
       ->check(CLI::IsMember({"fused", "explicit", "both"}));
   app.add_option("--plan", plan_name,
-                 "The rounding plan to start from: default (the default kernel, v2w) or "
-                 "bf16-record (v2_mma / v2t_mma: the v1 record's bf16 factors and scan operands)")
-      ->check(CLI::IsMember({"default", "bf16-record"}));
+                 "The rounding plan to start from: default (the two kernels, v2w), bf16-record "
+                 "(v2_mma / v2t_mma: the v1 record's bf16 factors and scan operands) or one-pass "
+                 "(the one pass: 16-token sub-chunks, bf16 record tiles and scan operands)")
+      ->check(CLI::IsMember({"default", "bf16-record", "one-pass"}));
   app.add_option("--set", sets,
                  "POINT=FORMAT: change one rounding point of the plan (formats: exact, f32, "
                  "tf32, f16, bf16, bf16x2, f16x2; points: see the table)");
@@ -132,9 +133,10 @@ int main(int argc, char** argv) {
     options.final_state = true;  // the state's error is half of the story
     const auto golden = kda::ref::recurrent_forward<double>(problem, options);
     for (bool fused : paths) {
-      const kda::ref::RoundingPlan base = plan_name == "default"
-                                              ? kda::ref::RoundingPlan::default_kernel(fused)
-                                              : kda::ref::RoundingPlan::bf16_record(fused);
+      const kda::ref::RoundingPlan base =
+          plan_name == "default"       ? kda::ref::RoundingPlan::default_kernel(fused)
+          : plan_name == "bf16-record" ? kda::ref::RoundingPlan::bf16_record(fused)
+                                       : kda::ref::RoundingPlan::one_pass(fused);
       kda::ref::RoundingPlan plan = base;
       for (const auto& [point, format] : changes) plan.set(point, format);
       const kda::ref::RoundingPlan exact = plan.exact();

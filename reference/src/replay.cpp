@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "detail.h"
 
@@ -90,6 +91,16 @@ RoundingPlan RoundingPlan::bf16_record(bool fused) {
   RoundingPlan plan = default_kernel(fused);
   plan.beta_in_t = false;
   plan.u_rhs = plan.a_qk = plan.w = plan.u = plan.q_prime = plan.kg = Format::bf16;
+  plan.state_operand = plan.v_new = Format::bf16;
+  return plan;
+}
+
+RoundingPlan RoundingPlan::one_pass(bool fused) {
+  RoundingPlan plan = default_kernel(fused);
+  plan.chunk = 16;
+  plan.a_kk_off = Format::exact;  // one 16 x 16 block: T from the fp32 A_kk
+  plan.u = Format::f32;           // U^T stays fp32 in the record
+  plan.w = plan.q_prime = plan.kg = plan.a_qk = Format::bf16;
   plan.state_operand = plan.v_new = Format::bf16;
   return plan;
 }
@@ -285,7 +296,10 @@ Result<double> replay_forward(const Problem& problem, const Options& options,
   if (!options.normalize_q)
     throw std::invalid_argument("replay_forward: Options::normalize_q must be true");
   if (options.chunk_size != 64)
-    throw std::invalid_argument("replay_forward: the kernels' chunk size is 64");
+    throw std::invalid_argument("replay_forward: the kernels' gate is 64-token-local (chunk_size 64)");
+  if (plan.chunk != 64 && plan.chunk != 16)
+    throw std::invalid_argument("replay_forward: RoundingPlan::chunk must be 64 (the two kernels) "
+                                "or 16 (the one pass), not " + std::to_string(plan.chunk));
   const int64_t K = problem.key_dim, V = problem.value_dim, H = problem.heads;
   const auto spans = detail::sequence_spans(problem.batch, problem.tokens, problem.cu_seqlens);
   const int64_t states = problem.num_states();
@@ -302,9 +316,13 @@ Result<double> replay_forward(const Problem& problem, const Options& options,
     detail::load_initial_state<double>(problem, options, sequence, head, state.data());
     ChunkIn in;
     M chunk_out;
-    for (int64_t first = span.begin; first < span.end; first += options.chunk_size) {
-      const int64_t n = std::min<int64_t>(options.chunk_size, span.end - first);
-      if (options.reset_state_at_chunk_starts) state.setZero();
+    for (int64_t first = span.begin; first < span.end; first += plan.chunk) {
+      const int64_t n = std::min<int64_t>(plan.chunk, span.end - first);
+      const int64_t position = first - span.begin;  // in the sequence: the gate's chunks count from 0
+      if (options.reset_state_at_chunk_starts && position % options.chunk_size == 0) state.setZero();
+      // The gate before this (sub-)chunk: 0 at a 64-token chunk's start, else the row before.
+      const int64_t before_row =
+          position % options.chunk_size == 0 ? -1 : layout.row(span.batch_row, first - 1, head);
       in.x.resize(n, K);
       in.k.resize(n, K);
       in.v.resize(n, V);
@@ -316,7 +334,8 @@ Result<double> replay_forward(const Problem& problem, const Options& options,
         load_query(problem.q.data() + row * K, K, scale, plan, in.x.row(i).data(), in.row_scale[i]);
         for (int64_t d = 0; d < K; ++d) {
           in.k(i, d) = problem.k[row * K + d];
-          in.gate(i, d) = problem.gate[row * K + d];
+          in.gate(i, d) = static_cast<double>(problem.gate[row * K + d]) -
+                          (before_row < 0 ? 0.0 : static_cast<double>(problem.gate[before_row * K + d]));
         }
         for (int64_t d = 0; d < V; ++d) in.v(i, d) = problem.v[row * V + d];
         in.beta[i] = problem.beta[row];

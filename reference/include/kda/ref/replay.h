@@ -2,8 +2,9 @@
 // rounding point at a time, so that a kernel's error against the golden can be taken apart stage
 // by stage (docs/precision.md, apps/kda-error-budget).
 //
-// The replay follows the kernels' algorithm exactly (docs/design.md "v2" and "v2w"): 64-token
-// chunks, grams with per-column-block anchors, T = (I + A_kk)^-1 (off-diagonal blocks through the
+// The replay follows the kernels' algorithm exactly (docs/design.md "v2", "v2w" and "The one-pass
+// forward"): 64-token chunks (the two kernels) or 16-token sub-chunks of the same 64-token-local
+// gate (the one pass), grams with per-column-block anchors, T = (I + A_kk)^-1 (off-diagonal blocks through the
 // Schur products), W and U as tensor-core products of rounded operands, the record's parts rounded
 // once, and the scan's state and V_new rounded where they become MMA operands. Everything that is
 // not a rounding point is exact (float64, where the kernel accumulates in fp32: fp32 accumulation
@@ -39,6 +40,9 @@ double round_to(Format format, double x);
 // Every rounding point of the kernels' pipeline, in pipeline order. The defaults are what the
 // default kernel (PREP v2 writing the v2w record + SCAN v2w) does there.
 struct RoundingPlan {
+  // The kernel's chunk: 64 (PREP and SCAN) or 16 (the one pass's sub-chunks: the gate stays
+  // 64-token-local, each sub-chunk's factors take it relative to the row before the sub-chunk).
+  int chunk = 64;
   bool fused_q_norm = true;  // fused: raw q in the grams and q', scale r_i folded in; explicit: q_hat
   // U = (T diag beta) v (t_for_u rounds T diag beta, u_rhs rounds v: exact for bf16 inputs), as
   // the kernels since the v2w record do; false: U = T (beta v) (u_rhs rounds beta v).
@@ -65,6 +69,11 @@ struct RoundingPlan {
   // The v1 record's plan (bf16 record, bf16 scan operands, U = T (beta v)): v2_mma and v2t_mma,
   // and v2w_mma before the v2w record.
   static RoundingPlan bf16_record(bool fused);
+  // The one pass (lib/kda/src/onepass, lab one_pass16): 16-token sub-chunks, bf16 grams, T in
+  // fp32 (one 16 x 16 block), W = T (beta k Gamma) on fp16 operands, U = beta v + (T - I) diag(beta)
+  // v on bf16 operands kept in fp32, every record tile (W, q', kg, A_qk) and both scan operands
+  // (the state, V_new) in bf16.
+  static RoundingPlan one_pass(bool fused);
   // Every point exact (fused_q_norm kept).
   RoundingPlan exact() const;
 
@@ -82,7 +91,8 @@ struct RoundingPlan {
 };
 
 // The forward with the plan's roundings (output and final state as recurrent_forward<double>
-// gives them). Options::normalize_q must be true (both paths normalize q; the plan says how).
+// gives them). Options::normalize_q must be true (both paths normalize q; the plan says how);
+// Options::chunk_size must be 64 (the gate's chunk) and RoundingPlan::chunk 64 or 16.
 Result<double> replay_forward(const Problem& problem, const Options& options,
                               const RoundingPlan& plan);
 
