@@ -124,6 +124,9 @@ constexpr detail::ForwardLaunches kTwoKernels{detail::library_prep, detail::libr
 constexpr detail::ForwardLaunches kOnePass{detail::library_prep, detail::library_scan,
                                            detail::library_one_pass,
                                            detail::KernelChoice::one_pass};
+constexpr detail::ForwardLaunches kOnePassPairs{detail::library_prep, detail::library_scan,
+                                                detail::one_pass_operand_pairs,
+                                                detail::KernelChoice::one_pass};
 
 // kda.h's entry points for the library's record and validation on other launches.
 template <const detail::ForwardLaunches& kLaunches>
@@ -176,6 +179,13 @@ const Variant kVariants[] = {
      /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePass>,
      library_record_forward_stage<kOnePass>},
+    {"one_pass16_pairs",
+     "one_pass16 with the chain's state and V_new as bf16 hi + lo pairs (every state product "
+     "twice): 2.7e-3 / 3.2e-3 fused / explicit on long-memory problems in the CPU replay against "
+     "3.7e-3 / 4.1e-3",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassPairs>,
+     library_record_forward_stage<kOnePassPairs>},
     {"v2w_mma",
      "the library's chunk_forward: per call the one pass (one_pass16) or the two kernels "
      "(v2w_two_kernel), by kernel_choice.h's time model",

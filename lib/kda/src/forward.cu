@@ -140,7 +140,10 @@ void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
   launch_scan(scan_args(p, plan, kRecordBytes), stream);
 }
 
-void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+namespace {
+
+void run_one_pass(const ForwardParams& p, const Plan& plan, bool operand_pairs,
+                  cudaStream_t stream) {
   constexpr const char* kWhere = "chunk_forward: one_pass";
   if (!one_pass_reads(p)) {
     throw Error(ErrorCode::unsupported,
@@ -160,6 +163,7 @@ void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t str
   a.initial_state = p.initial_state;
   a.final_state = p.final_state;
   a.raw = raw_prep_args(p);
+  a.operand_pairs = operand_pairs;
   // Packed sequences run longest first (dense ones are all the same length): their order goes
   // to the workspace's first num_seqs int32 (validation sized it for the records, far more).
   if (plan.packed) {
@@ -171,6 +175,15 @@ void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t str
   }
   const cudaError_t e = onepass::launch(a, stream);
   if (e != cudaSuccess) throw_cuda(kWhere, e);
+}
+
+}  // namespace
+
+void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, /*operand_pairs=*/false, stream);
+}
+void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, /*operand_pairs=*/true, stream);
 }
 
 namespace {

@@ -69,6 +69,9 @@ void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
 // The one pass: the sequences' longest-first order into the workspace (packed inputs), then the
 // kernel. Throws unsupported for inputs it does not read (one_pass_reads).
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
+// The one pass with the chain's state and V_new as bf16 hi + lo pairs (the lab's
+// one_pass16_pairs: the precision the explicit and raw paths need, its time not yet measured).
+void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // chunk_forward's body: every stage in order on one plan.
 void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream);
 // chunk_forward_stage's body (the stage already checked).

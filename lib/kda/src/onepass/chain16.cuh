@@ -58,6 +58,18 @@ __device__ __forceinline__ void state_a(const float (&st)[16][4], int kt, uint32
   a[3] = pack_bf16(st[2 * kt + 1][2], st[2 * kt + 1][3]);
 }
 
+// The low halves of the same fragment: bf16(x - bf16(x)) (x - bf16(x) is exact in fp32), so that
+// hi + lo carries x to ~16 significant bits (the operand pairs of step_one_group<true>).
+__device__ __forceinline__ float bf16_rest(float x) {
+  return x - __bfloat162float(__float2bfloat16_rn(x));
+}
+__device__ __forceinline__ void state_a_low(const float (&st)[16][4], int kt, uint32_t (&a)[4]) {
+  a[0] = pack_bf16(bf16_rest(st[2 * kt][0]), bf16_rest(st[2 * kt][1]));
+  a[1] = pack_bf16(bf16_rest(st[2 * kt][2]), bf16_rest(st[2 * kt][3]));
+  a[2] = pack_bf16(bf16_rest(st[2 * kt + 1][0]), bf16_rest(st[2 * kt + 1][1]));
+  a[3] = pack_bf16(bf16_rest(st[2 * kt + 1][2]), bf16_rest(st[2 * kt + 1][3]));
+}
+
 // Calls f(j, e, key, value) for each of chain thread tid's (0 .. 255) state registers st[j][e].
 template <class F>
 __device__ __forceinline__ void for_each_state_entry(int tid, F f) {
@@ -86,7 +98,10 @@ __device__ __forceinline__ void store_state(const float (&st)[16][4], float* fin
 
 // The pieces of a step, for the value rows row0, row0 + 8 of a warp's m64 tiles (t2 = 2 (lane % 4)).
 // A: acc = S^T W^T, pacc = S^T QP^T (8 + 8 x m64n16k16, the state as the bf16 A operand; key
-// k-step kt: key half kt / 4, +32 bytes per k16), waited for.
+// k-step kt: key half kt / 4, +32 bytes per k16), waited for. With kPairs the state is a bf16
+// hi + lo pair: the same 16 products again on the low halves, into the same accumulators, after
+// the first group (the fragments' registers are reused).
+template <bool kPairs = false>
 __device__ __forceinline__ void products_a(const float (&st)[16][4], uint64_t desc_w,
                                            uint64_t desc_qp, float (&acc)[2][4],
                                            float (&pacc)[2][4]) {
@@ -107,20 +122,42 @@ __device__ __forceinline__ void products_a(const float (&st)[16][4], uint64_t de
   }
   wg::commit();
   wg::wait<0>();
+  if constexpr (kPairs) {
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) state_a_low(st, kt, sa[kt]);
+    wg::fence();
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const uint64_t off = static_cast<uint64_t>((kt >> 2) * kHalfTileBytes + (kt & 3) * 32) >> 4;
+      m64n16k16<true>(acc, sa[kt], desc_w + off);
+      m64n16k16<true>(pacc, sa[kt], desc_qp + off);
+    }
+    wg::commit();
+    wg::wait<0>();
+  }
 }
-// V: V_new^T = U^T - acc, rounded once to bf16; tile nt, register e: token 8 nt + t2 + (e & 1),
-// value row0 + 8 (e >> 1).
+// V: V_new^T = U^T - acc, rounded once to bf16 (with kPairs also its low half, av_low); tile nt,
+// register e: token 8 nt + t2 + (e & 1), value row0 + 8 (e >> 1).
+template <bool kPairs = false>
 __device__ __forceinline__ void v_new(const unsigned char* rec, const float (&acc)[2][4],
-                                      int row0, int t2, uint32_t (&av)[4]) {
+                                      int row0, int t2, uint32_t (&av)[4],
+                                      uint32_t (&av_low)[4]) {
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int value = row0 + 8 * hh, token = 8 * nt + t2;
       const float2 u = *reinterpret_cast<const float2*>(rec + rec_ut(value, token));
-      av[2 * nt + hh] = pack_bf16(u.x - acc[nt][2 * hh], u.y - acc[nt][2 * hh + 1]);
+      const float x = u.x - acc[nt][2 * hh], y = u.y - acc[nt][2 * hh + 1];
+      av[2 * nt + hh] = pack_bf16(x, y);
+      if constexpr (kPairs) av_low[2 * nt + hh] = pack_bf16(bf16_rest(x), bf16_rest(y));
     }
   }
+}
+__device__ __forceinline__ void v_new(const unsigned char* rec, const float (&acc)[2][4],
+                                      int row0, int t2, uint32_t (&av)[4]) {
+  uint32_t unused[4];
+  v_new<false>(rec, acc, row0, t2, av, unused);
 }
 // O: P^T -> bf16 [token][value] rows of `otile`.
 __device__ __forceinline__ void write_o(unsigned char* otile, const float (&pacc)[2][4], int row0,
@@ -186,20 +223,24 @@ __device__ __forceinline__ void store_state_one_group(const float (&st)[2][16][4
 }
 
 // step() for the one-warpgroup chain: per half, A's products and their wait (the A fragments of
-// one half at a time, for the registers) and V_new; then B for both halves in one group.
+// one half at a time, for the registers) and V_new; then B for both halves in one group. With
+// kPairs the state and V_new are bf16 hi + lo pairs (every product twice, into the same fp32
+// accumulators): out rel-RMS 2.7e-3 fused / 3.2e-3 explicit on long-memory problems instead of
+// 3.7 / 4.1e-3 (the CPU replay, docs/perf-notes.md "The one pass's error taken apart").
+template <bool kPairs = false>
 __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t buf,
                                                const unsigned char* rec, unsigned char* otile,
                                                int tid) {
   const int lane = tid & 31, warp = tid >> 5;
   const int t2 = 2 * (lane & 3);
   float pacc[2][2][4];
-  uint32_t av[2][4];
+  uint32_t av[2][4], av_low[2][4];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float acc[2][4];
-    products_a(st[h], desc_sw128(buf + kRecW, 16, kSBO), desc_sw128(buf + kRecQP, 16, kSBO), acc,
-               pacc[h]);
-    v_new(rec, acc, 64 * h + 16 * warp + (lane >> 2), t2, av[h]);
+    products_a<kPairs>(st[h], desc_sw128(buf + kRecW, 16, kSBO),
+                       desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc[h]);
+    v_new<kPairs>(rec, acc, 64 * h + 16 * warp + (lane >> 2), t2, av[h], av_low[h]);
   }
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
@@ -217,6 +258,11 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
   for (int h = 0; h < 2; ++h) {
     m64n16k16<true>(pacc[h], av[h], desc_sw128(buf + kRecAQK, 16, kSBO));
     wg::m64n128k16_rs_mn<true>(st[h], av[h], desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
+    if constexpr (kPairs) {
+      m64n16k16<true>(pacc[h], av_low[h], desc_sw128(buf + kRecAQK, 16, kSBO));
+      wg::m64n128k16_rs_mn<true>(st[h], av_low[h],
+                                 desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
+    }
   }
   wg::commit();
   wg::wait<0>();

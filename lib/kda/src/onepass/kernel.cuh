@@ -93,9 +93,10 @@ __device__ __forceinline__ void registers_down() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
-template <int kChainGroups, int kBuilders, bool kRaw>
+template <int kChainGroups, int kBuilders, bool kRaw, bool kPairs = false>
 __global__ void __launch_bounds__(Config<kChainGroups, kBuilders, kRaw>::kThreadsAll, 1)
     onepass_kernel(const OnepassArgs a) {
+  static_assert(!kPairs || kChainGroups == 1, "operand pairs: the one-warpgroup chain's step");
   using C = Config<kChainGroups, kBuilders, kRaw>;
   constexpr int kSScratch = C::kSScratch, kSO = C::kSO, kScratch = C::kScratch;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -158,7 +159,7 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders, kRaw>::kThread
         chain::step(st, base + b * kBuffer, smem + b * kBuffer, smem + kSO + (c & 1) * kOTile,
                     tid);
       } else {
-        chain::step_one_group(st, base + b * kBuffer, smem + b * kBuffer,
+        chain::step_one_group<kPairs>(st, base + b * kBuffer, smem + b * kBuffer,
                               smem + kSO + (c & 1) * kOTile, tid);
       }
     }
@@ -239,16 +240,17 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders, kRaw>::kThread
   }
 }
 
-// Launches configuration (kChainGroups, kBuilders), the raw-input kernel when kRaw, on `args`
-// (row_offsets_fit checked by the caller); returns the launch's error.
-template <int kChainGroups, int kBuilders, bool kRaw = false>
+// Launches configuration (kChainGroups, kBuilders), the raw-input kernel when kRaw, the chain's
+// state and V_new as bf16 pairs when kPairs, on `args` (row_offsets_fit checked by the caller);
+// returns the launch's error.
+template <int kChainGroups, int kBuilders, bool kRaw = false, bool kPairs = false>
 cudaError_t launch_config(const OnepassArgs& args, cudaStream_t stream) {
   using C = Config<kChainGroups, kBuilders, kRaw>;
   const cudaError_t e =
-      cudaFuncSetAttribute(onepass_kernel<kChainGroups, kBuilders, kRaw>,
+      cudaFuncSetAttribute(onepass_kernel<kChainGroups, kBuilders, kRaw, kPairs>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
   if (e != cudaSuccess) return e;
-  onepass_kernel<kChainGroups, kBuilders, kRaw>
+  onepass_kernel<kChainGroups, kBuilders, kRaw, kPairs>
       <<<static_cast<unsigned>(args.in.num_seqs) * static_cast<unsigned>(args.in.heads),
          C::kThreadsAll, C::kSBytes, stream>>>(args);
   return cudaGetLastError();

@@ -39,6 +39,10 @@ __global__ void __launch_bounds__(kOrderThreads) order_by_length_kernel(const in
 
 cudaError_t launch(const OnepassArgs& args, cudaStream_t stream) {
   if (!row_offsets_fit(args.in)) return cudaErrorInvalidValue;
+  if (args.operand_pairs) {
+    return args.raw.any() ? launch_config<1, kLibraryBuilders, true, true>(args, stream)
+                          : launch_config<1, kLibraryBuilders, false, true>(args, stream);
+  }
   return args.raw.any() ? launch_config<1, kLibraryBuilders, true>(args, stream)
                         : launch_config<1, kLibraryBuilders>(args, stream);
 }

@@ -33,6 +33,9 @@ struct OnepassArgs {
   const float* initial_state;  // [N][H][128 keys][128 values] or null (zeros)
   float* final_state;          // same layout, or null
   const int32_t* order;        // device [num_seqs]: the sequence grid row r runs; null: r
+  // The chain's state and V_new as bf16 hi + lo pairs (every state product twice): the lab's
+  // one_pass16_pairs, not yet the library's (chain16.cuh step_one_group<true>).
+  bool operand_pairs;
   int jitter_ns;  // tests' stress mode when > 0: every chain thread sleeps up to this long
                   // (pseudo-random per thread and sub-chunk) after a record is handed to it and
                   // before it reads it, every builder thread before it hands one over: a
