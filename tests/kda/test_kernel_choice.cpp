@@ -1,12 +1,12 @@
 // The forward's kernel choice (lib/kda/src/kernel_choice.h): which inputs the one pass reads, the
 // time model of both kernels against the H200 measurements it was fitted to, and the choice on
 // the contract shapes (no GPU, no CUDA calls).
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "kda/kda.h"
 #include "kernel_choice.h"
@@ -97,12 +97,10 @@ TEST(KernelChoice, TheModelMatchesTheMeasuredTimes) {
     double two_kernel_us, one_pass_us;  // NaN: not measured
   };
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (const Measured& m : {Measured{&kFixed, 96, 933.8, 1027},
-                            Measured{&kUniform8, 96, 949.6, 782},
-                            Measured{&kFixed, 64, 696.8, 1024},
-                            Measured{&kUniform8, 64, 642.2, 528},
-                            Measured{&kRagged6, 96, 960.4, nan},
-                            Measured{&kRagged6, 64, 648.8, nan}}) {
+  for (const Measured& m :
+       {Measured{&kFixed, 96, 933.8, 1027}, Measured{&kUniform8, 96, 949.6, 782},
+        Measured{&kFixed, 64, 696.8, 1024}, Measured{&kUniform8, 64, 642.2, 528},
+        Measured{&kRagged6, 96, 960.4, nan}, Measured{&kRagged6, 64, 648.8, nan}}) {
     const auto e = estimate_forward(*m.lengths, m.heads, kH200Sms);
     EXPECT_NEAR(e.two_kernel_us / m.two_kernel_us, 1.0, 0.06) << m.heads << " heads";
     if (!std::isnan(m.one_pass_us)) {

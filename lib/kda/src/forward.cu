@@ -123,9 +123,15 @@ void run_stage(const ForwardParams& p, const Plan& plan, const ForwardLaunches& 
                cudaStream_t stream) {
   const bool two_kernel = plan.kernel == ForwardKernel::two_kernel;
   switch (stage) {
-    case kStagePrep: if (two_kernel) kernels.prep(p, plan, stream); break;
-    case kStageScan: if (two_kernel) kernels.scan(p, plan, stream); break;
-    case kStageOnePass: if (!two_kernel) kernels.one_pass(p, plan, stream); break;
+    case kStagePrep:
+      if (two_kernel) kernels.prep(p, plan, stream);
+      break;
+    case kStageScan:
+      if (two_kernel) kernels.scan(p, plan, stream);
+      break;
+    case kStageOnePass:
+      if (!two_kernel) kernels.one_pass(p, plan, stream);
+      break;
     case kStageZeroTail: run_zero_tail(p, plan, stream); break;
     default: break;
   }
@@ -155,9 +161,19 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, bool operand_pairs,
   // PREP's contract arguments are the builders' inputs, less the records.
   const PrepArgs pa = prep_args(p, plan);
   onepass::OnepassArgs a{};
-  a.in = {pa.q,        pa.k,        pa.v,     pa.gate,         pa.beta,
-          pa.q_stride, pa.k_stride, pa.v_stride, pa.heads,     pa.seqs.cu,
-          pa.seqs.seq_len, pa.seqs.num_seqs, pa.fuse_q_l2norm};
+  a.in = {pa.q,
+          pa.k,
+          pa.v,
+          pa.gate,
+          pa.beta,
+          pa.q_stride,
+          pa.k_stride,
+          pa.v_stride,
+          pa.heads,
+          pa.seqs.cu,
+          pa.seqs.seq_len,
+          pa.seqs.num_seqs,
+          pa.fuse_q_l2norm};
   a.out = static_cast<__nv_bfloat16*>(p.out);
   a.out_stride = resolved(p.out_token_stride, p.heads);
   a.initial_state = p.initial_state;

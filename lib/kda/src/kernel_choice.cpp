@@ -39,10 +39,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 const char* to_string(ForwardKernel kernel) {
   switch (kernel) {
-    case ForwardKernel::two_kernel:
-      return "two_kernel";
-    case ForwardKernel::one_pass:
-      return "one_pass";
+    case ForwardKernel::two_kernel: return "two_kernel";
+    case ForwardKernel::one_pass: return "one_pass";
   }
   return "unknown";
 }

@@ -20,7 +20,7 @@ const char* to_string(ForwardKernel kernel);
 
 // Both kernels' estimated time for one problem (microseconds on an H200-class SM).
 struct ForwardEstimate {
-  double one_pass_us = 0;    // infinity when the one pass cannot run these inputs
+  double one_pass_us = 0;  // infinity when the one pass cannot run these inputs
   double two_kernel_us = 0;
 };
 

@@ -8,8 +8,8 @@ namespace kda::detail {
 // Passed to a raw-input kernel only: the contract kernels keep their parameters and code as they
 // were before raw inputs existed. gate / beta here replace the contract arguments' typed ones.
 struct RawPrepArgs {
-  const void* gate;      // raw_gate: the raw projection, bf16 (gate_bf16) or fp32; else G fp32
-  const void* beta;      // fp32 or bf16 (beta_bf16): probabilities, or logits (beta_logits)
+  const void* gate;  // raw_gate: the raw projection, bf16 (gate_bf16) or fp32; else G fp32
+  const void* beta;  // fp32 or bf16 (beta_bf16): probabilities, or logits (beta_logits)
   bool raw_gate;
   bool gate_bf16;
   bool beta_bf16;

@@ -14,9 +14,8 @@ constexpr int kOrderThreads = 256;
 // counted against every other sequence's length (staged through shared memory a tile at a time),
 // then order[rank] = s. O(N^2) comparisons over N threads: ~N / 256 shared-memory tiles per
 // thread, a few microseconds for thousands of sequences, and no workspace beyond `order`.
-__global__ void __launch_bounds__(kOrderThreads) order_by_length_kernel(const int32_t* cu,
-                                                                        int num_seqs,
-                                                                        int32_t* order) {
+__global__ void __launch_bounds__(kOrderThreads)
+    order_by_length_kernel(const int32_t* cu, int num_seqs, int32_t* order) {
   __shared__ int32_t tile[kOrderThreads];
   const int s = static_cast<int>(blockIdx.x) * kOrderThreads + static_cast<int>(threadIdx.x);
   const int32_t len = s < num_seqs ? cu[s + 1] - cu[s] : 0;

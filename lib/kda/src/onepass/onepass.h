@@ -15,10 +15,11 @@
 // chains start first and the tail is short.
 #pragma once
 
-#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include <cuda_bf16.h>
 
 #include "onepass/record16.h"
 #include "raw_inputs.h"
@@ -26,10 +27,10 @@
 namespace kda::detail::onepass {
 
 struct OnepassArgs {
-  BuildInputs in;   // the contract's inputs (gate and beta typed; unused where raw reads them)
-  RawPrepArgs raw;  // raw inputs (raw_inputs.h): the raw-input kernel runs when raw.any()
-  __nv_bfloat16* out;          // [tokens][heads][128], every row of every sequence written
-  int64_t out_stride;          // elements between tokens
+  BuildInputs in;      // the contract's inputs (gate and beta typed; unused where raw reads them)
+  RawPrepArgs raw;     // raw inputs (raw_inputs.h): the raw-input kernel runs when raw.any()
+  __nv_bfloat16* out;  // [tokens][heads][128], every row of every sequence written
+  int64_t out_stride;  // elements between tokens
   const float* initial_state;  // [N][H][128 keys][128 values] or null (zeros)
   float* final_state;          // same layout, or null
   const int32_t* order;        // device [num_seqs]: the sequence grid row r runs; null: r

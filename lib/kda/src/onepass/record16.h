@@ -18,9 +18,9 @@
 // result below 2^-126 is one whose true value is.
 #pragma once
 
-#include <cuda_bf16.h>
-
 #include <cstdint>
+
+#include <cuda_bf16.h>
 
 namespace kda::detail::onepass {
 
@@ -36,8 +36,8 @@ inline constexpr int kWarpgroup = 128;  // a builder, or the chain, is one warpg
 
 // The record of one (head, sub-chunk), laid out as the chain's wgmma reads it. Rows >= n zero.
 //   W, QP, KG  [16 rows][128] bf16, each split into two key halves of [16][128 B] (2 KB), every
-//              half a canonical 128-byte-swizzle wgmma tile (16-byte unit u of row r at u ^ (r & 7)):
-//              W and QP the K-major B operands of S^T W^T, S^T QP^T, KG the MN-major one of
+//              half a canonical 128-byte-swizzle wgmma tile (16-byte unit u of row r at u ^ (r &
+//              7)): W and QP the K-major B operands of S^T W^T, S^T QP^T, KG the MN-major one of
 //              V_new^T KG
 //   AQK        [16 rows][64] bf16, the same swizzle; only columns 0..15 are written (the K-major B
 //              operand of V_new^T AQK^T: one k16 step)
@@ -51,7 +51,7 @@ inline constexpr int64_t kRecKG = 8192;
 inline constexpr int64_t kRecAQK = 12288;
 inline constexpr int64_t kRecUT = 14336;
 inline constexpr int64_t kRecA = kRecUT + kDim * kSub * 4;  // 22,528
-inline constexpr int64_t kRecordBytes = kRecA + kDim * 4;    // 23,040 = 1,440 per token
+inline constexpr int64_t kRecordBytes = kRecA + kDim * 4;   // 23,040 = 1,440 per token
 static_assert(kRecordBytes == 23040, "3 x 4 KB + 2 KB + 8 KB + 512 B");
 inline constexpr int kHalfTileBytes = kSub * 128;  // [16 rows][128 B]
 
@@ -84,7 +84,8 @@ struct BuildInputs {
 // Whether a problem's strides let the builders address a sub-chunk's rows with 32-bit element
 // offsets from its first row (build16.cuh issue_loads); the launch refuses the others.
 inline bool row_offsets_fit(const BuildInputs& a) {
-  const int64_t limit = int64_t{1} << 30;  // 16 rows of the largest stride, with room for the columns
+  const int64_t limit = int64_t{1}
+                        << 30;  // 16 rows of the largest stride, with room for the columns
   return a.q_stride >= 0 && a.k_stride >= 0 && a.v_stride >= 0 && 16 * a.q_stride < limit &&
          16 * a.k_stride < limit && 16 * a.v_stride < limit &&
          16 * static_cast<int64_t>(a.heads) * kDim < limit;
