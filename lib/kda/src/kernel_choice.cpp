@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <limits>
-#include <queue>
 #include <utility>
 #include <vector>
 
@@ -23,10 +21,6 @@ constexpr double kOnePassChainUs = 4.0;
 constexpr double kPrepChunkSmUs = 7.3;
 constexpr double kScanChunkUs = 2.07;
 constexpr double kScanChunkSmUs = 2.8;
-// Raw inputs: the raw PREP's time over the contract one's (81bb58c .. d682e8f: 1.17 - 1.19), and
-// the one pass's step with the gate activation and k's norm on its builders (predicted).
-constexpr double kRawPrepFactor = 1.19;
-constexpr double kRawOnePassStepFactor = 1.10;
 // The one pass must be estimated this much faster: the model's error on the measured shapes is a
 // few percent, and the two kernels are the better-known quantity.
 constexpr double kOnePassMargin = 0.95;
@@ -36,14 +30,6 @@ constexpr int64_t kSimulatedChains = 16384;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
-
-const char* to_string(ForwardKernel kernel) {
-  switch (kernel) {
-    case ForwardKernel::two_kernel: return "two_kernel";
-    case ForwardKernel::one_pass: return "one_pass";
-  }
-  return "unknown";
-}
 
 bool one_pass_reads(const ForwardParams& p) {
   const auto resolved = [&](int64_t stride) {
@@ -57,8 +43,7 @@ bool one_pass_reads(const ForwardParams& p) {
   return onepass::row_offsets_fit(in);
 }
 
-ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
-                                         bool raw) {
+ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count) {
   ForwardEstimate e;
   const double sms = std::max(sm_count, 1);
   // Longest first; the totals over every sequence.
@@ -75,30 +60,42 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
 
   // Two kernels: PREP over every chunk-head, then SCAN.
   const double chunk_heads = chunks * heads;
-  e.two_kernel_us = (raw ? kRawPrepFactor : 1.0) * kPrepChunkSmUs * chunk_heads / sms +
+  e.two_kernel_us = kPrepChunkSmUs * chunk_heads / sms +
                     std::max(kScanChunkUs * static_cast<double>(longest_chunks),
                              kScanChunkSmUs * chunk_heads / sms);
 
   // One pass: chains longest first, each to the SM that frees first.
-  const double step_us = (raw ? kRawOnePassStepFactor : 1.0) * kOnePassStepUs;
-  const auto chain_us = [step_us](int64_t length) {
-    return step_us * static_cast<double>(ceil_div(length, onepass::kSub)) + kOnePassChainUs;
+  const auto chain_us = [](int64_t length) {
+    return kOnePassStepUs * static_cast<double>(ceil_div(length, onepass::kSub)) + kOnePassChainUs;
   };
   if (chains == 0) {
     e.one_pass_us = 0;
   } else if (chains <= static_cast<double>(kSimulatedChains)) {
-    std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
-    for (int i = 0; i < static_cast<int>(std::min(sms, chains)); ++i) free_at.push(0.0);
-    double makespan = 0;
+    // The SMs' free times, ascending; a chain goes to the SM that frees first. While they lie
+    // within one chain's duration of each other, the next n <= SMs equal chains go one each to
+    // the n earliest SMs, which then free last in the same order (a rotation); whole rounds of
+    // SMs at once. Otherwise one chain at a time.
+    const int64_t machines = static_cast<int64_t>(std::min(sms, chains));
+    std::vector<double> free_at(static_cast<size_t>(machines), 0.0);
     for (const LengthGroup& g : groups) {
-      for (int64_t c = 0; c < g.count * heads; ++c) {
-        const double done = free_at.top() + chain_us(g.length);
-        free_at.pop();
-        free_at.push(done);
-        makespan = std::max(makespan, done);
+      const double duration = chain_us(g.length);
+      int64_t left = g.count * heads;
+      while (left > 0) {
+        if (free_at.back() - free_at.front() <= duration) {
+          const int64_t rounds = left / machines, n = left % machines;
+          for (double& t : free_at) t += static_cast<double>(rounds) * duration;
+          for (int64_t i = 0; i < n; ++i) free_at[static_cast<size_t>(i)] += duration;
+          std::rotate(free_at.begin(), free_at.begin() + n, free_at.end());
+          left = 0;
+        } else {
+          const double done = free_at.front() + duration;
+          free_at.erase(free_at.begin());
+          free_at.insert(std::upper_bound(free_at.begin(), free_at.end(), done), done);
+          --left;
+        }
       }
     }
-    e.one_pass_us = makespan;
+    e.one_pass_us = free_at.back();
   } else {
     double work = 0;
     for (const LengthGroup& g : groups) {
@@ -109,12 +106,11 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
   return e;
 }
 
-ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
-                                 bool raw) {
+ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count) {
   std::vector<LengthGroup> groups;
   groups.reserve(lengths.size());
   for (const int64_t len : lengths) groups.push_back({len, 1});
-  return estimate_forward_grouped(std::move(groups), heads, sm_count, raw);
+  return estimate_forward_grouped(std::move(groups), heads, sm_count);
 }
 
 bool one_pass_precise_enough(const ForwardParams& p) {
@@ -133,9 +129,7 @@ ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count) {
   } else {
     groups.push_back({p.tokens, p.batch});
   }
-  const bool raw = p.gate_input == GateInput::raw || p.beta_input == BetaInput::logits ||
-                   p.beta_dtype == DType::bf16 || p.fuse_k_l2norm;
-  const ForwardEstimate e = estimate_forward_grouped(std::move(groups), p.heads, sm_count, raw);
+  const ForwardEstimate e = estimate_forward_grouped(std::move(groups), p.heads, sm_count);
   return e.one_pass_us < kOnePassMargin * e.two_kernel_us ? ForwardKernel::one_pass
                                                           : ForwardKernel::two_kernel;
 }

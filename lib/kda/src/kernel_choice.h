@@ -16,11 +16,10 @@
 namespace kda::detail {
 
 enum class ForwardKernel { two_kernel, one_pass };
-const char* to_string(ForwardKernel kernel);
 
 // Both kernels' estimated time for one problem (microseconds on an H200-class SM).
 struct ForwardEstimate {
-  double one_pass_us = 0;  // infinity when the one pass cannot run these inputs
+  double one_pass_us = 0;
   double two_kernel_us = 0;
 };
 
@@ -30,24 +29,21 @@ struct ForwardEstimate {
 bool one_pass_reads(const ForwardParams& p);
 
 // The model, for `lengths` (tokens per sequence; the same for each of `heads`) on `sm_count` SMs,
-// with raw inputs (`raw`: any of kda.h's raw options) or the contract's:
+// for the contract's inputs (the only ones the library gives the one pass,
+// one_pass_precise_enough):
 //   one pass    the chains (heads x sequences) longest first on one CTA per SM (list
 //               scheduling, simulated; beyond 16,384 chains its bound total / SMs + longest),
 //               each chain 2.0 us a 16-token sub-chunk plus 4 us to fill the ring and move the
 //               state;
 //   two kernels PREP 7.3 SM-us a 64-token chunk-head, then SCAN the larger of its latency
-//               (2.07 us a chunk of the longest chain) and its throughput (2.8 SM-us a chunk-head);
-//   raw inputs  the raw PREP 1.19x the contract's (measured); the one pass's step 1.1x (predicted:
-//               the activation and k's norm on the builders, docs/perf-notes.md).
+//               (2.07 us a chunk of the longest chain) and its throughput (2.8 SM-us a chunk-head).
 // `lengths` may also come as groups of equal lengths (a dense batch is one group).
 struct LengthGroup {
   int64_t length = 0;  // tokens
   int64_t count = 0;   // sequences
 };
-ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
-                                         bool raw = false);
-ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
-                                 bool raw = false);
+ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count);
+ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count);
 
 // Whether the one pass keeps these inputs within the long-memory bar (out and final state rel-RMS
 // <= 4e-3 on every checked problem): its state products run on bf16 operands, which gives 3.7e-3
