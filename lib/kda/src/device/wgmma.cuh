@@ -59,6 +59,11 @@ __device__ __forceinline__ void bulk_copy_to_smem(bool issue, uint32_t dst, cons
       "r"(dst), "l"(src), "r"(bytes), "r"(bar)
       : "memory");
 }
+// A plain arrival (release at CTA scope: the arriving thread's earlier writes, and those it
+// observed through a barrier, are visible to a thread whose wait sees the phase complete).
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
 // Waits until the phase of parity `parity` of the barrier has completed.
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   asm volatile(

@@ -288,9 +288,7 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
   }
   *reinterpret_cast<float*>(in + kSGs + 4 * tid) = gs;
   carry.running[(c % kCarrySlots) * kDim + tid] = running;
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
-                   carry.barrier + 8 * static_cast<uint32_t>(c % kCarrySlots))
-               : "memory");
+  kda::detail::wgmma::mbarrier_arrive(carry.barrier + 8 * static_cast<uint32_t>(c % kCarrySlots));
 }
 
 // Phases 2 - 5: sub-chunk `sc`'s factors into `rec` (a record's 23,040 bytes, global or shared:

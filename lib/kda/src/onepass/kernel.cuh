@@ -38,7 +38,7 @@ inline constexpr int kRing = 4;  // record buffers
 // sub-chunk's inputs before it builds this one (two input sets), with three the shared memory
 // holds one set each. Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
 // from the builders to the chain.
-template <int kChainGroups, int kBuilders, bool kRaw = false>
+template <int kChainGroups, int kBuilders, bool kRaw = false, bool kPairs = false>
 struct Config {
   static constexpr int kThreadsAll = 128 * (kChainGroups + kBuilders);
   static constexpr int kChainThreads = 128 * kChainGroups;
@@ -57,11 +57,13 @@ struct Config {
   // Registers per thread after setmaxnreg (0: none); two chain warpgroups need ~136, one ~215,
   // a builder ~78 alone, more with the prefetch's loop state (at 104 it spills a value).
   // The raw-input builders hold their gate channel and carry beside the build: 96, the chain 224
-  // (the whole register file; at 216 the chain spills).
+  // (the whole register file; at 216 the chain spills). The operand pairs' chain gets the same
+  // split: at 232 ptxas serializes its wgmmas (C7512), at 224 it does not.
+  static constexpr bool kWideBuilders = kRaw || kPairs;
   static constexpr int kChainRegisters =
-      kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : kRaw ? 224 : 232;
+      kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : kWideBuilders ? 224 : 232;
   static constexpr int kBuilderRegisters =
-      kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : kRaw ? 96 : 88;
+      kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : kWideBuilders ? 96 : 88;
   static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
   static_assert(!kRaw || !kPrefetch, "raw inputs: one input set per builder (issue_raw_loads' beta)");
   static_assert(kChainThreads * kChainRegisters + 128 * kBuilders * kBuilderRegisters <= 65536,
@@ -70,11 +72,6 @@ struct Config {
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-// A plain arrival (release at CTA scope: the arriving thread's earlier writes, and those it
-// observed through a barrier, are visible to a thread whose wait sees the phase complete).
-__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // The stress mode's sleep: up to max_ns, pseudo-random in `salt`.
 __device__ __forceinline__ void jitter(int max_ns, uint32_t salt) {
@@ -94,10 +91,10 @@ __device__ __forceinline__ void registers_down() {
 }
 
 template <int kChainGroups, int kBuilders, bool kRaw, bool kPairs = false>
-__global__ void __launch_bounds__(Config<kChainGroups, kBuilders, kRaw>::kThreadsAll, 1)
-    onepass_kernel(const OnepassArgs a) {
+__global__ void __launch_bounds__(
+    Config<kChainGroups, kBuilders, kRaw, kPairs>::kThreadsAll, 1) onepass_kernel(const OnepassArgs a) {
   static_assert(!kPairs || kChainGroups == 1, "operand pairs: the one-warpgroup chain's step");
-  using C = Config<kChainGroups, kBuilders, kRaw>;
+  using C = Config<kChainGroups, kBuilders, kRaw, kPairs>;
   constexpr int kSScratch = C::kSScratch, kSO = C::kSO, kScratch = C::kScratch;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -149,7 +146,7 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders, kRaw>::kThread
     for (int64_t c = 0; c < chunks; ++c) {
       named_sync(1, C::kChainThreads);  // every chain warp is done with sub-chunk c - 1
       if (c > 0) {
-        if (tid == 0) mbarrier_arrive(empty + 8 * static_cast<uint32_t>((c - 1) % kRing));
+        if (tid == 0) wg::mbarrier_arrive(empty + 8 * static_cast<uint32_t>((c - 1) % kRing));
         copy_out(c - 1);
       }
       const uint32_t b = static_cast<uint32_t>(c % kRing);
@@ -234,7 +231,7 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders, kRaw>::kThread
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
       fence_proxy_async_shared();  // the record's ordinary stores, for the chain's wgmma reads
       named_sync(bar, kWarpgroup);   // the whole record is written; the scratch is free again
-      if (btid == 0) mbarrier_arrive(full + 8 * b);
+      if (btid == 0) wg::mbarrier_arrive(full + 8 * b);
       if constexpr (C::kPrefetch) set ^= 1;
     }
   }
@@ -245,7 +242,7 @@ __global__ void __launch_bounds__(Config<kChainGroups, kBuilders, kRaw>::kThread
 // returns the launch's error.
 template <int kChainGroups, int kBuilders, bool kRaw = false, bool kPairs = false>
 cudaError_t launch_config(const OnepassArgs& args, cudaStream_t stream) {
-  using C = Config<kChainGroups, kBuilders, kRaw>;
+  using C = Config<kChainGroups, kBuilders, kRaw, kPairs>;
   const cudaError_t e =
       cudaFuncSetAttribute(onepass_kernel<kChainGroups, kBuilders, kRaw, kPairs>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
