@@ -3,7 +3,8 @@
 // builder (lab/experiments/factors16.cu, one CTA per sub-chunk), which differ only in where the
 // record goes (a shared-memory ring buffer or global memory), in the barrier that separates the
 // phases (a named barrier of the warpgroup or the CTA's) and in when the inputs are asked for
-// (with at most two builders each asks for its next sub-chunk's before it builds this one). Shared memory is an input set (q, k, v, G,
+// (with at most two builders each asks for its next sub-chunk's before it builds this one).
+// Shared memory is an input set (q, k, v, G,
 // the gate row before the sub-chunk, beta: what issue_loads fills; several phases overwrite parts
 // of it in place) and a work region. Phases, a barrier between each:
 //   1  issue_loads: q, k, v (bf16), G (fp32, rows >= n: G_{n-1}), the row before and beta by
@@ -166,15 +167,16 @@ __device__ __forceinline__ void issue_gate(const float* gate, int heads, const S
 // Phase 1 for sub-chunk `sc` of head h (the contract's inputs) into the input set `in` (16-byte
 // aligned) by thread tid (0 .. 127) of a warpgroup: its cp.async copies form one group, committed
 // here.
-__device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk& sc, int h, int tid,
-                                            unsigned char* in) {
+__device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk& sc, int h,
+                                            int tid, unsigned char* in) {
   const int n = sc.rows;
   issue_qkv(a, sc, h, tid, in);
   issue_gate(a.gate, a.heads, sc, h, tid, in);
   if (tid >= 32 && tid < 32 + kSub) {  // beta
     const int i = tid - 32;
     if (i < n) {
-      cp_async4(smem_u32(in + kSBeta + 4 * i), a.beta + (sc.first_token * a.heads + h) + i * a.heads);
+      cp_async4(smem_u32(in + kSBeta + 4 * i),
+                a.beta + (sc.first_token * a.heads + h) + i * a.heads);
     } else {
       *reinterpret_cast<float*>(in + kSBeta + 4 * i) = 0.0f;
     }
@@ -218,7 +220,9 @@ __device__ __forceinline__ float issue_raw_loads(const BuildInputs& a, const Raw
       for (int it = 0; it < 2; ++it) {
         const int u = tid + kWarpgroup * it;
         const int i = u >> 4, c = 8 * (u & 15);
-        if (i < n) cp_async16(smem_u32(work + kSRawGate + 2 * (i * kDim + c)), g0 + (i * gate_row + c));
+        if (i < n) {
+          cp_async16(smem_u32(work + kSRawGate + 2 * (i * kDim + c)), g0 + (i * gate_row + c));
+        }
       }
     } else {  // 16 rows x 32 units
       const auto* g0 = static_cast<const float*>(raw.gate) + at;
@@ -226,7 +230,9 @@ __device__ __forceinline__ float issue_raw_loads(const BuildInputs& a, const Raw
       for (int it = 0; it < 4; ++it) {
         const int u = tid + kWarpgroup * it;
         const int i = u >> 5, c = 4 * (u & 31);
-        if (i < n) cp_async16(smem_u32(work + kSRawGate + 4 * (i * kDim + c)), g0 + (i * gate_row + c));
+        if (i < n) {
+          cp_async16(smem_u32(work + kSRawGate + 4 * (i * kDim + c)), g0 + (i * gate_row + c));
+        }
       }
     }
   } else {
@@ -236,8 +242,9 @@ __device__ __forceinline__ float issue_raw_loads(const BuildInputs& a, const Raw
   float beta = 0.0f;
   if (tid < n) {
     const int64_t at = (sc.first_token + tid) * a.heads + h;
-    beta = raw.beta_bf16 ? kda::detail::load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
-                         : kda::detail::load_as_float(static_cast<const float*>(raw.beta) + at);
+    using kda::detail::load_as_float;
+    beta = raw.beta_bf16 ? load_as_float(static_cast<const __nv_bfloat16*>(raw.beta) + at)
+                         : load_as_float(static_cast<const float*>(raw.beta) + at);
   }
   return beta;
 }
@@ -278,10 +285,12 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
 #pragma unroll
   for (int i = 0; i < kSub; ++i) {  // rows >= n add nothing: G_{n-1} again
     if (i < n) {
-      const float g = raw.gate_bf16
-                          ? kda::detail::load_as_float(reinterpret_cast<const __nv_bfloat16*>(
-                                work + kSRawGate + 2 * (i * kDim + tid)))
-                          : *reinterpret_cast<const float*>(work + kSRawGate + 4 * (i * kDim + tid));
+      const unsigned char* const at = work + kSRawGate;
+      const float g =
+          raw.gate_bf16
+              ? kda::detail::load_as_float(
+                    reinterpret_cast<const __nv_bfloat16*>(at + 2 * (i * kDim + tid)))
+              : *reinterpret_cast<const float*>(at + 4 * (i * kDim + tid));
       running = __fadd_rn(running, gate_sigmoid(g, channel));
     }
     *reinterpret_cast<float*>(in + sg(i, tid)) = gate_log2(running, scale, base);

@@ -1,9 +1,9 @@
 // One step of the 16-token chain (record16.h has the math): run by the one-pass forward's chain
 // (kernel.cuh, records built in shared memory by its builder warpgroups) and by the lab's
 // standalone chain (lab/experiments/scan16.cu, records by bulk copy). The 256 threads of two
-// warpgroups hold the transposed state S^T [128 values][128 keys] in fp32 wgmma accumulators. Fragment maps:
-// warp w owns value rows 16 w .. 16 w + 15 (the C-fragment rows g = lane / 4 and g + 8 of its
-// warpgroup's m64 tiles); st[j][e] holds S^T[row(e)][key 8 j + 2 t + (e & 1)],
+// warpgroups hold the transposed state S^T [128 values][128 keys] in fp32 wgmma accumulators.
+// Fragment maps: warp w owns value rows 16 w .. 16 w + 15 (the C-fragment rows g = lane / 4 and
+// g + 8 of its warpgroup's m64 tiles); st[j][e] holds S^T[row(e)][key 8 j + 2 t + (e & 1)],
 // row(e) = 16 w + g + 8 (e >> 1), t = lane % 4: wgmma's accumulators give each warp mma.sync's C
 // fragments, and a pair of them, packed, is the A fragment of the next product (keys
 // 16 kt .. +15 from tiles 2 kt, 2 kt + 1).
@@ -205,10 +205,10 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
   write_o(otile, pacc, row0, t2);
 }
 
-// ---- The chain on one warpgroup (the one-pass forward with three builders): thread tid (0 .. 127) holds the
-// value rows of both halves, st[h][j][e] = S^T[64 h + row(e)][key 8 j + 2 t + (e & 1)], and runs
-// each product once per half: the same wgmma shapes on the same rows, so the same bits as the
-// two-warpgroup step.
+// ---- The chain on one warpgroup (the one-pass forward with three builders): thread tid
+// (0 .. 127) holds the value rows of both halves, st[h][j][e] = S^T[64 h + row(e)][key 8 j + 2 t
+// + (e & 1)], and runs each product once per half: the same wgmma shapes on the same rows, so the
+// same bits as the two-warpgroup step.
 __device__ __forceinline__ void load_state_one_group(float (&st)[2][16][4],
                                                      const float* initial_state, int64_t offset,
                                                      int tid) {

@@ -65,7 +65,8 @@ struct Config {
   static constexpr int kBuilderRegisters =
       kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : kWideBuilders ? 96 : 88;
   static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
-  static_assert(!kRaw || !kPrefetch, "raw inputs: one input set per builder (issue_raw_loads' beta)");
+  static_assert(!kRaw || !kPrefetch,
+                "raw inputs: one input set per builder (issue_raw_loads' beta)");
   static_assert(kChainThreads * kChainRegisters + 128 * kBuilders * kBuilderRegisters <= 65536,
                 "the register file");
 };
@@ -91,8 +92,9 @@ __device__ __forceinline__ void registers_down() {
 }
 
 template <int kChainGroups, int kBuilders, bool kRaw, bool kPairs = false>
-__global__ void __launch_bounds__(
-    Config<kChainGroups, kBuilders, kRaw, kPairs>::kThreadsAll, 1) onepass_kernel(const OnepassArgs a) {
+__global__ void
+__launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kPairs>::kThreadsAll, 1)
+    onepass_kernel(const OnepassArgs a) {
   static_assert(!kPairs || kChainGroups == 1, "operand pairs: the one-warpgroup chain's step");
   using C = Config<kChainGroups, kBuilders, kRaw, kPairs>;
   constexpr int kSScratch = C::kSScratch, kSO = C::kSO, kScratch = C::kScratch;
@@ -211,18 +213,21 @@ __global__ void __launch_bounds__(
         build::issue_loads(a.in, sub_chunk(c), h, btid, scratch);
       }
       [[maybe_unused]] float beta = 0.0f;
-      if constexpr (kRaw) beta = build::issue_raw_loads(a.in, a.raw, sub_chunk(c), h, btid, scratch, work);
+      if constexpr (kRaw) {
+        beta = build::issue_raw_loads(a.in, a.raw, sub_chunk(c), h, btid, scratch, work);
+      }
       const uint32_t b = static_cast<uint32_t>(c % kRing);
       const int64_t round = c / kRing;
       if (round > 0) wg::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
       const auto sync = [bar] { named_sync(bar, kWarpgroup); };
       if constexpr (kRaw) {
         const build::SubChunk sc = sub_chunk(c);
+        const auto prologue = [&] {
+          build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
+                              work);
+        };
         build::build_sub_chunk<0>(sc, a.in.fuse_q_l2norm, btid, scratch, work, smem + b * kBuffer,
-                                  sync, a.raw.fuse_k_l2norm, [&] {
-                                    build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta,
-                                                        carry, btid, scratch, work);
-                                  });
+                                  sync, a.raw.fuse_k_l2norm, prologue);
       } else {
         build::build_sub_chunk<C::kPrefetch ? 1 : 0>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
                                                      scratch + set * build::kInBytes, work,
