@@ -12,7 +12,7 @@
 //      sequence or lies past the end); build_sub_chunk waits for them
 //   2  thread (channels 4 (t % 32) .. +3, rows t / 32 + 4 r): the channels' anchors
 //      cs = 2^(Gm - Gs), ce = 2^(Ge - Gm) (and A = 2^(Ge - Gs) to the record, warp 0), the fused
-//      q norm's factor (a row per warp, 4 values per lane), the two exponentials per element and
+//      q norm's factors (a warp's 4 rows reduced side by side), two exponentials per element and
 //      every elementwise factor: the grams' operands (bf16: k 2^(G - Gm), scale r q 2^(G - Gm)
 //      rows over k and q in place, k 2^(Gm - G) columns), W's right-hand side beta k 2^(G - Gs)
 //      (fp16), QP and KG (bf16, to the record), each the one before it times a per-channel
@@ -344,6 +344,33 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
           make_float4(ex2_approx(ge.x - gs.x), ex2_approx(ge.y - gs.y), ex2_approx(ge.z - gs.z),
                       ex2_approx(ge.w - gs.w));
     }
+    // The fused q norm's factors 1 / sqrt(|q_i|^2 + 1e-6) of the warp's 4 rows: the four sums of
+    // squares reduced side by side (independent shuffle chains, group_sum's butterfly order), the
+    // MUFU rsqrt (relative error < 2^-22, as PREP's). A warp holding a row whose fp32 sum of
+    // squares overflows (a huge or non-finite row) takes deferred_row_norm row by row instead,
+    // which rescales such rows exactly first.
+    float qnorm[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    bool qnorm_by_row = false;
+    if (fuse_q_l2norm) {  // uniform
+      float ssq[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        float q[4];
+        load4_bf16(in, s16(kSQ, warp + 4 * r, d0), q);
+        ssq[r] = kda::detail::prep::partial_ssq(q);
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          ssq[r] = __fadd_rn(ssq[r], __shfl_xor_sync(0xffffffffu, ssq[r], offset));
+        }
+      }
+      qnorm_by_row =
+          __any_sync(0xffffffffu, isinf(ssq[0]) || isinf(ssq[1]) || isinf(ssq[2]) || isinf(ssq[3]));
+#pragma unroll
+      for (int r = 0; r < 4; ++r) qnorm[r] = rsqrtf(ssq[r] + kL2NormEps);
+    }
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int i = warp + 4 * r;
@@ -353,9 +380,12 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
       const float4 g4 = *reinterpret_cast<const float4*>(in + sg(i, d0));
       const float g[4] = {g4.x, g4.y, g4.z, g4.w};
       float qscale = kda::detail::kScale;
-      if (fuse_q_l2norm) {  // uniform
+      if (qnorm_by_row) {  // uniform, rare
         bool rescaled;
-        qscale *= kda::detail::prep::deferred_row_norm<32, 4>(q, rescaled);  // huge rows: q rescaled
+        // huge rows: q rescaled
+        qscale *= kda::detail::prep::deferred_row_norm<32, 4>(q, rescaled);
+      } else {
+        qscale *= qnorm[r];
       }
       if (fuse_k_l2norm) {  // uniform: raw k normalized (huge rows rescaled first, exactly)
         bool rescaled;
