@@ -127,6 +127,9 @@ constexpr detail::ForwardLaunches kOnePass{detail::library_prep, detail::library
 constexpr detail::ForwardLaunches kOnePassPairs{detail::library_prep, detail::library_scan,
                                                 detail::one_pass_operand_pairs,
                                                 detail::KernelChoice::one_pass};
+constexpr detail::ForwardLaunches kOnePassF16{detail::library_prep, detail::library_scan,
+                                              detail::one_pass_f16_scaled,
+                                              detail::KernelChoice::one_pass};
 
 // kda.h's entry points for the library's record and validation on other launches.
 template <const detail::ForwardLaunches& kLaunches>
@@ -186,6 +189,13 @@ const Variant kVariants[] = {
      /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassPairs>,
      library_record_forward_stage<kOnePassPairs>},
+    {"one_pass16_f16",
+     "one_pass16 with the chain's state and V_new in fp16 under a power-of-two scale per value "
+     "row (the two kernels' SCAN way) and fp16 record tiles: 1.8e-3 / 2.4e-3 fused / explicit on "
+     "long-memory problems in the CPU replay",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassF16>,
+     library_record_forward_stage<kOnePassF16>},
     {"v2w_mma",
      "the library's chunk_forward: per call the one pass (one_pass16) or the two kernels "
      "(v2w_two_kernel), by kernel_choice.h's time model",

@@ -148,7 +148,7 @@ void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
 
 namespace {
 
-void run_one_pass(const ForwardParams& p, const Plan& plan, bool operand_pairs,
+void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperands operands,
                   cudaStream_t stream) {
   constexpr const char* kWhere = "chunk_forward: one_pass";
   if (!one_pass_reads(p)) {
@@ -179,7 +179,7 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, bool operand_pairs,
   a.initial_state = p.initial_state;
   a.final_state = p.final_state;
   a.raw = raw_prep_args(p);
-  a.operand_pairs = operand_pairs;
+  a.operands = operands;
   // Packed sequences run longest first (dense ones are all the same length): their order goes
   // to the workspace's first num_seqs int32 (validation sized it for the records, far more).
   if (plan.packed) {
@@ -196,10 +196,13 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, bool operand_pairs,
 }  // namespace
 
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  run_one_pass(p, plan, /*operand_pairs=*/false, stream);
+  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream);
 }
 void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  run_one_pass(p, plan, /*operand_pairs=*/true, stream);
+  run_one_pass(p, plan, onepass::ChainOperands::bf16_pairs, stream);
+}
+void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, onepass::ChainOperands::f16_scaled, stream);
 }
 
 namespace {

@@ -70,8 +70,10 @@ void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
 // kernel. Throws unsupported for inputs it does not read (one_pass_reads).
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The one pass with the chain's state and V_new as bf16 hi + lo pairs (the lab's
-// one_pass16_pairs: the precision the explicit and raw paths need, its time not yet measured).
+// one_pass16_pairs: within the 4e-3 bar on every path, but 1.5-1.7x the time on the H200), or as
+// fp16 under per-row power-of-two scales with fp16 record tiles (the lab's one_pass16_f16).
 void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
+void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // chunk_forward's body: every stage in order on one plan.
 void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream);
 // chunk_forward_stage's body (the stage already checked).

@@ -313,7 +313,7 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
 struct NoPrologue {
   __device__ void operator()() const {}
 };
-template <int kPending, class Sync, class Prologue = NoPrologue>
+template <int kPending, bool kF16Tiles = false, class Sync, class Prologue = NoPrologue>
 __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_l2norm, int tid,
                                                 unsigned char* in, unsigned char* work,
                                                 unsigned char* rec, const Sync& sync,
@@ -411,8 +411,8 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
       store4<false>(in + s16(kSRowQ, i, d0), rq);  // over q's
       store4<false>(work + s16(kSColK, i, d0), ck);
       store4<true>(work + s16(kSRhsW, i, d0), rhs);
-      store4<false>(rec + rec_split(kRecQP, i, d0), qp);
-      store4<false>(rec + rec_split(kRecKG, i, d0), kg);
+      store4<kF16Tiles>(rec + rec_split(kRecQP, i, d0), qp);
+      store4<kF16Tiles>(rec + rec_split(kRecKG, i, d0), kg);
     }
   }
   sync();
@@ -472,7 +472,8 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
           (j + e < i && i < n) ? beta * sk[e] : 0.0f;
       out_q[e] = (j + e <= i && i < n) ? sq[e] : 0.0f;
     }
-    *reinterpret_cast<uint32_t*>(rec + rec_aqk(i, j)) = pack_bf16(out_q[0], out_q[1]);
+    *reinterpret_cast<uint32_t*>(rec + rec_aqk(i, j)) =
+        kF16Tiles ? pack_f16(out_q[0], out_q[1]) : pack_bf16(out_q[0], out_q[1]);
   }
   sync();
 
@@ -552,7 +553,8 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
       for (int half = 0; half < 2; ++half) {
         const int i = gr + 8 * half;
         *reinterpret_cast<uint32_t*>(rec + rec_split(kRecW, i, col)) =
-            pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]);
+            kF16Tiles ? pack_f16(accw[nt][2 * half], accw[nt][2 * half + 1])
+                      : pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]);
         const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
         const float2 vv =
             unpack_bf16(*reinterpret_cast<const uint32_t*>(in + s16(kSV, i, col)));

@@ -21,6 +21,7 @@
 namespace kda::detail::onepass::chain {
 
 using kda::detail::ptx::pack_bf16;
+using kda::detail::ptx::pack_f16;
 namespace wg = kda::detail::wgmma;
 using kda::detail::scan::desc_sw128;
 
@@ -30,32 +31,49 @@ static_assert(kBuffer >= kRecordBytes, "a record fits a buffer");
 constexpr int kOTile = kSub * kDim * 2;      // O [16 tokens][128 values] bf16
 constexpr int kSBO = 1024;                   // 8 rows of 128 bytes
 
-// D[64 x 16] (+)= A[64 x 16] (registers, bf16) . B[16 x 16] (K-major descriptor).
-template <bool kAccumulate>
+// D[64 x 16] (+)= A[64 x 16] (registers) . B[16 x 16] (K-major descriptor), bf16 operands or,
+// with kF16, fp16 (the f16_scaled chain).
+#define KDA_WGMMA_M64N16K16(TYPE, SCALE_D)                                                 \
+  "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE                              \
+  " {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, " SCALE_D ", 1, 1, 0;\n"
+#define KDA_WGMMA_ACC16(m) \
+  m(d[0][0]), m(d[0][1]), m(d[0][2]), m(d[0][3]), m(d[1][0]), m(d[1][1]), m(d[1][2]), m(d[1][3])
+#define KDA_WGMMA_OUT(x) "=f"(x)
+#define KDA_WGMMA_INOUT(x) "+f"(x)
+template <bool kAccumulate, bool kF16 = false>
 __device__ __forceinline__ void m64n16k16(float (&d)[2][4], const uint32_t (&a)[4], uint64_t b) {
-  if constexpr (kAccumulate) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7},"
-        " {%8, %9, %10, %11}, %12, 1, 1, 1, 0;\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
-          "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+  if constexpr (kAccumulate && kF16) {
+    asm volatile(KDA_WGMMA_M64N16K16("f16", "1")
+                 : KDA_WGMMA_ACC16(KDA_WGMMA_INOUT)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+  } else if constexpr (kAccumulate) {
+    asm volatile(KDA_WGMMA_M64N16K16("bf16", "1")
+                 : KDA_WGMMA_ACC16(KDA_WGMMA_INOUT)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+  } else if constexpr (kF16) {
+    asm volatile(KDA_WGMMA_M64N16K16("f16", "0")
+                 : KDA_WGMMA_ACC16(KDA_WGMMA_OUT)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
   } else {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7},"
-        " {%8, %9, %10, %11}, %12, 0, 1, 1, 0;\n"
-        : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]),
-          "=f"(d[1][1]), "=f"(d[1][2]), "=f"(d[1][3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+    asm volatile(KDA_WGMMA_M64N16K16("bf16", "0")
+                 : KDA_WGMMA_ACC16(KDA_WGMMA_OUT)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
   }
 }
+#undef KDA_WGMMA_INOUT
+#undef KDA_WGMMA_OUT
+#undef KDA_WGMMA_ACC16
+#undef KDA_WGMMA_M64N16K16
 
-// The bf16 A fragment of key k-step kt from the state's accumulator tiles 2 kt, 2 kt + 1.
+// The bf16 (kF16: fp16) A fragment of key k-step kt from the state's accumulator tiles 2 kt,
+// 2 kt + 1.
+template <bool kF16 = false>
 __device__ __forceinline__ void state_a(const float (&st)[16][4], int kt, uint32_t (&a)[4]) {
-  a[0] = pack_bf16(st[2 * kt][0], st[2 * kt][1]);
-  a[1] = pack_bf16(st[2 * kt][2], st[2 * kt][3]);
-  a[2] = pack_bf16(st[2 * kt + 1][0], st[2 * kt + 1][1]);
-  a[3] = pack_bf16(st[2 * kt + 1][2], st[2 * kt + 1][3]);
+  const auto pack = [](float lo, float hi) { return kF16 ? pack_f16(lo, hi) : pack_bf16(lo, hi); };
+  a[0] = pack(st[2 * kt][0], st[2 * kt][1]);
+  a[1] = pack(st[2 * kt][2], st[2 * kt][3]);
+  a[2] = pack(st[2 * kt + 1][0], st[2 * kt + 1][1]);
+  a[3] = pack(st[2 * kt + 1][2], st[2 * kt + 1][3]);
 }
 
 // The low halves of the same fragment: bf16(x - bf16(x)) (x - bf16(x) is exact in fp32), so that
@@ -101,23 +119,24 @@ __device__ __forceinline__ void store_state(const float (&st)[16][4], float* fin
 // k-step kt: key half kt / 4, +32 bytes per k16), waited for. With kPairs the state is a bf16
 // hi + lo pair: the same 16 products again on the low halves, into the same accumulators, after
 // the first group (the fragments' registers are reused).
-template <bool kPairs = false>
+template <bool kPairs = false, bool kF16 = false>
 __device__ __forceinline__ void products_a(const float (&st)[16][4], uint64_t desc_w,
                                            uint64_t desc_qp, float (&acc)[2][4],
                                            float (&pacc)[2][4]) {
+  static_assert(!(kPairs && kF16), "pairs are bf16");
   uint32_t sa[8][4];  // every A fragment before the fence: no register writes between wgmmas
 #pragma unroll
-  for (int kt = 0; kt < 8; ++kt) state_a(st, kt, sa[kt]);
+  for (int kt = 0; kt < 8; ++kt) state_a<kF16>(st, kt, sa[kt]);
   wg::fence();
 #pragma unroll
   for (int kt = 0; kt < 8; ++kt) {
     const uint64_t off = static_cast<uint64_t>((kt >> 2) * kHalfTileBytes + (kt & 3) * 32) >> 4;
     if (kt == 0) {
-      m64n16k16<false>(acc, sa[kt], desc_w + off);
-      m64n16k16<false>(pacc, sa[kt], desc_qp + off);
+      m64n16k16<false, kF16>(acc, sa[kt], desc_w + off);
+      m64n16k16<false, kF16>(pacc, sa[kt], desc_qp + off);
     } else {
-      m64n16k16<true>(acc, sa[kt], desc_w + off);
-      m64n16k16<true>(pacc, sa[kt], desc_qp + off);
+      m64n16k16<true, kF16>(acc, sa[kt], desc_w + off);
+      m64n16k16<true, kF16>(pacc, sa[kt], desc_qp + off);
     }
   }
   wg::commit();
@@ -268,6 +287,249 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
   wg::wait<0>();
 #pragma unroll
   for (int h = 0; h < 2; ++h) write_o(otile, pacc[h], 64 * h + 16 * warp + (lane >> 2), t2);
+}
+
+// ---- The f16_scaled chain (ChainOperands::f16_scaled, the lab's one_pass16_f16): thread tid's
+// value rows (half h, row hh: 64 h + 16 warp + lane / 4 + 8 hh) hold lambda S^T, lambda =
+// 2^log2_lambda[h][hh], so that the state and V_new fit fp16's range with its 11 significant bits
+// (bf16 has 8); every product of a row is in the same units, and O and the final state are
+// multiplied by 1 / lambda. As the two kernels' SCAN does (scan.cu "R"): while b = max(16 bound,
+// the last step's max |lambda V_new|) stays in [2^-4, 2^13) lambda does not change (the common
+// case: nothing is multiplied); outside, the warp's rows are rescaled so that b lands in
+// [2^11, 2^12), which keeps |lambda S| < 2^9. U^T comes from the record in fp32 with v's range and
+// no bound beside it, so a V_new that would reach 2^14 rescales its rows before it is rounded:
+// every quantity of a row (state, products, V_new) is linear in lambda, and a power of two is
+// exact in fp32. The record's tiles are fp16 too (every one bounded: record16.h).
+struct RowScales {
+  int log2_lambda[2][2];
+  float bound[2][2];  // >= max |lambda S^T| over the row, for the state entering the step
+  float vmax[2][2];   // max |lambda V_new| over the row in the last step
+  bool unit;          // warp-uniform: every lambda of the warp's rows is 1
+};
+
+// A row's value over its quad (the 4 lanes holding it), in a fixed order.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+// 2^k for -126 <= k <= 127, exactly.
+__device__ __forceinline__ float pow2(int k) { return __int_as_float((k + 127) << 23); }
+
+// The change of log2 lambda that puts b into [2^11, 2^12) (clamped to 2^+-126 and lambda to
+// 2^+-100); 0 for an all-zero row or a non-finite b (a NaN or inf input, which then propagates).
+__device__ __forceinline__ int scale_change(float b, int log2_lambda) {
+  if (!(b > 0.0f) || !isfinite(b)) return 0;
+  int e = 0;
+  frexpf(b, &e);  // 2^(e - 1) <= b < 2^e
+  const int change = min(max(12 - e, -126), 127);
+  return min(max(log2_lambda + change, -100), 100) - log2_lambda;
+}
+
+// lambda = 1 and the initial state's own row maxima.
+__device__ __forceinline__ void init_row_scales(const float (&st)[2][16][4], RowScales& rs) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float m = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        m = fmaxf(m, fmaxf(fabsf(st[h][j][2 * hh]), fabsf(st[h][j][2 * hh + 1])));
+      }
+      rs.log2_lambda[h][hh] = 0;
+      rs.bound[h][hh] = quad_max(m);
+      rs.vmax[h][hh] = 0.0f;
+    }
+  }
+  rs.unit = true;
+}
+
+// Multiplies row (h, hh)'s state and bounds by 2^change and records it.
+__device__ __forceinline__ void rescale_row(float (&st)[2][16][4], RowScales& rs, int h, int hh,
+                                            int change) {
+  const float f = pow2(change);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    st[h][j][2 * hh] *= f;
+    st[h][j][2 * hh + 1] *= f;
+  }
+  rs.bound[h][hh] *= f;
+  rs.vmax[h][hh] *= f;
+  rs.log2_lambda[h][hh] += change;
+}
+__device__ __forceinline__ void update_unit(RowScales& rs) {
+  rs.unit = __all_sync(0xffffffffu, rs.log2_lambda[0][0] == 0 && rs.log2_lambda[0][1] == 0 &&
+                                        rs.log2_lambda[1][0] == 0 && rs.log2_lambda[1][1] == 0);
+}
+
+// step_one_group for ChainOperands::f16_scaled (the same phases; see RowScales).
+__device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowScales& rs,
+                                                   uint32_t buf, const unsigned char* rec,
+                                                   unsigned char* otile, int tid) {
+  const int lane = tid & 31, warp = tid >> 5;
+  const int t2 = 2 * (lane & 3);
+  // The plan: rows whose b left its window, warp-uniform (rare).
+  {
+    bool outside = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float b = fmaxf(16.0f * rs.bound[h][hh], rs.vmax[h][hh]);
+        outside = outside || b >= 8192.0f || (b > 0.0f && b < 0.0625f);
+      }
+    }
+    if (__any_sync(0xffffffffu, outside)) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const float b = fmaxf(16.0f * rs.bound[h][hh], rs.vmax[h][hh]);
+          rescale_row(st, rs, h, hh, scale_change(b, rs.log2_lambda[h][hh]));
+        }
+      }
+      update_unit(rs);
+    }
+  }
+  // A and V_new^T = lambda U^T - acc in fp32, per half.
+  float pacc[2][2][4], x[2][2][4];  // x[h][nt][e]: token 8 nt + t2 + (e & 1), row hh = e >> 1
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float acc[2][4];
+    products_a<false, true>(st[h], desc_sw128(buf + kRecW, 16, kSBO),
+                            desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc[h]);
+    const int row0 = 64 * h + 16 * warp + (lane >> 2);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const float lambda = rs.unit ? 1.0f : pow2(rs.log2_lambda[h][hh]);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float2 u =
+            *reinterpret_cast<const float2*>(rec + rec_ut(row0 + 8 * hh, 8 * nt + t2));
+        x[h][nt][2 * hh] = fmaf(u.x, lambda, -acc[nt][2 * hh]);
+        x[h][nt][2 * hh + 1] = fmaf(u.y, lambda, -acc[nt][2 * hh + 1]);
+      }
+    }
+  }
+  // V_new's row maxima; rows that would reach 2^14 rescale before the rounding (rare).
+  float xmax[2][2];
+  bool over = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float m = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        m = fmaxf(m, fmaxf(fabsf(x[h][nt][2 * hh]), fabsf(x[h][nt][2 * hh + 1])));
+      }
+      xmax[h][hh] = quad_max(m);
+      over = over || xmax[h][hh] >= 16384.0f;
+    }
+  }
+  if (__any_sync(0xffffffffu, over)) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float b = fmaxf(16.0f * rs.bound[h][hh], xmax[h][hh]);
+        const int change = b >= 8192.0f ? scale_change(b, rs.log2_lambda[h][hh]) : 0;
+        const float f = pow2(change);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          x[h][nt][2 * hh] *= f;
+          x[h][nt][2 * hh + 1] *= f;
+          pacc[h][nt][2 * hh] *= f;
+          pacc[h][nt][2 * hh + 1] *= f;
+        }
+        xmax[h][hh] *= f;
+        rescale_row(st, rs, h, hh, change);
+      }
+    }
+    update_unit(rs);
+  }
+  // V_new^T rounded once to fp16, its row sums of |V_new| and maxima for the bounds.
+  uint32_t av[2][4];
+  float vsum[2][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        av[h][2 * nt + hh] = pack_f16(x[h][nt][2 * hh], x[h][nt][2 * hh + 1]);
+      }
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      vsum[h][hh] = quad_sum(fabsf(x[h][0][2 * hh]) + fabsf(x[h][0][2 * hh + 1]) +
+                             fabsf(x[h][1][2 * hh]) + fabsf(x[h][1][2 * hh + 1]));
+      rs.vmax[h][hh] = xmax[h][hh];
+    }
+  }
+  // S^T diag(A), and the decayed state's row maxima.
+  float smax[2][2] = {};
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float2 d = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      st[h][j][0] *= d.x;
+      st[h][j][1] *= d.y;
+      st[h][j][2] *= d.x;
+      st[h][j][3] *= d.y;
+      smax[h][0] = fmaxf(smax[h][0], fmaxf(fabsf(st[h][j][0]), fabsf(st[h][j][1])));
+      smax[h][1] = fmaxf(smax[h][1], fmaxf(fabsf(st[h][j][2]), fabsf(st[h][j][3])));
+    }
+  }
+  // The next step's bound: max |lambda a S| + sum_t |lambda V_new_t| (|KG| <= 1).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) rs.bound[h][hh] = quad_max(smax[h][hh]) + vsum[h][hh];
+  }
+  wg::fence();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    m64n16k16<true, true>(pacc[h], av[h], desc_sw128(buf + kRecAQK, 16, kSBO));
+    wg::m64n128k16_rs_mn<false>(st[h], av[h], desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
+  }
+  wg::commit();
+  wg::wait<0>();
+  // O^T / lambda (skipped while every lambda of the warp is 1).
+  if (!rs.unit) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float inv = pow2(-rs.log2_lambda[h][hh]);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          pacc[h][nt][2 * hh] *= inv;
+          pacc[h][nt][2 * hh + 1] *= inv;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) write_o(otile, pacc[h], 64 * h + 16 * warp + (lane >> 2), t2);
+}
+
+// The f16_scaled chain's final state: lambda S^T / lambda.
+__device__ __forceinline__ void store_state_scaled(const float (&st)[2][16][4],
+                                                   const RowScales& rs, float* final_state,
+                                                   int64_t offset, int tid) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float inv[2] = {pow2(-rs.log2_lambda[h][0]), pow2(-rs.log2_lambda[h][1])};
+    for_each_state_entry(tid + 128 * h, [&](int j, int e, int key, int value) {
+      final_state[offset + key * kDim + value] = st[h][j][e] * inv[e >> 1];
+    });
+  }
 }
 
 // Output rows of a sub-chunk from its O tile: 16 rows of 16 16-byte units, unit tid (0 .. 255);

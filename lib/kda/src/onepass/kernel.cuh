@@ -38,7 +38,8 @@ inline constexpr int kRing = 4;  // record buffers
 // sub-chunk's inputs before it builds this one (two input sets), with three the shared memory
 // holds one set each. Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
 // from the builders to the chain.
-template <int kChainGroups, int kBuilders, bool kRaw = false, bool kPairs = false>
+template <int kChainGroups, int kBuilders, bool kRaw = false,
+          ChainOperands kOps = ChainOperands::bf16>
 struct Config {
   static constexpr int kThreadsAll = 128 * (kChainGroups + kBuilders);
   static constexpr int kChainThreads = 128 * kChainGroups;
@@ -58,8 +59,9 @@ struct Config {
   // a builder ~78 alone, more with the prefetch's loop state (at 104 it spills a value).
   // The raw-input builders hold their gate channel and carry beside the build: 96, the chain 224
   // (the whole register file; at 216 the chain spills). The operand pairs' chain gets the same
-  // split: at 232 ptxas serializes its wgmmas (C7512), at 224 it does not.
-  static constexpr bool kWideBuilders = kRaw || kPairs;
+  // split: at 232 ptxas serializes its wgmmas (C7512), at 224 it does not. The fp16 chain too: at
+  // 88 its builders spill 84 B of loop state, at 96 24 B (the chain none).
+  static constexpr bool kWideBuilders = kRaw || kOps != ChainOperands::bf16;
   static constexpr int kChainRegisters =
       kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : kWideBuilders ? 224 : 232;
   static constexpr int kBuilderRegisters =
@@ -91,12 +93,14 @@ __device__ __forceinline__ void registers_down() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
-template <int kChainGroups, int kBuilders, bool kRaw, bool kPairs = false>
+template <int kChainGroups, int kBuilders, bool kRaw, ChainOperands kOps = ChainOperands::bf16>
 __global__ void
-__launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kPairs>::kThreadsAll, 1)
+__launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
     onepass_kernel(const OnepassArgs a) {
-  static_assert(!kPairs || kChainGroups == 1, "operand pairs: the one-warpgroup chain's step");
-  using C = Config<kChainGroups, kBuilders, kRaw, kPairs>;
+  static_assert(kOps == ChainOperands::bf16 || kChainGroups == 1,
+                "operand pairs and fp16 scales: the one-warpgroup chain's step");
+  constexpr bool kF16 = kOps == ChainOperands::f16_scaled;
+  using C = Config<kChainGroups, kBuilders, kRaw, kOps>;
   constexpr int kSScratch = C::kSScratch, kSO = C::kSO, kScratch = C::kScratch;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -138,6 +142,8 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kPairs>::kThreadsAll, 1)
     } else {
       chain::load_state_one_group(st, a.initial_state, state_offset, tid);
     }
+    [[maybe_unused]] chain::RowScales scales;
+    if constexpr (kF16) chain::init_row_scales(st, scales);
     auto copy_out = [&](int64_t c) {
 #pragma unroll
       for (int u = tid; u < 256; u += C::kChainThreads) {
@@ -157,9 +163,12 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kPairs>::kThreadsAll, 1)
       if constexpr (kChainGroups == 2) {
         chain::step(st, base + b * kBuffer, smem + b * kBuffer, smem + kSO + (c & 1) * kOTile,
                     tid);
+      } else if constexpr (kF16) {
+        chain::step_one_group_f16(st, scales, base + b * kBuffer, smem + b * kBuffer,
+                                  smem + kSO + (c & 1) * kOTile, tid);
       } else {
-        chain::step_one_group<kPairs>(st, base + b * kBuffer, smem + b * kBuffer,
-                              smem + kSO + (c & 1) * kOTile, tid);
+        chain::step_one_group<kOps == ChainOperands::bf16_pairs>(
+            st, base + b * kBuffer, smem + b * kBuffer, smem + kSO + (c & 1) * kOTile, tid);
       }
     }
     named_sync(1, C::kChainThreads);
@@ -167,6 +176,8 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kPairs>::kThreadsAll, 1)
     if (a.final_state != nullptr) {
       if constexpr (kChainGroups == 2) {
         chain::store_state(st, a.final_state, state_offset, tid);
+      } else if constexpr (kF16) {
+        chain::store_state_scaled(st, scales, a.final_state, state_offset, tid);
       } else {
         chain::store_state_one_group(st, a.final_state, state_offset, tid);
       }
@@ -226,12 +237,12 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kPairs>::kThreadsAll, 1)
           build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
                               work);
         };
-        build::build_sub_chunk<0>(sc, a.in.fuse_q_l2norm, btid, scratch, work, smem + b * kBuffer,
-                                  sync, a.raw.fuse_k_l2norm, prologue);
+        build::build_sub_chunk<0, kF16>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
+                                        smem + b * kBuffer, sync, a.raw.fuse_k_l2norm, prologue);
       } else {
-        build::build_sub_chunk<C::kPrefetch ? 1 : 0>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
-                                                     scratch + set * build::kInBytes, work,
-                                                     smem + b * kBuffer, sync);
+        build::build_sub_chunk<C::kPrefetch ? 1 : 0, kF16>(
+            sub_chunk(c), a.in.fuse_q_l2norm, btid, scratch + set * build::kInBytes, work,
+            smem + b * kBuffer, sync);
       }
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
       fence_proxy_async_shared();  // the record's ordinary stores, for the chain's wgmma reads
@@ -243,16 +254,18 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kPairs>::kThreadsAll, 1)
 }
 
 // Launches configuration (kChainGroups, kBuilders), the raw-input kernel when kRaw, the chain's
-// state and V_new as bf16 pairs when kPairs, on `args` (row_offsets_fit checked by the caller);
+// chain's operands as kOps says (record16.h ChainOperands), on `args` (row_offsets_fit checked by
+// the caller);
 // returns the launch's error.
-template <int kChainGroups, int kBuilders, bool kRaw = false, bool kPairs = false>
+template <int kChainGroups, int kBuilders, bool kRaw = false,
+          ChainOperands kOps = ChainOperands::bf16>
 cudaError_t launch_config(const OnepassArgs& args, cudaStream_t stream) {
-  using C = Config<kChainGroups, kBuilders, kRaw, kPairs>;
+  using C = Config<kChainGroups, kBuilders, kRaw, kOps>;
   const cudaError_t e =
-      cudaFuncSetAttribute(onepass_kernel<kChainGroups, kBuilders, kRaw, kPairs>,
+      cudaFuncSetAttribute(onepass_kernel<kChainGroups, kBuilders, kRaw, kOps>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
   if (e != cudaSuccess) return e;
-  onepass_kernel<kChainGroups, kBuilders, kRaw, kPairs>
+  onepass_kernel<kChainGroups, kBuilders, kRaw, kOps>
       <<<static_cast<unsigned>(args.in.num_seqs) * static_cast<unsigned>(args.in.heads),
          C::kThreadsAll, C::kSBytes, stream>>>(args);
   return cudaGetLastError();

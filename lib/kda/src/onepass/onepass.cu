@@ -38,12 +38,19 @@ __global__ void __launch_bounds__(kOrderThreads)
 
 cudaError_t launch(const OnepassArgs& args, cudaStream_t stream) {
   if (!row_offsets_fit(args.in)) return cudaErrorInvalidValue;
-  if (args.operand_pairs) {
-    return args.raw.any() ? launch_config<1, kLibraryBuilders, true, true>(args, stream)
-                          : launch_config<1, kLibraryBuilders, false, true>(args, stream);
+  constexpr int kB = kLibraryBuilders;
+  const bool raw = args.raw.any();
+  switch (args.operands) {
+    case ChainOperands::bf16:
+      return raw ? launch_config<1, kB, true>(args, stream) : launch_config<1, kB>(args, stream);
+    case ChainOperands::bf16_pairs:
+      return raw ? launch_config<1, kB, true, ChainOperands::bf16_pairs>(args, stream)
+                 : launch_config<1, kB, false, ChainOperands::bf16_pairs>(args, stream);
+    case ChainOperands::f16_scaled:
+      return raw ? launch_config<1, kB, true, ChainOperands::f16_scaled>(args, stream)
+                 : launch_config<1, kB, false, ChainOperands::f16_scaled>(args, stream);
   }
-  return args.raw.any() ? launch_config<1, kLibraryBuilders, true>(args, stream)
-                        : launch_config<1, kLibraryBuilders>(args, stream);
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_order_by_length(const int32_t* cu, int num_seqs, int32_t* order,

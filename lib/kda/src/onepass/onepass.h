@@ -34,9 +34,9 @@ struct OnepassArgs {
   const float* initial_state;  // [N][H][128 keys][128 values] or null (zeros)
   float* final_state;          // same layout, or null
   const int32_t* order;        // device [num_seqs]: the sequence grid row r runs; null: r
-  // The chain's state and V_new as bf16 hi + lo pairs (every state product twice): the lab's
-  // one_pass16_pairs, not yet the library's (chain16.cuh step_one_group<true>).
-  bool operand_pairs;
+  // How the chain rounds its state products' operands (record16.h): the library's bf16, or the
+  // lab's bf16 pairs (one_pass16_pairs) and fp16 under row scales (one_pass16_f16).
+  ChainOperands operands;
   int jitter_ns;  // tests' stress mode when > 0: every chain thread sleeps up to this long
                   // (pseudo-random per thread and sub-chunk) after a record is handed to it and
                   // before it reads it, every builder thread before it hands one over: a

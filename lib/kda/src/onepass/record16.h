@@ -35,7 +35,8 @@ inline constexpr int kWarpgroup = 128;  // a builder, or the chain, is one warpg
 #endif
 
 // The record of one (head, sub-chunk), laid out as the chain's wgmma reads it. Rows >= n zero.
-//   W, QP, KG  [16 rows][128] bf16, each split into two key halves of [16][128 B] (2 KB), every
+//   W, QP, KG  [16 rows][128] bf16 (fp16 for ChainOperands::f16_scaled, as AQK), each split
+//              into two key halves of [16][128 B] (2 KB), every
 //              half a canonical 128-byte-swizzle wgmma tile (16-byte unit u of row r at u ^ (r &
 //              7)): W and QP the K-major B operands of S^T W^T, S^T QP^T, KG the MN-major one of
 //              V_new^T KG
@@ -44,7 +45,9 @@ inline constexpr int kWarpgroup = 128;  // a builder, or the chain, is one warpg
 //   UT         U^T [128 values][16 tokens] fp32 (the chain subtracts S^T W^T from it in fp32)
 //   A          [128] fp32
 // The state's products run on bf16 operands (the state and V_new need its range: v is unbounded
-// user data); every B operand is bounded (|W| <~ 1, |QP|, |AQK| <= 1/sqrt(128), |KG| <= 1).
+// user data) or on fp16 ones under row scales; every B operand is bounded (|W| <~ 1, |QP|, |AQK|
+// <= 1/sqrt(128), |KG| <= 1), so fp16 holds it but for values below 2^-24, negligible beside the
+// terms they are summed with.
 inline constexpr int64_t kRecW = 0;
 inline constexpr int64_t kRecQP = 4096;
 inline constexpr int64_t kRecKG = 8192;
@@ -64,6 +67,16 @@ KDA_ONEPASS_HD constexpr int64_t rec_aqk(int i, int j) {
 }
 KDA_ONEPASS_HD constexpr int64_t rec_ut(int d, int i) { return kRecUT + 4 * (d * kSub + i); }
 KDA_ONEPASS_HD constexpr int64_t rec_a(int d) { return kRecA + 4 * d; }
+
+// How the chain's state products round their register operands, the state S^T and V_new^T
+// (both carry v's unbounded range), and the record's tiles that meet them:
+//   bf16        bf16 operands and tiles (the library's): out rel-RMS 3.7e-3 fused, 4.0-4.3e-3
+//               explicit and raw on the H100 and the H200
+//   bf16_pairs  bf16 hi + lo pairs, every state product twice (the lab's one_pass16_pairs): 2.7 /
+//               3.2e-3, but 1.5-1.7x the time on the H200 (the chain becomes the bound)
+//   f16_scaled  fp16 operands under a power-of-two scale per value row, fp16 tiles (the lab's
+//               one_pass16_f16; the two kernels' SCAN way): 1.8 / 2.4e-3 in the CPU replay
+enum class ChainOperands { bf16, bf16_pairs, f16_scaled };
 
 // What a builder reads: the contract's inputs (normalized k, the cumulative log2 gate, beta
 // probabilities) and the sequences.
