@@ -241,6 +241,30 @@ __device__ __forceinline__ void store_state_one_group(const float (&st)[2][16][4
   for (int h = 0; h < 2; ++h) store_state(st[h], final_state, offset, tid + 128 * h);
 }
 
+// S^T <- S^T diag(A) on both halves of the one-warpgroup chain (key column 8 j + t2 (+1) times its
+// decay); with kRowMax also each of the thread's rows' max |entry| after the decay, in smax[h][hh]
+// (this lane's part of the row: quad_max completes it).
+template <bool kRowMax>
+__device__ __forceinline__ void decay_one_group(float (&st)[2][16][4], const unsigned char* rec,
+                                                int t2, float (&smax)[2][2]) {
+  if constexpr (kRowMax) smax[0][0] = smax[0][1] = smax[1][0] = smax[1][1] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float2 d = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      st[h][j][0] *= d.x;
+      st[h][j][1] *= d.y;
+      st[h][j][2] *= d.x;
+      st[h][j][3] *= d.y;
+      if constexpr (kRowMax) {
+        smax[h][0] = fmaxf(smax[h][0], fmaxf(fabsf(st[h][j][0]), fabsf(st[h][j][1])));
+        smax[h][1] = fmaxf(smax[h][1], fmaxf(fabsf(st[h][j][2]), fabsf(st[h][j][3])));
+      }
+    }
+  }
+}
+
 // step() for the one-warpgroup chain: per half, A's products and their wait (the A fragments of
 // one half at a time, for the registers) and V_new; then B for both halves in one group. With
 // kPairs the state and V_new are bf16 hi + lo pairs (every product twice, into the same fp32
@@ -261,17 +285,8 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
                        desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc[h]);
     v_new<kPairs>(rec, acc, 64 * h + 16 * warp + (lane >> 2), t2, av[h], av_low[h]);
   }
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const float2 d = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      st[h][j][0] *= d.x;
-      st[h][j][1] *= d.y;
-      st[h][j][2] *= d.x;
-      st[h][j][3] *= d.y;
-    }
-  }
+  float unused[2][2];
+  decay_one_group<false>(st, rec, t2, unused);
   wg::fence();
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -472,20 +487,8 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
     }
   }
   // S^T diag(A), and the decayed state's row maxima.
-  float smax[2][2] = {};
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const float2 d = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      st[h][j][0] *= d.x;
-      st[h][j][1] *= d.y;
-      st[h][j][2] *= d.x;
-      st[h][j][3] *= d.y;
-      smax[h][0] = fmaxf(smax[h][0], fmaxf(fabsf(st[h][j][0]), fabsf(st[h][j][1])));
-      smax[h][1] = fmaxf(smax[h][1], fmaxf(fabsf(st[h][j][2]), fabsf(st[h][j][3])));
-    }
-  }
+  float smax[2][2];
+  decay_one_group<true>(st, rec, t2, smax);
   // The next step's bound: max |lambda a S| + sum_t |lambda V_new_t| (|KG| <= 1).
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
