@@ -826,6 +826,13 @@ TEST(Results, JsonRowsAreTheCsvColumnsTypedPlusTheSamples) {
   EXPECT_TRUE(fused["samples_sm_clock_hz"][2].is_null());  // the unknown clock
   EXPECT_EQ(doc["rows"][1]["verdict"], "failed");
   EXPECT_EQ(doc["warnings"].size(), kb::run_warnings(rows).size());
+  EXPECT_TRUE(doc["meta"]["stages_not_run"].empty());
+  kb::RunContext staged = ctx;
+  staged.stages_not_run = {"h96-fixed fused:one_pass"};
+  const nlohmann::json with_stages =
+      nlohmann::json::parse(kb::results_json(staged, {}, {}, rows, summary, nullptr));
+  ASSERT_EQ(with_stages["meta"]["stages_not_run"].size(), 1u);
+  EXPECT_EQ(with_stages["meta"]["stages_not_run"][0], "h96-fixed fused:one_pass");
 }
 
 TEST(Results, CsvHasStableColumnsAndRoundTripsThroughTheHarnessReader) {
@@ -951,6 +958,21 @@ TEST(Results, RawAgainstFusedPerShapeAndGeomean) {
   const std::vector<kb::RunRow> plain = {make_row("a", "fused", 1.0e-3)};
   EXPECT_EQ(kb::results_markdown(ctx, plain, kb::summarize_run(plain)).find("## Raw vs fused"),
             std::string::npos);
+}
+
+// Stages a call's kernel choice did not run have no rows; the report names each one, and says
+// nothing when every stage ran.
+TEST(Results, MarkdownNamesTheStagesNotRun) {
+  kb::RunContext ctx = make_context();
+  const std::vector<kb::RunRow> rows = {make_row("a", "fused", 1.0e-3)};
+  EXPECT_EQ(kb::results_markdown(ctx, rows, kb::summarize_run(rows)).find("## Stages not run"),
+            std::string::npos);
+  ctx.stages_not_run = {"h96-uniform8 fused:prep", "h96-uniform8 fused:scan"};
+  const std::string md = kb::results_markdown(ctx, rows, kb::summarize_run(rows));
+  const size_t section = md.find("## Stages not run");
+  ASSERT_NE(section, std::string::npos);
+  EXPECT_NE(md.find("- h96-uniform8 fused:prep\n", section), std::string::npos);
+  EXPECT_NE(md.find("- h96-uniform8 fused:scan\n", section), std::string::npos);
 }
 
 TEST(Results, MarkdownReportAndWarnings) {

@@ -111,6 +111,22 @@ void expect_sane(const g::Measurement& m, double default_clock_hz, bool with_cpu
 
 }  // namespace
 
+// A launcher that enqueues a memset launches work; one that enqueues nothing (a forward stage the
+// call's kernel choice does not run) does not; a launcher that throws ends the capture, so the
+// stream is usable again.
+TEST_F(GpuTiming, LaunchesWorkCountsTheCapturedNodes) {
+  const cudaStream_t s = bench_->stream();
+  EXPECT_TRUE(g::launches_work(memset_launcher(), s));
+  EXPECT_FALSE(g::launches_work([](cudaStream_t) {}, s));
+  EXPECT_THROW(g::launches_work(
+                   [](cudaStream_t) { throw kda::Error(kda::ErrorCode::cuda, "launcher"); }, s),
+               kda::Error);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  EXPECT_TRUE(g::launches_work(memset_launcher(), s));
+}
+
 TEST_F(GpuTiming, WarmConverges) {
   const g::Measurement m = bench_->measure(memset_launcher(), quick(g::Mode::warm));
   EXPECT_TRUE(kda::bench::is_converged(m.stop)) << kda::bench::to_string(m.stop);

@@ -27,7 +27,8 @@ std::string results_json(const RunContext& ctx, const nlohmann::json& device,
                  {"git_commit", ctx.git_commit},   {"build_flags", ctx.build_flags},
                  {"argv", ctx.argv},               {"seed", ctx.seed},
                  {"variant", ctx.variant},
-                 {"shapes_file", ctx.shapes_file}, {"floor_bandwidth_Bps", ctx.floor_bw_Bps}};
+                 {"shapes_file", ctx.shapes_file}, {"floor_bandwidth_Bps", ctx.floor_bw_Bps},
+                 {"stages_not_run", ctx.stages_not_run}};
   doc["settings"] = settings;
   doc["device"] = device;
 

@@ -344,6 +344,11 @@ std::string results_markdown(const RunContext& ctx, const std::vector<RunRow>& r
            "producer and the sigmoid in the kernel), fused = the forward on the contract inputs; "
            "geomean rows: raw/fused is the geomean of the shapes' ratios.\n";
   }
+  if (!ctx.stages_not_run.empty()) {
+    out += "\n## Stages not run\n\nThese calls' kernel choice runs other stages (the two kernels' "
+           "prep and scan, or the one pass): the stage enqueued nothing, so it has no rows.\n\n";
+    for (const auto& s : ctx.stages_not_run) out += "- " + s + "\n";
+  }
   const auto warnings = run_warnings(rows);
   if (!warnings.empty()) {
     out += "\n## Warnings\n\n";

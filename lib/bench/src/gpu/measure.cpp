@@ -87,6 +87,25 @@ int64_t cold_flush_bytes(int64_t l2_bytes) {
   return std::max<int64_t>(2 * l2_bytes, int64_t{256} << 20);
 }
 
+bool launches_work(const Launcher& launch, cudaStream_t stream) {
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture (launches_work)");
+  cudaGraph_t graph = nullptr;
+  try {
+    launch(stream);
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture (launches_work)");
+  size_t nodes = 0;
+  const cudaError_t counted = cudaGraphGetNodes(graph, nullptr, &nodes);
+  cudaGraphDestroy(graph);
+  check(counted, "cudaGraphGetNodes (launches_work)");
+  return nodes > 0;
+}
+
 struct Bench::Impl {
   Logger log;
   bool blocking_kernel = true;        // Bench's constructor argument

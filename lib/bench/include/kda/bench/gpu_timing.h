@@ -69,6 +69,12 @@ inline constexpr double kBlockTimeoutS = 10.0;
 // Cold-mode flush size: max(2 x L2, 256 MiB).
 int64_t cold_flush_bytes(int64_t l2_bytes);
 
+// Whether one call of `launch` enqueues any GPU work: the call is captured on `stream` into a CUDA
+// graph (thread-local capture: nothing runs) and its nodes are counted. A forward stage the call's
+// kernel choice does not run (prep and scan beside the one pass, one_pass beside the two kernels)
+// enqueues nothing; timing it would only time empty graphs. Throws like measure().
+bool launches_work(const Launcher& launch, cudaStream_t stream);
+
 // Owns everything the loops need on the current device: its own non-blocking stream, the L2
 // flush buffer, host-mapped blocking flag and clock stamps, and an event pool. Not copyable or
 // movable: the kernels hold pointers into its host-mapped storage.

@@ -48,6 +48,9 @@ struct RunContext {
   int64_t warmup_runs = 0;
   double cooldown_s = 0.0;
   int64_t flush_bytes = 0;
+  // --stages: "shape path:stage" of each stage the call's kernel choice did not run (it enqueued
+  // nothing, gpu::launches_work), which therefore has no rows.
+  std::vector<std::string> stages_not_run;
 };
 
 // One (shape, path, stage, mode) measurement.
