@@ -72,7 +72,8 @@ int64_t cold_flush_bytes(int64_t l2_bytes);
 // Whether one call of `launch` enqueues any GPU work: the call is captured on `stream` into a CUDA
 // graph (thread-local capture: nothing runs) and its nodes are counted. A forward stage the call's
 // kernel choice does not run (prep and scan beside the one pass, one_pass beside the two kernels)
-// enqueues nothing; timing it would only time empty graphs. Throws like measure().
+// enqueues nothing; timing it would only time empty graphs. A call that cannot be captured (it
+// throws, or the capture fails) counts as launching work: it is then timed, and fails, as before.
 bool launches_work(const Launcher& launch, cudaStream_t stream);
 
 // Owns everything the loops need on the current device: its own non-blocking stream, the L2
