@@ -344,19 +344,24 @@ __device__ __forceinline__ int scale_change(float b, int log2_lambda) {
   return min(max(log2_lambda + change, -100), 100) - log2_lambda;
 }
 
+// max |v| over row hh's entries of C fragments v[n][4] (registers 2 hh, 2 hh + 1 of each): the
+// lane's part of the row (quad_max completes it).
+template <int kN>
+__device__ __forceinline__ float lane_row_max(const float (&v)[kN][4], int hh) {
+  float m = 0.0f;
+#pragma unroll
+  for (int n = 0; n < kN; ++n) m = fmaxf(m, fmaxf(fabsf(v[n][2 * hh]), fabsf(v[n][2 * hh + 1])));
+  return m;
+}
+
 // lambda = 1 and the initial state's own row maxima.
 __device__ __forceinline__ void init_row_scales(const float (&st)[2][16][4], RowScales& rs) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      float m = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        m = fmaxf(m, fmaxf(fabsf(st[h][j][2 * hh]), fabsf(st[h][j][2 * hh + 1])));
-      }
       rs.log2_lambda[h][hh] = 0;
-      rs.bound[h][hh] = quad_max(m);
+      rs.bound[h][hh] = quad_max(lane_row_max(st[h], hh));
       rs.vmax[h][hh] = 0.0f;
     }
   }
@@ -437,12 +442,7 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
   for (int h = 0; h < 2; ++h) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      float m = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        m = fmaxf(m, fmaxf(fabsf(x[h][nt][2 * hh]), fabsf(x[h][nt][2 * hh + 1])));
-      }
-      xmax[h][hh] = quad_max(m);
+      xmax[h][hh] = quad_max(lane_row_max(x[h], hh));
       over = over || xmax[h][hh] >= 16384.0f;
     }
   }
