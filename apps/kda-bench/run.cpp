@@ -188,7 +188,7 @@ int run_benchmarks(const Options& o) {
   int64_t rows_per_shape = 0;
   for (Path p : paths) rows_per_shape += 1 + (p == Path::l2norm ? 0 : stage_count);
   int64_t total_rows = rows_per_shape * static_cast<int64_t>(modes.size()) *
-                             static_cast<int64_t>(shapes.size());
+                       static_cast<int64_t>(shapes.size());
 
   std::vector<RunRow> rows;
   int verify_failed = 0, shapes_skipped = 0;

@@ -15,6 +15,7 @@
 
 #include "device/ptx.cuh"
 #include "device/wgmma.cuh"
+#include "l2norm_row.cuh"  // exact_pow2, group_max, group_sum
 #include "onepass/record16.h"
 #include "scan/scan_layout.h"  // desc_sw128
 
@@ -243,7 +244,7 @@ __device__ __forceinline__ void store_state_one_group(const float (&st)[2][16][4
 
 // S^T <- S^T diag(A) on both halves of the one-warpgroup chain (key column 8 j + t2 (+1) times its
 // decay); with kRowMax also each of the thread's rows' max |entry| after the decay, in smax[h][hh]
-// (this lane's part of the row: quad_max completes it).
+// (this lane's part of the row: group_max<4> over the quad completes it).
 template <bool kRowMax>
 __device__ __forceinline__ void decay_one_group(float (&st)[2][16][4], const unsigned char* rec,
                                                 int t2, float (&smax)[2][2]) {
@@ -308,10 +309,8 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
 // value rows (half h, row hh: 64 h + 16 warp + lane / 4 + 8 hh) hold lambda S^T, lambda =
 // 2^log2_lambda[h][hh], so that the state and V_new fit fp16's range with its 11 significant bits
 // (bf16 has 8); every product of a row is in the same units, and O and the final state are
-// multiplied by 1 / lambda. As the two kernels' SCAN does (scan.cu "R"): while b = max(16 bound,
-// the last step's max |lambda V_new|) stays in [2^-4, 2^13) lambda does not change (the common
-// case: nothing is multiplied); outside, the warp's rows are rescaled so that b lands in
-// [2^11, 2^12), which keeps |lambda S| < 2^9. U^T comes from the record in fp32 with v's range and
+// multiplied by 1 / lambda. The window is the two kernels' SCAN's (outside_row_window), on b =
+// max(16 bound, the last step's max |lambda V_new|). U^T comes from the record in fp32 with v's range and
 // no bound beside it, so a V_new that would reach 2^14 rescales its rows before it is rounded:
 // every quantity of a row (state, products, V_new) is linear in lambda, and a power of two is
 // exact in fp32. The record's tiles are fp16 too (every one bounded: record16.h).
@@ -322,30 +321,28 @@ struct RowScales {
   bool unit;          // warp-uniform: every lambda of the warp's rows is 1
 };
 
-// A row's value over its quad (the 4 lanes holding it), in a fixed order.
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+// The SCAN's row-scale window (scan.cu plan_row_scales, rescale_rows, which keep their own
+// copy: the library's SCAN code stays as measured): b in [2^-4, 2^13) keeps lambda.
+__device__ __forceinline__ bool outside_row_window(float b) {
+  return b >= 8192.0f || (b > 0.0f && b < 0.0625f);
 }
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-// 2^k for -126 <= k <= 127, exactly.
-__device__ __forceinline__ float pow2(int k) { return __int_as_float((k + 127) << 23); }
 
-// The change of log2 lambda that puts b into [2^11, 2^12) (clamped to 2^+-126 and lambda to
-// 2^+-100); 0 for an all-zero row or a non-finite b (a NaN or inf input, which then propagates).
-__device__ __forceinline__ int scale_change(float b, int log2_lambda) {
-  if (!(b > 0.0f) || !isfinite(b)) return 0;
-  int e = 0;
-  frexpf(b, &e);  // 2^(e - 1) <= b < 2^e
-  const int change = min(max(12 - e, -126), 127);
-  return min(max(log2_lambda + change, -100), 100) - log2_lambda;
+// The change of log2 lambda that puts b into [2^11, 2^12), clamped to 2^+-126 per change and
+// lambda to 2^+-100; 0 for an all-zero row or a non-finite b (a NaN or inf input, which then
+// propagates).
+__device__ __forceinline__ int row_scale_change(float b, int log2_lambda) {
+  int change = 0;
+  if (b > 0.0f && isfinite(b)) {
+    int e = 0;
+    frexpf(b, &e);  // 2^(e - 1) <= b < 2^e
+    change = min(max(12 - e, -126), 127);
+    change = min(max(log2_lambda + change, -100), 100) - log2_lambda;
+  }
+  return change;
 }
 
 // max |v| over row hh's entries of C fragments v[n][4] (registers 2 hh, 2 hh + 1 of each): the
-// lane's part of the row (quad_max completes it).
+// lane's part of the row (group_max<4> over the row's quad completes it).
 template <int kN>
 __device__ __forceinline__ float lane_row_max(const float (&v)[kN][4], int hh) {
   float m = 0.0f;
@@ -361,7 +358,7 @@ __device__ __forceinline__ void init_row_scales(const float (&st)[2][16][4], Row
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       rs.log2_lambda[h][hh] = 0;
-      rs.bound[h][hh] = quad_max(lane_row_max(st[h], hh));
+      rs.bound[h][hh] = group_max<4>(lane_row_max(st[h], hh));
       rs.vmax[h][hh] = 0.0f;
     }
   }
@@ -371,7 +368,7 @@ __device__ __forceinline__ void init_row_scales(const float (&st)[2][16][4], Row
 // Multiplies row (h, hh)'s state and bounds by 2^change and records it.
 __device__ __forceinline__ void rescale_row(float (&st)[2][16][4], RowScales& rs, int h, int hh,
                                             int change) {
-  const float f = pow2(change);
+  const float f = exact_pow2(change);
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
     st[h][j][2 * hh] *= f;
@@ -400,7 +397,7 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const float b = fmaxf(16.0f * rs.bound[h][hh], rs.vmax[h][hh]);
-        outside = outside || b >= 8192.0f || (b > 0.0f && b < 0.0625f);
+        outside = outside || outside_row_window(b);
       }
     }
     if (__any_sync(0xffffffffu, outside)) {
@@ -409,7 +406,7 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const float b = fmaxf(16.0f * rs.bound[h][hh], rs.vmax[h][hh]);
-          rescale_row(st, rs, h, hh, scale_change(b, rs.log2_lambda[h][hh]));
+          rescale_row(st, rs, h, hh, row_scale_change(b, rs.log2_lambda[h][hh]));
         }
       }
       update_unit(rs);
@@ -425,7 +422,7 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
     const int row0 = 64 * h + 16 * warp + (lane >> 2);
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const float lambda = rs.unit ? 1.0f : pow2(rs.log2_lambda[h][hh]);
+      const float lambda = exact_pow2(rs.log2_lambda[h][hh]);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const float2 u =
@@ -442,7 +439,7 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
   for (int h = 0; h < 2; ++h) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      xmax[h][hh] = quad_max(lane_row_max(x[h], hh));
+      xmax[h][hh] = group_max<4>(lane_row_max(x[h], hh));
       over = over || xmax[h][hh] >= 16384.0f;
     }
   }
@@ -452,8 +449,8 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const float b = fmaxf(16.0f * rs.bound[h][hh], xmax[h][hh]);
-        const int change = b >= 8192.0f ? scale_change(b, rs.log2_lambda[h][hh]) : 0;
-        const float f = pow2(change);
+        const int change = outside_row_window(b) ? row_scale_change(b, rs.log2_lambda[h][hh]) : 0;
+        const float f = exact_pow2(change);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           x[h][nt][2 * hh] *= f;
@@ -481,7 +478,7 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
     }
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      vsum[h][hh] = quad_sum(fabsf(x[h][0][2 * hh]) + fabsf(x[h][0][2 * hh + 1]) +
+      vsum[h][hh] = group_sum<4>(fabsf(x[h][0][2 * hh]) + fabsf(x[h][0][2 * hh + 1]) +
                              fabsf(x[h][1][2 * hh]) + fabsf(x[h][1][2 * hh + 1]));
       rs.vmax[h][hh] = xmax[h][hh];
     }
@@ -493,7 +490,7 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) rs.bound[h][hh] = quad_max(smax[h][hh]) + vsum[h][hh];
+    for (int hh = 0; hh < 2; ++hh) rs.bound[h][hh] = group_max<4>(smax[h][hh]) + vsum[h][hh];
   }
   wg::fence();
 #pragma unroll
@@ -509,7 +506,7 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const float inv = pow2(-rs.log2_lambda[h][hh]);
+        const float inv = exact_pow2(-rs.log2_lambda[h][hh]);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           pacc[h][nt][2 * hh] *= inv;
@@ -528,7 +525,7 @@ __device__ __forceinline__ void store_state_scaled(const float (&st)[2][16][4],
                                                    int64_t offset, int tid) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float inv[2] = {pow2(-rs.log2_lambda[h][0]), pow2(-rs.log2_lambda[h][1])};
+    const float inv[2] = {exact_pow2(-rs.log2_lambda[h][0]), exact_pow2(-rs.log2_lambda[h][1])};
     for_each_state_entry(tid + 128 * h, [&](int j, int e, int key, int value) {
       final_state[offset + key * kDim + value] = st[h][j][e] * inv[e >> 1];
     });
