@@ -12,8 +12,8 @@
 //      sequence or lies past the end); build_sub_chunk waits for them
 //   2  thread (channels 4 (t % 32) .. +3, rows t / 32 + 4 r): the channels' anchors
 //      cs = 2^(Gm - Gs), ce = 2^(Ge - Gm) (and A = 2^(Ge - Gs) to the record, warp 0), the fused
-//      q norm's factors (a warp's 4 rows reduced side by side), two exponentials per element and
-//      every elementwise factor: the grams' operands (bf16: k 2^(G - Gm), scale r q 2^(G - Gm)
+//      q norm's and raw k's norm factors (a warp's 4 rows reduced side by side), two
+//      exponentials per element and every elementwise factor: the grams' operands (bf16: k 2^(G - Gm), scale r q 2^(G - Gm)
 //      rows over k and q in place, k 2^(Gm - G) columns), W's right-hand side beta k 2^(G - Gs)
 //      (fp16), QP and KG (bf16, to the record), each the one before it times a per-channel
 //      factor where it can be (8 multiplies per element); every shared access of a warp is
@@ -184,6 +184,34 @@ __device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk
   cp_async_commit();
 }
 
+// The deferred norm factors 1 / sqrt(|x_i|^2 + 1e-6) of the warp's 4 rows i = warp + 4 r of the
+// bf16 tile `region` of the input set (lane: channels d0 .. d0 + 3): the four sums of squares
+// reduced side by side (independent shuffle chains, group_sum's butterfly order), the MUFU rsqrt
+// (relative error < 2^-22, as PREP's). Returns true when a row of the warp has an fp32 sum of
+// squares that overflows (a huge or non-finite row, uniform in the warp): the caller then takes
+// deferred_row_norm row by row, which rescales such rows exactly first, and ignores `factor`.
+__device__ __forceinline__ bool batched_row_norms(const unsigned char* in, int region, int warp,
+                                                  int d0, float (&factor)[4]) {
+  float ssq[4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    float x[4];
+    load4_bf16(in, s16(region, warp + 4 * r, d0), x);
+    ssq[r] = kda::detail::prep::partial_ssq(x);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      ssq[r] = __fadd_rn(ssq[r], __shfl_xor_sync(0xffffffffu, ssq[r], offset));
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) factor[r] = rsqrtf(ssq[r] + kL2NormEps);
+  return __any_sync(0xffffffffu,
+                    isinf(ssq[0]) || isinf(ssq[1]) || isinf(ssq[2]) || isinf(ssq[3]));
+}
+
 // ---- Raw inputs (raw_inputs.h: GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm).
 // The raw gate's cumsum runs along each 64-token chunk, across the sub-chunks that different
 // builders build: sub-chunk c's builder continues the running sums of c - 1's (and, in a chunk's
@@ -344,33 +372,11 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
           make_float4(ex2_approx(ge.x - gs.x), ex2_approx(ge.y - gs.y), ex2_approx(ge.z - gs.z),
                       ex2_approx(ge.w - gs.w));
     }
-    // The fused q norm's factors 1 / sqrt(|q_i|^2 + 1e-6) of the warp's 4 rows: the four sums of
-    // squares reduced side by side (independent shuffle chains, group_sum's butterfly order), the
-    // MUFU rsqrt (relative error < 2^-22, as PREP's). A warp holding a row whose fp32 sum of
-    // squares overflows (a huge or non-finite row) takes deferred_row_norm row by row instead,
-    // which rescales such rows exactly first.
-    float qnorm[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-    bool qnorm_by_row = false;
-    if (fuse_q_l2norm) {  // uniform
-      float ssq[4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        float q[4];
-        load4_bf16(in, s16(kSQ, warp + 4 * r, d0), q);
-        ssq[r] = kda::detail::prep::partial_ssq(q);
-      }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          ssq[r] = __fadd_rn(ssq[r], __shfl_xor_sync(0xffffffffu, ssq[r], offset));
-        }
-      }
-      qnorm_by_row =
-          __any_sync(0xffffffffu, isinf(ssq[0]) || isinf(ssq[1]) || isinf(ssq[2]) || isinf(ssq[3]));
-#pragma unroll
-      for (int r = 0; r < 4; ++r) qnorm[r] = rsqrtf(ssq[r] + kL2NormEps);
-    }
+    // The fused q norm's and raw k's norm factors of the warp's 4 rows (batched_row_norms; a
+    // warp holding a huge or non-finite row takes deferred_row_norm row by row instead).
+    float qnorm[4] = {1.0f, 1.0f, 1.0f, 1.0f}, knorm[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    const bool qnorm_by_row = fuse_q_l2norm && batched_row_norms(in, kSQ, warp, d0, qnorm);
+    const bool knorm_by_row = fuse_k_l2norm && batched_row_norms(in, kSK, warp, d0, knorm);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int i = warp + 4 * r;
@@ -388,10 +394,13 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
         qscale *= qnorm[r];
       }
       if (fuse_k_l2norm) {  // uniform: raw k normalized (huge rows rescaled first, exactly)
-        bool rescaled;
-        const float r = kda::detail::prep::deferred_row_norm<32, 4>(k, rescaled);
+        float factor = knorm[r];
+        if (knorm_by_row) {  // uniform, rare
+          bool rescaled;
+          factor = kda::detail::prep::deferred_row_norm<32, 4>(k, rescaled);
+        }
 #pragma unroll
-        for (int e = 0; e < 4; ++e) k[e] *= r;
+        for (int e = 0; e < 4; ++e) k[e] *= factor;
       }
       const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
       float rk[4], rq[4], ck[4], rhs[4], qp[4], kg[4];
