@@ -3,7 +3,8 @@
 // builder (lab/experiments/factors16.cu, one CTA per sub-chunk), which differ only in where the
 // record goes (a shared-memory ring buffer or global memory), in the barrier that separates the
 // phases (a named barrier of the warpgroup or the CTA's) and in when the inputs are asked for
-// (with at most two builders each asks for its next sub-chunk's before it builds this one).
+// (each builder asks for its next sub-chunk's before it builds this one: with at most two into a
+// second input set, with three in place, build_sub_chunk's load_ahead).
 // Shared memory is an input set (q, k, v, G,
 // the gate row before the sub-chunk, beta: what issue_loads fills; several phases overwrite parts
 // of it in place) and a work region. Phases, a barrier between each:
@@ -64,8 +65,8 @@ constexpr int kSV = kSK + kTile16;          // v bf16
 constexpr int kSG = kSV + kTile16;          // G fp32 [16][132]; the grams' partials after 2
 constexpr int kSPart = kSG;                  // [4 warps][2 grams][16][16] fp32
 constexpr int kSGs = kSG + kSub * kLdG * 4;  // the gate row before the sub-chunk [128]
-constexpr int kSBeta = kSGs + kDim * 4;      // [16]
-constexpr int kInBytes = kSBeta + kSub * 4;  // 22,080
+constexpr int kSBeta = kSGs + kDim * 4;      // [2 slots][16] (build_sub_chunk's beta_slot)
+constexpr int kInBytes = kSBeta + 2 * kSub * 4;  // 22,144
 constexpr int kSRowK = kSK;
 constexpr int kSRowQ = kSQ;
 static_assert(4 * 2 * kSub * kSub * 4 <= kSGs - kSG, "the partials fit in G's region");
@@ -77,7 +78,7 @@ constexpr int kST = kSA + kSub * kLdS * 4;   // T fp32 [16][24]
 constexpr int kWorkBytes = kST + kSub * kLdS * 4;  // 11,776
 // One input set and the work region after it: the standalone builder's shared memory.
 constexpr int kSBytes = kInBytes + kWorkBytes;
-static_assert(kSBytes == 33856, "six CTAs per SM");
+static_assert(kSBytes == 33920, "six CTAs per SM");
 
 __device__ __forceinline__ int s16(int region, int row, int col) {
   return region + 2 * (row * kLd16 + col);
@@ -112,6 +113,25 @@ __device__ __forceinline__ void store4(void* dst, const float (&x)[4]) {
 __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void* gmem_src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_dst), "l"(gmem_src)
                : "memory");
+}
+// 16 rows of one bf16 tensor of sub-chunk `sc` of head h into `region` of the input set `in` by
+// thread tid (0 .. 127) of a warpgroup, cp.async (rows >= n: zeros by selection). The tensor's first
+// row is one 64-bit address, the rows after it 32-bit offsets (record16.h row_offsets_fit).
+__device__ __forceinline__ void issue_rows(const __nv_bfloat16* x, int64_t stride,
+                                           const SubChunk& sc, int h, int tid, unsigned char* in,
+                                           int region) {
+  const __nv_bfloat16* const x0 = x + sc.first_token * stride + static_cast<int64_t>(h) * kDim;
+  const int xs = static_cast<int>(stride);
+#pragma unroll
+  for (int it = 0; it < 2; ++it) {  // 16 rows x 16 units, two units per thread
+    const int u = tid + kWarpgroup * it;
+    const int i = u >> 4, c = 8 * (u & 15);
+    if (i < sc.rows) {
+      cp_async16(smem_u32(in + s16(region, i, c)), x0 + (i * xs + c));
+    } else {
+      *reinterpret_cast<uint4*>(in + s16(region, i, c)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
 }
 // Phase 1's q, k, v rows of sub-chunk `sc` of head h into the input set `in` by thread tid
 // (0 .. 127) of a warpgroup, cp.async (rows >= n: zeros by selection). Each tensor's first row is
@@ -164,23 +184,47 @@ __device__ __forceinline__ void issue_gate(const float* gate, int heads, const S
   }
 }
 
-// Phase 1 for sub-chunk `sc` of head h (the contract's inputs) into the input set `in` (16-byte
-// aligned) by thread tid (0 .. 127) of a warpgroup: its cp.async copies form one group, committed
-// here.
-__device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk& sc, int h,
-                                            int tid, unsigned char* in) {
-  const int n = sc.rows;
-  issue_qkv(a, sc, h, tid, in);
-  issue_gate(a.gate, a.heads, sc, h, tid, in);
-  if (tid >= 32 && tid < 32 + kSub) {  // beta
+// Beta's rows of sub-chunk `sc` of head h into slot `beta_slot` of the input set by thread tid
+// (rows >= n: 0), cp.async.
+__device__ __forceinline__ void issue_beta(const BuildInputs& a, const SubChunk& sc, int h, int tid,
+                                           unsigned char* in, int beta_slot) {
+  if (tid >= 32 && tid < 32 + kSub) {
     const int i = tid - 32;
-    if (i < n) {
-      cp_async4(smem_u32(in + kSBeta + 4 * i),
-                a.beta + (sc.first_token * a.heads + h) + i * a.heads);
+    unsigned char* const at = in + kSBeta + kSub * 4 * beta_slot + 4 * i;
+    if (i < sc.rows) {
+      cp_async4(smem_u32(at), a.beta + (sc.first_token * a.heads + h) + i * a.heads);
     } else {
-      *reinterpret_cast<float*>(in + kSBeta + 4 * i) = 0.0f;
+      *reinterpret_cast<float*>(at) = 0.0f;
     }
   }
+}
+
+// Phase 1 for sub-chunk `sc` of head h (the contract's inputs) into the input set `in` (16-byte
+// aligned) by thread tid (0 .. 127) of a warpgroup: its cp.async copies form one group, committed
+// here; beta to slot 0.
+__device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk& sc, int h,
+                                            int tid, unsigned char* in) {
+  issue_qkv(a, sc, h, tid, in);
+  issue_gate(a.gate, a.heads, sc, h, tid, in);
+  issue_beta(a, sc, h, tid, in, 0);
+  cp_async_commit();
+}
+
+// Phase 1 in two groups, for a builder that asks for its next sub-chunk's inputs while it builds
+// this one, in place (build_sub_chunk's load_ahead): issue_ahead's group (q, k, G, Gs, beta to
+// `beta_slot`) goes out during the previous build, once phase 3 has left those regions dead;
+// issue_v's group (v, read only by phase 5) when this build starts. Each commits its group.
+__device__ __forceinline__ void issue_ahead(const BuildInputs& a, const SubChunk& sc, int h,
+                                            int tid, unsigned char* in, int beta_slot) {
+  issue_rows(a.q, a.q_stride, sc, h, tid, in, kSQ);
+  issue_rows(a.k, a.k_stride, sc, h, tid, in, kSK);
+  issue_gate(a.gate, a.heads, sc, h, tid, in);
+  issue_beta(a, sc, h, tid, in, beta_slot);
+  cp_async_commit();
+}
+__device__ __forceinline__ void issue_v(const BuildInputs& a, const SubChunk& sc, int h, int tid,
+                                        unsigned char* in) {
+  issue_rows(a.v, a.v_stride, sc, h, tid, in, kSV);
   cp_async_commit();
 }
 
@@ -338,17 +382,33 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
 // With raw inputs `prologue()` runs after the load barrier (raw_prologue: beta, G, Gs), followed
 // by a barrier of its own, and fuse_k_l2norm normalizes raw k's rows in phase 2 (the factor
 // applied to k in fp32 before every use: the grams' operands, W's right-hand side, KG).
+// Beta is read from slot `beta_slot` of the input set.
+// With `load_ahead` (issue_ahead / issue_v's split loads): this build's v rows are the newest
+// group in flight at the start (kPending 1), and `load_ahead()` runs once the grams are reduced,
+// when the q, k, G and Gs regions and the other beta slot are dead: it asks for the builder's next
+// sub-chunk's (issue_ahead, or an empty group when there is none, so that the count stays
+// uniform); phase 5 then waits for v's group only. The next build's inputs land during phases 4,
+// 5 and the ring's hand-over instead of at its start.
 struct NoPrologue {
   __device__ void operator()() const {}
 };
-template <int kPending, bool kF16Tiles = false, class Sync, class Prologue = NoPrologue>
+struct NoLoadAhead {
+  __device__ void operator()() const {}
+};
+template <int kPending, bool kF16Tiles = false, class Sync, class Prologue = NoPrologue,
+          class LoadAhead = NoLoadAhead>
 __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_l2norm, int tid,
                                                 unsigned char* in, unsigned char* work,
                                                 unsigned char* rec, const Sync& sync,
                                                 bool fuse_k_l2norm = false,
-                                                const Prologue& prologue = Prologue{}) {
+                                                const Prologue& prologue = Prologue{},
+                                                const LoadAhead& load_ahead = LoadAhead{},
+                                                int beta_slot = 0) {
+  constexpr bool kLoadAhead = !std::is_same_v<LoadAhead, NoLoadAhead>;
+  static_assert(!kLoadAhead || kPending == 1, "with the loads ahead, v's group is still in flight");
   const int lane = tid & 31, warp = tid >> 5;
   const int n = sc.rows;
+  const int beta_at = kSBeta + kSub * 4 * beta_slot;
   cp_async_wait_pending<kPending>();
   sync();
   if constexpr (!std::is_same_v<Prologue, NoPrologue>) {
@@ -402,7 +462,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
 #pragma unroll
         for (int e = 0; e < 4; ++e) k[e] *= factor;
       }
-      const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
+      const float beta = *reinterpret_cast<const float*>(in + beta_at + 4 * i);
       float rk[4], rq[4], ck[4], rhs[4], qp[4], kg[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -473,7 +533,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
         sq[e] += part[((w * 2 + 1) * kSub + i) * kSub + j + e];
       }
     }
-    const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
+    const float beta = *reinterpret_cast<const float*>(in + beta_at + 4 * i);
     float out_q[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -485,6 +545,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
         kF16Tiles ? pack_f16(out_q[0], out_q[1]) : pack_bf16(out_q[0], out_q[1]);
   }
   sync();
+  if constexpr (kLoadAhead) load_ahead();
 
   // ---- 4: T = (I + A_kk)^-1 in 8 x 8 blocks (warp 0): the diagonal blocks by forward
   // substitution, lane j < 8 column j of T11, lane 8 + j column j of T22, side by side; then
@@ -525,6 +586,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
       T[(8 + i) * kLdS + c] = -s;
     }
   }
+  if constexpr (kLoadAhead) cp_async_wait_pending<1>();  // v's rows (the next build's may pend)
   sync();
 
   // ---- 5: W and U, columns n0 .. n0 + 31 of warp `warp`.
@@ -535,8 +597,8 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
     for (int r = 0; r < 4; ++r) {
       const int i = gr + 8 * (r & 1), j = gc + 8 * (r >> 1);
       const float2 t = *reinterpret_cast<const float2*>(work + ss(kST, i, j));
-      const float b0 = *reinterpret_cast<const float*>(in + kSBeta + 4 * j);
-      const float b1 = *reinterpret_cast<const float*>(in + kSBeta + 4 * (j + 1));
+      const float b0 = *reinterpret_cast<const float*>(in + beta_at + 4 * j);
+      const float b1 = *reinterpret_cast<const float*>(in + beta_at + 4 * (j + 1));
       at[r] = pack_f16(t.x, t.y);
       au[r] = pack_bf16((t.x - (i == j ? 1.0f : 0.0f)) * b0, (t.y - (i == j + 1 ? 1.0f : 0.0f)) * b1);
     }
@@ -564,7 +626,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
         *reinterpret_cast<uint32_t*>(rec + rec_split(kRecW, i, col)) =
             kF16Tiles ? pack_f16(accw[nt][2 * half], accw[nt][2 * half + 1])
                       : pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]);
-        const float beta = *reinterpret_cast<const float*>(in + kSBeta + 4 * i);
+        const float beta = *reinterpret_cast<const float*>(in + beta_at + 4 * i);
         const float2 vv =
             unpack_bf16(*reinterpret_cast<const uint32_t*>(in + s16(kSV, i, col)));
         *reinterpret_cast<float*>(rec + rec_ut(col, i)) = fmaf(beta, vv.x, accu[nt][2 * half]);

@@ -34,9 +34,10 @@ using chain::kOTile;
 inline constexpr int kRing = 4;  // record buffers
 
 // A configuration: the chain on kChainGroups warpgroups (2: chain16.cuh's step; 1: its
-// step_one_group), kBuilders builder warpgroups; with at most two builders each asks for its next
-// sub-chunk's inputs before it builds this one (two input sets), with three the shared memory
-// holds one set each. Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
+// step_one_group), kBuilders builder warpgroups; each builder asks for its next sub-chunk's
+// inputs before it builds this one: with at most two into a second input set, with three (one
+// set each) in place, into the regions its build has left dead (build16.cuh load_ahead; not with
+// raw inputs, whose gate tile shares the work region). Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
 // from the builders to the chain.
 template <int kChainGroups, int kBuilders, bool kRaw = false,
           ChainOperands kOps = ChainOperands::bf16>
@@ -205,10 +206,18 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
         gate_scale = kda::detail::gate_scale(a.raw.lower_bound);
       }
     }
-    if (C::kPrefetch && builder < chunks) {
-      build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
+    // Without raw inputs each builder asks for its next sub-chunk's inputs before it builds this
+    // one: with at most two builders into a second input set (kPrefetch), with three in place
+    // (build_sub_chunk's load_ahead: q, k, G and beta once this build's grams are done, v when the
+    // next build starts).
+    if (builder < chunks) {
+      if constexpr (C::kPrefetch) {
+        build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
+      } else if constexpr (!kRaw) {
+        build::issue_ahead(a.in, sub_chunk(builder), h, btid, scratch, 0);
+      }
     }
-    int set = 0;  // the input set sub-chunk c's loads went to
+    int set = 0;  // the input set (kPrefetch) or beta slot (in place) of sub-chunk c's loads
     for (int64_t c = builder; c < chunks; c += kBuilders) {
       if constexpr (C::kPrefetch) {
         // The next sub-chunk's loads into the other set (its last reader, this builder's previous
@@ -221,7 +230,7 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
           kda::detail::ptx::cp_async_commit();
         }
       } else if constexpr (!kRaw) {
-        build::issue_loads(a.in, sub_chunk(c), h, btid, scratch);
+        build::issue_v(a.in, sub_chunk(c), h, btid, scratch);
       }
       [[maybe_unused]] float beta = 0.0f;
       if constexpr (kRaw) {
@@ -239,16 +248,27 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
         };
         build::build_sub_chunk<0, kF16>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
                                         smem + b * kBuffer, sync, a.raw.fuse_k_l2norm, prologue);
+      } else if constexpr (C::kPrefetch) {
+        build::build_sub_chunk<1, kF16>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
+                                        scratch + set * build::kInBytes, work, smem + b * kBuffer,
+                                        sync);
       } else {
-        build::build_sub_chunk<C::kPrefetch ? 1 : 0, kF16>(
-            sub_chunk(c), a.in.fuse_q_l2norm, btid, scratch + set * build::kInBytes, work,
-            smem + b * kBuffer, sync);
+        const auto load_ahead = [&] {
+          if (c + kBuilders < chunks) {
+            build::issue_ahead(a.in, sub_chunk(c + kBuilders), h, btid, scratch, set ^ 1);
+          } else {
+            kda::detail::ptx::cp_async_commit();
+          }
+        };
+        build::build_sub_chunk<1, kF16>(sub_chunk(c), a.in.fuse_q_l2norm, btid, scratch, work,
+                                        smem + b * kBuffer, sync, false, build::NoPrologue{},
+                                        load_ahead, set);
       }
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
       fence_proxy_async_shared();  // the record's ordinary stores, for the chain's wgmma reads
       named_sync(bar, kWarpgroup);   // the whole record is written; the scratch is free again
       if (btid == 0) wg::mbarrier_arrive(full + 8 * b);
-      if constexpr (C::kPrefetch) set ^= 1;
+      set ^= 1;
     }
   }
 }
