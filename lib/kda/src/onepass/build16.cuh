@@ -270,19 +270,25 @@ struct GateCarry {
   float* running;    // shared [kCarrySlots][128]: the running sum at sub-chunk c's last row
   uint32_t barrier;  // shared address of kCarrySlots mbarriers, 8 bytes apart
 };
-// Where the raw gate tile lands: the work region, unused until phase 2 ([16][128] bf16 or fp32).
-constexpr int kSRawGate = 0;
-static_assert(kSRawGate + kSub * kDim * 4 <= kSA, "the raw gate tile fits before A_kk");
+// Where the raw gate tile lands: G's region of the input set ([16][128] bf16 or fp32, compact
+// rows), which raw_prologue turns into G once every thread has read its channel's raw values.
+constexpr int kSRawGate = kSG;
+static_assert(kSub * kDim * 4 <= kSGs - kSG, "the raw gate tile fits in G's region");
+// Where raw_prologue keeps the activated gate ([16][128] fp32): the work region's start.
+constexpr int kSActivatedGate = 0;
+static_assert(kSActivatedGate + kSub * kDim * 4 <= kSA, "the activated gate fits before A_kk");
 
-// Phase 1 for raw inputs: q, k (raw when fuse_k_l2norm), v; the raw gate's rows < n into the work
-// region (or G and Gs as the contract's when the gate is not raw); beta by a plain load whose value
+// Phase 1 ahead for raw inputs (issue_ahead's counterpart, for build_sub_chunk's load_ahead): q, k
+// (raw when fuse_k_l2norm), the raw gate's rows < n into G's region (or G and Gs as the
+// contract's when the gate is not raw); v comes with issue_v. Beta by a plain load whose value
 // (thread < n < 16: row tid's, a logit if beta_logits) the prologue stores, so its latency passes
-// under the copies. One cp.async group, committed here.
-__device__ __forceinline__ float issue_raw_loads(const BuildInputs& a, const RawPrepArgs& raw,
+// under the build that asks for it. One cp.async group, committed here.
+__device__ __forceinline__ float issue_raw_ahead(const BuildInputs& a, const RawPrepArgs& raw,
                                                  const SubChunk& sc, int h, int tid,
-                                                 unsigned char* in, unsigned char* work) {
+                                                 unsigned char* in) {
   const int n = sc.rows;
-  issue_qkv(a, sc, h, tid, in);
+  issue_rows(a.q, a.q_stride, sc, h, tid, in, kSQ);
+  issue_rows(a.k, a.k_stride, sc, h, tid, in, kSK);
   if (raw.raw_gate) {  // uniform
     const int64_t at = (sc.first_token * a.heads + h) * kDim;
     const int gate_row = a.heads * kDim;
@@ -293,7 +299,7 @@ __device__ __forceinline__ float issue_raw_loads(const BuildInputs& a, const Raw
         const int u = tid + kWarpgroup * it;
         const int i = u >> 4, c = 8 * (u & 15);
         if (i < n) {
-          cp_async16(smem_u32(work + kSRawGate + 2 * (i * kDim + c)), g0 + (i * gate_row + c));
+          cp_async16(smem_u32(in + kSRawGate + 2 * (i * kDim + c)), g0 + (i * gate_row + c));
         }
       }
     } else {  // 16 rows x 32 units
@@ -303,7 +309,7 @@ __device__ __forceinline__ float issue_raw_loads(const BuildInputs& a, const Raw
         const int u = tid + kWarpgroup * it;
         const int i = u >> 5, c = 4 * (u & 31);
         if (i < n) {
-          cp_async16(smem_u32(work + kSRawGate + 4 * (i * kDim + c)), g0 + (i * gate_row + c));
+          cp_async16(smem_u32(in + kSRawGate + 4 * (i * kDim + c)), g0 + (i * gate_row + c));
         }
       }
     }
@@ -323,19 +329,39 @@ __device__ __forceinline__ float issue_raw_loads(const BuildInputs& a, const Raw
 
 // The raw-input prologue of sub-chunk c (index within its sequence) by thread tid = channel tid,
 // between the load barrier and phase 2: beta (rows >= n: 0), and with the raw gate this channel's
-// G rows from the raw tile, the row before Gs, and its running sum handed on to c + 1.
+// G rows from the raw tile, the row before Gs, and its running sum handed on to c + 1. The raw
+// tile lies in G's region: each thread first activates its channel's 16 raw values into the work
+// region (free until phase 2; the same thread reads them back), and only after `sync()` (every
+// thread has read its raw values) continues the running sums and writes G over the tile; the
+// activations so also stay off the chain of running sums from sub-chunk to sub-chunk (the
+// carry's wait comes after them).
 // `channel`, `scale`: gate_activation.cuh's gate_channel(A_log[h], dt_bias[h, tid]) and
 // gate_scale(lower_bound).
+template <class Sync>
 __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel channel,
                                              float scale, int64_t c, int n, float beta,
                                              const GateCarry& carry, int tid, unsigned char* in,
-                                             const unsigned char* work) {
+                                             unsigned char* work, const Sync& sync) {
   if (tid < kSub) {
     float b = 0.0f;
     if (tid < n) b = raw.beta_logits ? sigmoid_fast(beta) : beta;
     *reinterpret_cast<float*>(in + kSBeta + 4 * tid) = b;
   }
   if (!raw.raw_gate) return;  // uniform: G and Gs came with the copies
+  float* const activated = reinterpret_cast<float*>(work + kSActivatedGate) + tid;  // [i][128]
+#pragma unroll
+  for (int i = 0; i < kSub; ++i) {
+    if (i < n) {
+      const unsigned char* const at = in + kSRawGate;
+      const float g =
+          raw.gate_bf16
+              ? kda::detail::load_as_float(
+                    reinterpret_cast<const __nv_bfloat16*>(at + 2 * (i * kDim + tid)))
+              : *reinterpret_cast<const float*>(at + 4 * (i * kDim + tid));
+      activated[i * kDim] = gate_sigmoid(g, channel);
+    }
+  }
+  sync();  // the raw tile is read: G may go over it
   const int position = static_cast<int>(c & 3);  // in the 64-token chunk
   float running = 0.0f, base = -0.0f, gs = 0.0f;  // a chunk's first sub-chunk: Gs = 0
   if (position != 0) {
@@ -356,15 +382,7 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
   }
 #pragma unroll
   for (int i = 0; i < kSub; ++i) {  // rows >= n add nothing: G_{n-1} again
-    if (i < n) {
-      const unsigned char* const at = work + kSRawGate;
-      const float g =
-          raw.gate_bf16
-              ? kda::detail::load_as_float(
-                    reinterpret_cast<const __nv_bfloat16*>(at + 2 * (i * kDim + tid)))
-              : *reinterpret_cast<const float*>(at + 4 * (i * kDim + tid));
-      running = __fadd_rn(running, gate_sigmoid(g, channel));
-    }
+    if (i < n) running = __fadd_rn(running, activated[i * kDim]);
     *reinterpret_cast<float*>(in + sg(i, tid)) = gate_log2(running, scale, base);
   }
   *reinterpret_cast<float*>(in + kSGs + 4 * tid) = gs;

@@ -36,8 +36,7 @@ inline constexpr int kRing = 4;  // record buffers
 // A configuration: the chain on kChainGroups warpgroups (2: chain16.cuh's step; 1: its
 // step_one_group), kBuilders builder warpgroups; each builder asks for its next sub-chunk's
 // inputs before it builds this one: with at most two into a second input set, with three (one
-// set each) in place, into the regions its build has left dead (build16.cuh load_ahead; not with
-// raw inputs, whose gate tile shares the work region). Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
+// set each) in place, into the regions its build has left dead (build16.cuh load_ahead). Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
 // from the builders to the chain.
 template <int kChainGroups, int kBuilders, bool kRaw = false,
           ChainOperands kOps = ChainOperands::bf16>
@@ -210,10 +209,13 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
     // one: with at most two builders into a second input set (kPrefetch), with three in place
     // (build_sub_chunk's load_ahead: q, k, G and beta once this build's grams are done, v when the
     // next build starts).
+    [[maybe_unused]] float beta_ahead = 0.0f;  // raw inputs: beta of the loads ahead
     if (builder < chunks) {
       if constexpr (C::kPrefetch) {
         build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
-      } else if constexpr (!kRaw) {
+      } else if constexpr (kRaw) {
+        beta_ahead = build::issue_raw_ahead(a.in, a.raw, sub_chunk(builder), h, btid, scratch);
+      } else {
         build::issue_ahead(a.in, sub_chunk(builder), h, btid, scratch, 0);
       }
     }
@@ -229,12 +231,8 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
         } else {
           kda::detail::ptx::cp_async_commit();
         }
-      } else if constexpr (!kRaw) {
+      } else {
         build::issue_v(a.in, sub_chunk(c), h, btid, scratch);
-      }
-      [[maybe_unused]] float beta = 0.0f;
-      if constexpr (kRaw) {
-        beta = build::issue_raw_loads(a.in, a.raw, sub_chunk(c), h, btid, scratch, work);
       }
       const uint32_t b = static_cast<uint32_t>(c % kRing);
       const int64_t round = c / kRing;
@@ -242,12 +240,22 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
       const auto sync = [bar] { named_sync(bar, kWarpgroup); };
       if constexpr (kRaw) {
         const build::SubChunk sc = sub_chunk(c);
+        const float beta = beta_ahead;
         const auto prologue = [&] {
           build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
-                              work);
+                              work, sync);
         };
-        build::build_sub_chunk<0, kF16>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
-                                        smem + b * kBuffer, sync, a.raw.fuse_k_l2norm, prologue);
+        const auto load_ahead = [&] {
+          if (c + kBuilders < chunks) {
+            beta_ahead =
+                build::issue_raw_ahead(a.in, a.raw, sub_chunk(c + kBuilders), h, btid, scratch);
+          } else {
+            kda::detail::ptx::cp_async_commit();
+          }
+        };
+        build::build_sub_chunk<1, kF16>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
+                                        smem + b * kBuffer, sync, a.raw.fuse_k_l2norm, prologue,
+                                        load_ahead);
       } else if constexpr (C::kPrefetch) {
         build::build_sub_chunk<1, kF16>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
                                         scratch + set * build::kInBytes, work, smem + b * kBuffer,
