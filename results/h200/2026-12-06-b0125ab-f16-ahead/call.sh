@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The fp16 chain under row scales (one_pass16_f16), the three builders' loads ahead in place
-# (38d2786) and raw k's batched norm (9f4a45b), on the library of 44a1379: GPU tests (the stage
+# (38d2786, raw inputs too) and raw k's batched norm (9f4a45b), on the library of b0125ab: GPU tests (the stage
 # skip's LaunchesWorkCountsTheCapturedNodes among them), kda-check of the f16 chain, the forced one
 # pass and the library on every small shape file and contract-mixed at the long-memory bar (4e-3:
 # also the first GPU check of 6b1d419's batched q norm), kda-bench of the library with stages (the
 # stage skip) against the f16 chain, the forced one pass and the two kernels (the same-call
 # reference for the loads ahead against ff48ca9's call), both gate regimes; sanitizers on the one
 # pass with its loads ahead and on the f16 chain:
-#   run(command="bash results/h200/2026-12-06-44a1379-f16-ahead/call.sh", carry=[".device/new"])
+#   run(command="bash results/h200/2026-12-06-b0125ab-f16-ahead/call.sh", carry=[".device/new"])
 set -u
 B=.device/new/bin
 DEADLINE=${DEADLINE:-575}
