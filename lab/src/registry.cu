@@ -124,6 +124,9 @@ constexpr detail::ForwardLaunches kTwoKernels{detail::library_prep, detail::libr
 constexpr detail::ForwardLaunches kOnePass{detail::library_prep, detail::library_scan,
                                            detail::library_one_pass,
                                            detail::KernelChoice::one_pass};
+constexpr detail::ForwardLaunches kOnePassBf16{detail::library_prep, detail::library_scan,
+                                               detail::one_pass_bf16,
+                                               detail::KernelChoice::one_pass};
 constexpr detail::ForwardLaunches kOnePassPairs{detail::library_prep, detail::library_scan,
                                                 detail::one_pass_operand_pairs,
                                                 detail::KernelChoice::one_pass};
@@ -178,10 +181,18 @@ const Variant kVariants[] = {
     {"one_pass16",
      "the library's one-pass kernel on every call: 16-token sub-chunks built by three builder "
      "warpgroups beside the chain's, the records in shared memory (the library's choice when the "
-     "chains fill the SMs); raw inputs activated by the builders",
+     "chains fill the SMs); raw inputs activated by the builders; the chain on bf16 operands for "
+     "the fused contract path, fp16 under row scales otherwise (one_pass_operands)",
      /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePass>,
      library_record_forward_stage<kOnePass>},
+    {"one_pass16_bf16",
+     "one_pass16 with the chain on bf16 operands on every path: 4.0 - 4.3e-3 on the explicit and "
+     "raw paths of smoke, edge and long-memory problems (above the 4e-3 bar), ~0.8x "
+     "one_pass16_f16's time",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassBf16>,
+     library_record_forward_stage<kOnePassBf16>},
     {"one_pass16_pairs",
      "one_pass16 with the chain's state and V_new as bf16 hi + lo pairs (every state product "
      "twice): 2.7e-3 / 3.2e-3 fused / explicit on long-memory problems in the CPU replay against "
@@ -191,8 +202,8 @@ const Variant kVariants[] = {
      library_record_forward_stage<kOnePassPairs>},
     {"one_pass16_f16",
      "one_pass16 with the chain's state and V_new in fp16 under a power-of-two scale per value "
-     "row (the two kernels' SCAN way) and fp16 record tiles: 1.8e-3 / 2.4e-3 fused / explicit on "
-     "long-memory problems in the CPU replay",
+     "row (the two kernels' SCAN way) and fp16 record tiles on every path, the fused one too: "
+     "2.0e-3 / 2.6e-3 fused / explicit on long-memory problems (b0125ab, H100)",
      /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassF16>,
      library_record_forward_stage<kOnePassF16>},

@@ -1457,14 +1457,18 @@ TEST_F(KdaGpu, ScanValueHalvesAreTheWholeChainScanBitForBit) {
   }
 }
 
-// When the chains fill the SMs the library runs the one pass on the fused path (kernel_choice.h):
-// chunk_forward's output and final state are one_pass16's bit for bit there, and differ from the
-// two kernels' (another kernel ran); the explicit path stays on the two kernels (the one pass's
-// precision there is above the long-memory bar), bit for bit v2w_two_kernel's. Packed sequences
-// of unequal lengths in an order that is not longest first, an empty one and a 5-token one, so
-// the longest-first grid order matters; long memories and states, so the carried state does.
+// When the chains fill the SMs the library runs the one pass (kernel_choice.h), its chain on bf16
+// operands on the fused path and on fp16 ones under row scales on the explicit path
+// (one_pass_operands): chunk_forward's output and final state are one_pass16's bit for bit on
+// both, and differ from the two kernels' and from the other chain's (another kernel ran); raw
+// inputs (mixed gates) stay on the two kernels (the one pass's raw step is twice the fused one's),
+// bit for bit v2w_two_kernel's. Packed sequences of unequal lengths in an order that is not longest first, an
+// empty one and a 5-token one, so the longest-first grid order matters; long memories and states,
+// so the carried state does.
 TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   KDA_REQUIRE_VARIANT(one_pass, "one_pass16");
+  KDA_REQUIRE_VARIANT(one_pass_bf16, "one_pass16_bf16");
+  KDA_REQUIRE_VARIANT(one_pass_f16, "one_pass16_f16");
   KDA_REQUIRE_VARIANT(two_kernel, "v2w_two_kernel");
   const Variant& library = kda::lab::shipping_variant();
   const int sms = current_device_sms();
@@ -1490,22 +1494,46 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms), kda::detail::ForwardKernel::one_pass)
       << c.heads << " heads on " << sms << " SMs";
   p.fuse_q_l2norm = false;
+  ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms), kda::detail::ForwardKernel::one_pass);
+  p.fuse_q_l2norm = true;
+  p.gate_input = kda::GateInput::raw;
+  p.beta_input = kda::BetaInput::logits;
+  p.fuse_k_l2norm = true;
   ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms), kda::detail::ForwardKernel::two_kernel);
   const Inputs in = make_inputs(c, 45);
   const DeviceProblem lib(in, library);
   const DeviceProblem forced(in, *one_pass);
+  const DeviceProblem bf16(in, *one_pass_bf16);
+  const DeviceProblem f16(in, *one_pass_f16);
   const DeviceProblem two(in, *two_kernel);
   for (const Path path : {Path::fused, Path::fused_stages, Path::explicit_norm}) {
+    SCOPED_TRACE(static_cast<int>(path));
     const Outputs a = lib.run(path);
-    const Outputs b = forced.run(path);
     const Outputs t = two.run(path);
-    const bool one_pass_path = path != Path::explicit_norm;
-    const Outputs& same = one_pass_path ? b : t;
-    const Outputs& other = one_pass_path ? t : b;
-    EXPECT_TRUE(bitwise_equal(a.out, same.out)) << "output";
-    EXPECT_TRUE(bitwise_equal(a.final_state, same.final_state)) << "final state";
-    EXPECT_FALSE(bitwise_equal(a.out, other.out)) << "the other kernel's output: the same kernel ran";
+    const Outputs b = forced.run(path);
+    // The chain the library's operands rule picks, and the other one.
+    const bool bf16_chain = path != Path::explicit_norm;
+    const Outputs chain = (bf16_chain ? bf16 : f16).run(path);
+    const Outputs other_chain = (bf16_chain ? f16 : bf16).run(path);
+    EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "output";
+    EXPECT_TRUE(bitwise_equal(a.final_state, b.final_state)) << "final state";
+    EXPECT_TRUE(bitwise_equal(a.out, chain.out)) << "the chain's operands";
+    EXPECT_FALSE(bitwise_equal(a.out, other_chain.out)) << "the other chain's output";
+    EXPECT_FALSE(bitwise_equal(a.out, t.out)) << "the two kernels' output: the same kernel ran";
   }
+  // Raw inputs on the same sequences: the two kernels.
+  RawCase r;
+  r.cu = c.cu;
+  r.tokens = c.tokens;
+  r.heads = c.heads;
+  r.initial_state = true;
+  const RawInputs raw_in = make_raw_inputs(r, 46);
+  const Outputs raw_lib = RawDeviceProblem(raw_in, library).run(RawRun{});
+  const Outputs raw_two = RawDeviceProblem(raw_in, *two_kernel).run(RawRun{});
+  const Outputs raw_one = RawDeviceProblem(raw_in, *one_pass).run(RawRun{});
+  EXPECT_TRUE(bitwise_equal(raw_lib.out, raw_two.out)) << "raw: output";
+  EXPECT_TRUE(bitwise_equal(raw_lib.final_state, raw_two.final_state)) << "raw: final state";
+  EXPECT_FALSE(bitwise_equal(raw_lib.out, raw_one.out)) << "raw: the one pass's output";
 }
 
 }  // namespace

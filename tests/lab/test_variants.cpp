@@ -51,8 +51,9 @@ kda::ForwardParams raw_forward(const Variant& v) {
 
 TEST(LabVariants, TheLadderInOrderTheLibrarysLast) {
   const std::vector<std::string> names = {
-      "v0_fp32",    "v1_mma",           "v2_mma",         "v2t_mma", "v2w_whole_chains",
-      "v2w_two_kernel", "one_pass16", "one_pass16_pairs", "one_pass16_f16", "v2w_mma"};
+      "v0_fp32",         "v1_mma",           "v2_mma",         "v2t_mma", "v2w_whole_chains",
+      "v2w_two_kernel",  "one_pass16",       "one_pass16_bf16", "one_pass16_pairs",
+      "one_pass16_f16",  "v2w_mma"};
   EXPECT_EQ(kda::lab::variant_names(), names);
   ASSERT_EQ(kda::lab::variants().size(), names.size());
   for (const Variant& v : kda::lab::variants()) {
@@ -76,8 +77,8 @@ TEST(LabVariants, Capabilities) {
     EXPECT_TRUE(variant(name).fused_q_norm_exact) << name;
   }
   for (const char* name :
-       {"v2_mma", "v2t_mma", "v2w_whole_chains", "v2w_two_kernel", "one_pass16", "one_pass16_pairs",
-        "one_pass16_f16", "v2w_mma"}) {
+       {"v2_mma", "v2t_mma", "v2w_whole_chains", "v2w_two_kernel", "one_pass16", "one_pass16_bf16",
+        "one_pass16_pairs", "one_pass16_f16", "v2w_mma"}) {
     EXPECT_TRUE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
@@ -152,8 +153,8 @@ TEST(LabVariants, RawInputs) {
     expect_error([&] { v.validate(k_only); }, ErrorCode::unsupported, "raw inputs");
   }
   for (const char* name :
-       {"v2_mma", "v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_pairs", "one_pass16_f16",
-        "v2w_mma"}) {
+       {"v2_mma", "v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_bf16", "one_pass16_pairs",
+        "one_pass16_f16", "v2w_mma"}) {
     const Variant& v = variant(name);
     kda::ForwardParams p = raw_forward(v);
     EXPECT_NO_THROW(v.validate(p)) << name;
@@ -190,8 +191,8 @@ TEST(LabVariants, ScanGridLimit) {
     expect_error([&] { variant(name).validate(p); }, ErrorCode::unsupported,
                  "sequences exceed the scan grid limit of (2^31 - 1) / 4");
   }
-  for (const char* name : {"v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_pairs",
-                           "one_pass16_f16", "v2w_mma"}) {
+  for (const char* name : {"v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_bf16",
+                           "one_pass16_pairs", "one_pass16_f16", "v2w_mma"}) {
     kda::ForwardParams p = dense_forward(variant(name));
     p.batch = int64_t{1} << 30;
     p.tokens = 1;

@@ -196,6 +196,9 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
 }  // namespace
 
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, one_pass_operands(p), stream);
+}
+void one_pass_bf16(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::bf16, stream);
 }
 void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {

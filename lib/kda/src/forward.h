@@ -67,11 +67,15 @@ void check_stage(const char* op, int stage);
 void library_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The one pass: the sequences' longest-first order into the workspace (packed inputs), then the
-// kernel. Throws unsupported for inputs it does not read (one_pass_reads).
+// kernel, its chain on the operands kernel_choice.h's one_pass_operands picks for the inputs.
+// Throws unsupported for inputs it does not read (one_pass_reads).
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
-// The one pass with the chain's state and V_new as bf16 hi + lo pairs (the lab's
-// one_pass16_pairs: within the 4e-3 bar on every path, but 1.5-1.7x the time on the H200), or as
-// fp16 under per-row power-of-two scales with fp16 record tiles (the lab's one_pass16_f16).
+// The one pass with the chain's operands fixed for every call: bf16 (the lab's one_pass16_bf16:
+// 4.0 - 4.3e-3 on the explicit and raw paths, above the long-memory bar), the state and V_new as
+// bf16 hi + lo pairs (one_pass16_pairs: within the bar, but 1.5-1.7x the time on the H200), or
+// fp16 under per-row power-of-two scales with fp16 record tiles (one_pass16_f16: within the bar,
+// 1.19-1.28x the bf16 chain's time on an H100).
+void one_pass_bf16(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // chunk_forward's body: every stage in order on one plan.

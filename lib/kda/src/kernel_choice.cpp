@@ -12,11 +12,10 @@ namespace kda::detail {
 
 namespace {
 
-// H200 measurements (docs/perf-notes.md "The one-pass forward in the library"): a one-pass step
-// (16 tokens) with three builders beside the chain, and per chain the first build before the
-// chain can start plus the state's 64 KB in and out; the two-kernel PREP per 64-token chunk-head
-// of SM time, and the SCAN's chunk latency and SM time.
-constexpr double kOnePassStepUs = 2.0;
+// H200 measurements (docs/perf-notes.md "The one-pass forward in the library"): per one-pass
+// chain the first build before the chain can start plus the state's 64 KB in and out (the step:
+// kernel_choice.h); the two-kernel PREP per 64-token chunk-head of SM time, and the SCAN's chunk
+// latency and SM time.
 constexpr double kOnePassChainUs = 4.0;
 constexpr double kPrepChunkSmUs = 7.3;
 constexpr double kScanChunkUs = 2.07;
@@ -43,7 +42,8 @@ bool one_pass_reads(const ForwardParams& p) {
   return onepass::row_offsets_fit(in);
 }
 
-ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count) {
+ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
+                                         double step_us) {
   ForwardEstimate e;
   const double sms = std::max(sm_count, 1);
   // Longest first; the totals over every sequence.
@@ -65,8 +65,8 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
                              kScanChunkSmUs * chunk_heads / sms);
 
   // One pass: chains longest first, each to the SM that frees first.
-  const auto chain_us = [](int64_t length) {
-    return kOnePassStepUs * static_cast<double>(ceil_div(length, onepass::kSub)) + kOnePassChainUs;
+  const auto chain_us = [step_us](int64_t length) {
+    return step_us * static_cast<double>(ceil_div(length, onepass::kSub)) + kOnePassChainUs;
   };
   if (chains == 0) {
     e.one_pass_us = 0;
@@ -106,20 +106,33 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
   return e;
 }
 
-ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count) {
+ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
+                                 double step_us) {
   std::vector<LengthGroup> groups;
   groups.reserve(lengths.size());
   for (const int64_t len : lengths) groups.push_back({len, 1});
-  return estimate_forward_grouped(std::move(groups), heads, sm_count);
+  return estimate_forward_grouped(std::move(groups), heads, sm_count, step_us);
 }
 
-bool one_pass_precise_enough(const ForwardParams& p) {
-  return p.fuse_q_l2norm && p.gate_input == GateInput::chunk_log2 &&
-         p.beta_input == BetaInput::probability && p.beta_dtype == DType::f32 && !p.fuse_k_l2norm;
+namespace {
+bool contract_inputs(const ForwardParams& p) {
+  return p.gate_input == GateInput::chunk_log2 && p.beta_input == BetaInput::probability &&
+         p.beta_dtype == DType::f32 && !p.fuse_k_l2norm;
+}
+}  // namespace
+
+onepass::ChainOperands one_pass_operands(const ForwardParams& p) {
+  return p.fuse_q_l2norm && contract_inputs(p) ? onepass::ChainOperands::bf16
+                                               : onepass::ChainOperands::f16_scaled;
+}
+
+double one_pass_step_us(const ForwardParams& p) {
+  if (one_pass_operands(p) == onepass::ChainOperands::bf16) return kOnePassStepUs;
+  return contract_inputs(p) ? kOnePassF16StepUs : kOnePassF16RawStepUs;
 }
 
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count) {
-  if (!one_pass_reads(p) || !one_pass_precise_enough(p)) return ForwardKernel::two_kernel;
+  if (!one_pass_reads(p)) return ForwardKernel::two_kernel;
   std::vector<LengthGroup> groups;
   if (p.cu_seqlens != nullptr) {
     groups.reserve(static_cast<size_t>(p.num_seqs));
@@ -129,7 +142,8 @@ ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count) {
   } else {
     groups.push_back({p.tokens, p.batch});
   }
-  const ForwardEstimate e = estimate_forward_grouped(std::move(groups), p.heads, sm_count);
+  const ForwardEstimate e =
+      estimate_forward_grouped(std::move(groups), p.heads, sm_count, one_pass_step_us(p));
   return e.one_pass_us < kOnePassMargin * e.two_kernel_us ? ForwardKernel::one_pass
                                                           : ForwardKernel::two_kernel;
 }

@@ -1,10 +1,10 @@
 // Which forward kernel a chunk_forward call runs: the one-pass forward (onepass/onepass.h: one CTA
 // per (sequence, head), the factors built beside the chain, nothing round-trips through memory) or
 // the two-kernel forward (PREP, then SCAN, through the workspace's records). The one pass is
-// ~0.78x the two kernels' SM time per token, but a chain is latency-bound (~2 us a 16-token
-// sub-chunk), so it wins only when its chains fill the SMs: a time model of both, from H200
-// measurements (docs/perf-notes.md "The one-pass forward in the library"), picks per call, among
-// the calls the one pass keeps within the long-memory precision bar (one_pass_precise_enough).
+// X
+// sub-chunk), so it wins only when its chains fill the SMs: a time model of both, from Hopper
+// measurements (docs/perf-notes.md "The one-pass forward in the library" and after), picks per
+// call, with the one pass's step for the chain operands its inputs need (one_pass_operands).
 // Host only, no CUDA calls: the caller passes the SM count.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kda/kda.h"
+#include "onepass/record16.h"
 
 namespace kda::detail {
 
@@ -28,13 +29,21 @@ struct ForwardEstimate {
 // run on the two kernels.
 bool one_pass_reads(const ForwardParams& p);
 
-// The model, for `lengths` (tokens per sequence; the same for each of `heads`) on `sm_count` SMs,
-// for the contract's inputs (the only ones the library gives the one pass,
-// one_pass_precise_enough):
+// A one-pass step (16 tokens, three builders beside the chain) per chain operands and inputs, in
+// microseconds: measured on an H100 at b0125ab (results/h200/2026-12-06-b0125ab-f16-ahead; the
+// one pass runs within 1 % on the H100 and the H200: 790 / 785 us on h96-uniform8 at
+// 6a46b5f / ff48ca9). The bf16 chain on the fused contract path (builder-bound); the fp16 chain
+// under row scales, whose scale work makes the chain the bound, on contract inputs and on raw
+// ones (whose builders also activate the gate, beta and k's norm).
+inline constexpr double kOnePassStepUs = 1.8;
+inline constexpr double kOnePassF16StepUs = 2.15;
+inline constexpr double kOnePassF16RawStepUs = 3.8;
+
+// The model, for `lengths` (tokens per sequence; the same for each of `heads`) on `sm_count` SMs:
 //   one pass    the chains (heads x sequences) longest first on one CTA per SM (list
 //               scheduling, simulated; beyond 16,384 chains its bound total / SMs + longest),
-//               each chain 2.0 us a 16-token sub-chunk plus 4 us to fill the ring and move the
-//               state;
+//               each chain `step_us` a 16-token sub-chunk plus 4 us to fill the ring and move
+//               the state;
 //   two kernels PREP 7.3 SM-us a 64-token chunk-head, then SCAN the larger of its latency
 //               (2.07 us a chunk of the longest chain) and its throughput (2.8 SM-us a chunk-head).
 // `lengths` may also come as groups of equal lengths (a dense batch is one group).
@@ -42,19 +51,24 @@ struct LengthGroup {
   int64_t length = 0;  // tokens
   int64_t count = 0;   // sequences
 };
-ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count);
-ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count);
+// The two kernels' estimate is the contract inputs' (raw inputs cost their PREP ~12 % more).
+ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
+                                         double step_us = kOnePassStepUs);
+ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
+                                 double step_us = kOnePassStepUs);
 
-// Whether the one pass keeps these inputs within the long-memory bar (out and final state rel-RMS
-// <= 4e-3 on every checked problem): its state products run on bf16 operands, which gives 3.7e-3
-// on the fused path (q's norm folded in fp32) but 4.0 - 4.3e-3 on the explicit path (q rounded to
-// bf16 after its norm) and with raw inputs (H100, 6a46b5f); so the fused path with the contract's
-// gate, beta and normalized k only, until the chain's operands carry more precision.
-bool one_pass_precise_enough(const ForwardParams& p);
+// The chain operands that keep the one pass within the long-memory bar (out and final state
+// rel-RMS <= 4e-3 on every checked problem) for these inputs. bf16 operands give 3.7 - 3.9e-3 on
+// the fused path (q's norm folded in fp32) but 4.0 - 4.3e-3 on the explicit path (q rounded to
+// bf16 after its norm) and with raw inputs (H100, 6a46b5f and b0125ab), so: bf16 (the faster
+// chain) for the fused path with the contract's gate, beta and normalized k; fp16 under row scales
+// (worst 3.6e-3 explicit, 3.1e-3 raw; b0125ab) for every other call.
+onepass::ChainOperands one_pass_operands(const ForwardParams& p);
+// The one pass's step for those operands and inputs (kOnePass*StepUs).
+double one_pass_step_us(const ForwardParams& p);
 
 // The kernel chunk_forward runs for validated params on a device of `sm_count` SMs: the one pass
-// when it reads the inputs, is precise enough for them, and its estimate is below 0.95x the two
-// kernels'.
+// when it reads the inputs and its estimate (one_pass_step_us) is below 0.95x the two kernels'.
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count);
 
 }  // namespace kda::detail
