@@ -29,6 +29,8 @@
 #      FLA's timing last (FLA_FILES, default "contract contract-mixed": its kernels do the same
 #      work whatever the gate, so the second file is the first to drop at the deadline);
 #      TIMING=0 skips phase C (an accuracy-only call, e.g. with the build caches carried);
+#      PEERS (default "cudnn vllm-flashkda flashkda flash-flash-kda") names the peers built,
+#      checked and timed beside ours, e.g. PEERS=cudnn for a short call (no FlashKDA build);
 #   D  the report; $OUT gets peers-report.md, peers-summary.txt, peers.tar.gz (every CSV, log,
 #      the steps' wall times) and the caches for the next call: <fk|ffk|vfk>-build.tar.gz when a
 #      FlashKDA was built here, triton-cache.tar.gz.part0.. (copy them into .peers-cache/ and carry it).
@@ -106,9 +108,15 @@ have_bin=1
 for b in kda-check kda-bench; do [[ -x $BIN/$b ]] || { have_bin=0; echo "no $BIN/$b: our steps are skipped (carry the lead's build)" >> "$steps"; }; done
 [[ -f $KDA_C_LIBRARY ]] || echo "no $KDA_C_LIBRARY: ours in PyTorch (kda_torch) is unavailable, its rows say so (carry the lead's build/release/lib/libkda_c.so as \$BIN/../lib/libkda_c.so, or set KDA_C_LIBRARY)" >> "$steps"
 
+declare -A peer_of=([cudnn]=cudnn [fk]=flashkda [ffk]=flash-flash-kda [vfk]=vllm-flashkda [ours]=ours)
+peers_wanted=" ours ${PEERS:-cudnn vllm-flashkda flashkda flash-flash-kda} "
+peer_wanted() { [[ $peers_wanted == *" $1 "* ]]; }  # peer_wanted NAME (peers_bench's names)
 mkdir -p "$B"
 bpids=()
-for t in ours cudnn vfk fk ffk; do setsid scripts/peers/build_peers.sh "$t" "$B" > /dev/null 2>&1 & bpids+=($!); done
+for t in ours cudnn vfk fk ffk; do
+  peer_wanted "${peer_of[$t]}" || continue
+  setsid scripts/peers/build_peers.sh "$t" "$B" > /dev/null 2>&1 & bpids+=($!)
+done
 
 dumps=()
 if (( have_bin )); then
@@ -153,7 +161,6 @@ check_peer() {  # check_peer PEER: peers_check on every dump (after that dump's 
       --peer "$1" --build-dir "$B" --with-ours --csv "$r/check-$1-$dname.csv" --md "$r/check-$1-$dname.md" --force
   done
 }
-declare -A peer_of=([fk]=flashkda [ffk]=flash-flash-kda [vfk]=vllm-flashkda)
 (
   allrefs=()
   # shellcheck disable=SC2206  # the pids are a space-separated list
@@ -161,8 +168,8 @@ declare -A peer_of=([fk]=flashkda [ffk]=flash-flash-kda [vfk]=vllm-flashkda)
   while alive "${allrefs[@]}"; do sleep 1; done  # not our children: poll
   # A peer whose build failed is still "checked": its rows carry the exact error.
   built ours; check_peer ours
-  built cudnn; check_peer cudnn
-  for t in ffk fk vfk; do  # the order they finish building in
+  for t in cudnn ffk fk vfk; do  # the order they finish building in
+    peer_wanted "${peer_of[$t]}" || continue
     built "$t"; check_peer "${peer_of[$t]}"
   done
 ) &
@@ -198,7 +205,8 @@ if (( have_bin )); then
       --csv "$r/ours-bench-$stem.csv" --md "$r/ours-bench-$stem.md" --force
   done
 fi
-peers=(ours cudnn flashkda flash-flash-kda vllm-flashkda)  # every peer (the compares below)
+peers=()  # every peer timed (the compares below)
+for p in ours cudnn flashkda flash-flash-kda vllm-flashkda; do peer_wanted "$p" && peers+=("$p"); done
 # Ours, cuDNN-FE and vLLM's FlashKDA (the build engines ship) in ONE process: per shape the inputs
 # are drawn once and all three are timed on the same tensors (peers_bench --peer a,b,c). FlashKDA
 # stock and Flash-Flash-KDA each in a process of its own: all three FlashKDA builds are the Python
@@ -207,7 +215,11 @@ groups=("ours,cudnn,vllm-flashkda" flashkda flash-flash-kda)
 bench_args=(--build-dir "$B" --shapes "${files[0]}" --shapes "${files[1]}" --out-dir "$r" --force
             --warmup 5 --min-samples 30 --min-time 0.25 --timeout 5)
 for g in "${groups[@]}"; do
-  IFS=, read -ra members <<< "$g"
+  IFS=, read -ra all <<< "$g"
+  members=()  # the group's peers that this call times (PEERS)
+  for p in "${all[@]}"; do peer_wanted "$p" && members+=("$p"); done
+  (( ${#members[@]} > 0 )) || continue
+  g=$(IFS=,; echo "${members[*]}")
   step $(( 70 * ${#members[@]} )) "bench-${g//,/+}" python3 scripts/peers/peers_bench.py --peer "$g" "${bench_args[@]}"
   # A shared process that died of a signal (rc >= 128: a crash in one peer's code) or lost the
   # CUDA context (rc 5: a peer's sticky CUDA error; its rows after that say "not run") could cost

@@ -1712,8 +1712,9 @@ def test_run_all_times_the_shared_group_again_one_per_process_after_a_crash():
                               '  segv:*,*) kill -SEGV $$ ;;\n  lost:*,*) exit 5 ;;\n  fail:*,*) exit 1 ;;\nesac\n')
         os.chmod(fake, 0o755)
         sim = os.path.join(d, "sim.sh")
+        wanted = re.search(r"^peers_wanted=.*?^peer_wanted\(\).*?$", script, re.S | re.M).group(0)
         open(sim, "w").write(f'r={d}/r; mkdir -p "$r"; steps=$r/steps.txt; : > "$steps"; DEADLINE=560; B=/tmp/b\n'
-                             f'files=(a.yaml b.yaml)\n{step_fn}\n{loop}\n')
+                             f'files=(a.yaml b.yaml)\n{wanted}\n{step_fn}\n{loop}\n')
         for mode in ("ok", "segv", "lost", "fail"):
             calls = os.path.join(d, f"calls-{mode}")
             env = dict(os.environ, PATH=os.path.dirname(fake) + os.pathsep + os.environ["PATH"], MODE=mode, CALLS=calls)
