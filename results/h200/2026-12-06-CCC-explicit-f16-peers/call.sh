@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The library's explicit path on the one pass's fp16 chain (bb9f3df's kernel choice), the loads
+# ahead and the raw one pass against last session's build (0f5959d, carried as .device/base) in
+# the same call, and cuDNN-FE beside the library (scripts/peers/run-all-h200.sh, PEERS=cudnn):
+#   GPU tests (LibraryTakesTheOnePassWhenChainsFillTheSms: each path's kernel and chain bit for
+#   bit); kda-check of the library, the forced one pass (the library's operands rule) and the bf16
+#   chain forced on every small file at the 4e-3 bar; kda-bench, contract, all paths, no verify:
+#   the library of this build and of 0f5959d, this build's one_pass16_bf16 against 0f5959d's
+#   one_pass16 (the same bf16 chain: the loads ahead, the raw prologue and k norm); then the peers
+#   (ours through kda-bench and kda_torch, cuDNN-FE 1.32 sm90, both gate regimes; its checks):
+#   run(command="bash results/h200/<this folder>/call.sh",
+#       carry=[".device/new", ".device/base", ".whl"])
+set -u
+B=.device/new/bin
+BASE=.device/base/bin
+DEADLINE=${DEADLINE:-210}
+. scripts/device-steps.sh
+record_machine "binaries built from: $(binary_commit $B/kda-check); base: $(binary_commit $BASE/kda-bench)"
+step 60 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
+V=(--variant v2w_mma --variant one_pass16 --variant one_pass16_bf16)
+for s in smoke edge long-memory; do
+  step 60 check-$s $B/kda-check "${V[@]}" --rms-limit 4e-3 --shapes shapes/$s.yaml \
+    --md $r/check-$s.md --csv $r/check-$s.csv --json $r/check-$s.json --force
+done
+P=(--shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw --no-verify)
+step 50 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
+step 50 bench-contract-base $BASE/kda-bench "${P[@]}" --csv $r/bench-contract-base.csv --force
+step 10 compare-contract-base $B/kda-bench compare $r/bench-contract-base.csv $r/bench-contract.csv \
+  --md $r/compare-contract-base.md
+step 50 bench-contract-bf16 $B/kda-bench --variant one_pass16_bf16 "${P[@]}" \
+  --csv $r/bench-contract-bf16.csv --force
+step 50 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P[@]}" \
+  --csv $r/bench-contract-bf16-base.csv --force
+step 10 compare-contract-bf16-base $B/kda-bench compare $r/bench-contract-bf16-base.csv \
+  $r/bench-contract-bf16.csv --md $r/compare-contract-bf16-base.md
+nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
+finish
+# The peers beside this build: ours (kda-bench fused and raw, kda_torch) and cuDNN-FE, both files.
+PEERS=cudnn FLA=0 DEADLINE=300 BUILD_WAIT=200 CHECKS_DONE=220 BIN=$B \
+  bash scripts/peers/run-all-h200.sh > /dev/null 2>&1
+cat "$OUT/peers-summary.txt" 2>/dev/null | head -60
