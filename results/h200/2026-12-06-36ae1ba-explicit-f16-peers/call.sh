@@ -8,7 +8,7 @@
 #   the library of this build and of 0f5959d, this build's one_pass16_bf16 against 0f5959d's
 #   one_pass16 (the same bf16 chain: the loads ahead, the raw prologue and k norm); then the peers
 #   (ours through kda-bench and kda_torch, cuDNN-FE 1.32 sm90, both gate regimes; its checks):
-#   run(command="bash results/h200/<this folder>/call.sh",
+#   run(command="bash results/h200/2026-12-06-36ae1ba-explicit-f16-peers/call.sh",
 #       carry=[".device/new", ".device/base", ".whl"])
 set -u
 B=.device/new/bin
