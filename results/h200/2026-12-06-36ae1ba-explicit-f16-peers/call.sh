@@ -13,29 +13,29 @@
 set -u
 B=.device/new/bin
 BASE=.device/base/bin
-DEADLINE=${DEADLINE:-150}
+DEADLINE=${DEADLINE:-125}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check); base: $(binary_commit $BASE/kda-bench)"
-step 40 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
+step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
 V=(--variant v2w_mma --variant one_pass16 --variant one_pass16_bf16)
 for s in smoke edge long-memory; do
-  step 30 check-$s $B/kda-check "${V[@]}" --rms-limit 4e-3 --shapes shapes/$s.yaml \
+  step 20 check-$s $B/kda-check "${V[@]}" --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --json $r/check-$s.json --force
 done
 P=(--shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw --no-verify --min-time 0.25)
-step 35 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
-step 35 bench-contract-base $BASE/kda-bench "${P[@]}" --csv $r/bench-contract-base.csv --force
+step 25 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
+step 25 bench-contract-base $BASE/kda-bench "${P[@]}" --csv $r/bench-contract-base.csv --force
 step 10 compare-contract-base $B/kda-bench compare $r/bench-contract-base.csv $r/bench-contract.csv \
   --md $r/compare-contract-base.md
-step 35 bench-contract-bf16 $B/kda-bench --variant one_pass16_bf16 "${P[@]}" \
+step 25 bench-contract-bf16 $B/kda-bench --variant one_pass16_bf16 "${P[@]}" \
   --csv $r/bench-contract-bf16.csv --force
-step 35 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P[@]}" \
+step 25 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P[@]}" \
   --csv $r/bench-contract-bf16-base.csv --force
 step 10 compare-contract-bf16-base $B/kda-bench compare $r/bench-contract-bf16-base.csv \
   $r/bench-contract-bf16.csv --md $r/compare-contract-bf16-base.md
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
 finish
 # The peers beside this build: ours (kda-bench fused and raw, kda_torch) and cuDNN-FE, both files.
-PEERS=cudnn FLA=0 DEADLINE=200 BUILD_WAIT=60 CHECKS_DONE=110 BIN=$B \
+PEERS=cudnn FLA=0 CHECK_SHAPES=none DEADLINE=150 BUILD_WAIT=30 CHECKS_DONE=50 BIN=$B \
   bash scripts/peers/run-all-h200.sh > /dev/null 2>&1
 cat "$OUT/peers-summary.txt" 2>/dev/null | head -60
