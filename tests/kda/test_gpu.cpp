@@ -957,6 +957,18 @@ int current_device_sms() {
   return sms;
 }
 
+// The current device's DRAM bandwidth in bytes per second, as the library reads it (2 x memory
+// clock x bus width; 0 if it cannot be read): the forward's kernel choice depends on it.
+double current_device_dram_bandwidth() {
+  int device = 0, clock_khz = 0, bus_bits = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+    return 0;
+  }
+  return 2.0 * 1e3 * clock_khz * (bus_bits / 8.0);
+}
+
 // A lab variant by name; the test skips when the lab was built without its ladder
 // (KDA_BUILD_LAB=OFF).
 #define KDA_REQUIRE_VARIANT(var, name)                                               \
@@ -1491,15 +1503,19 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   p.cu_seqlens_host = c.cu.data();
   p.num_seqs = static_cast<int>(c.cu.size()) - 1;
   p.fuse_q_l2norm = true;
-  ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms), kda::detail::ForwardKernel::one_pass)
+  const double dram = current_device_dram_bandwidth();
+  ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms, dram),
+            kda::detail::ForwardKernel::one_pass)
       << c.heads << " heads on " << sms << " SMs";
   p.fuse_q_l2norm = false;
-  ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms), kda::detail::ForwardKernel::one_pass);
+  ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms, dram),
+            kda::detail::ForwardKernel::one_pass);
   p.fuse_q_l2norm = true;
   p.gate_input = kda::GateInput::raw;
   p.beta_input = kda::BetaInput::logits;
   p.fuse_k_l2norm = true;
-  ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms), kda::detail::ForwardKernel::two_kernel);
+  ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms, dram),
+            kda::detail::ForwardKernel::two_kernel);
   const Inputs in = make_inputs(c, 45);
   const DeviceProblem lib(in, library);
   const DeviceProblem forced(in, *one_pass);

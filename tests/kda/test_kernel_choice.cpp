@@ -117,6 +117,44 @@ TEST(KernelChoice, TheModelMatchesTheMeasuredTimes) {
   }
 }
 
+// Less DRAM bandwidth slows the two kernels only (their records go through DRAM): on an H100's
+// 3.35e12 B/s the model's two-kernel times match b0125ab's H100 measurements (fused, contract)
+// within 6 %, and the one pass then wins h96-fixed's fused path (measured 885 us against the two
+// kernels' 1,089 on the H100) but not h64-fixed's (880 against 770) nor h96-fixed's explicit path
+// (the fp16 chain's forward 1,162 against 1,080).
+TEST(KernelChoice, LessDramBandwidthSlowsOnlyTheTwoKernels) {
+  using kda::detail::kH200DramBytesPerS;
+  using kda::detail::two_kernel_slowdown;
+  constexpr double kH100 = 2.0 * 2619e6 * (5120 / 8);  // HBM3: 2 x 2,619 MHz x 5,120 bits
+  EXPECT_DOUBLE_EQ(two_kernel_slowdown(kH200DramBytesPerS), 1.0);
+  EXPECT_DOUBLE_EQ(two_kernel_slowdown(6e12), 1.0);  // never faster than the H200's measurements
+  EXPECT_DOUBLE_EQ(two_kernel_slowdown(0.0), 1.0);   // unknown bandwidth
+  EXPECT_NEAR(two_kernel_slowdown(kH100), 1.134, 0.005);
+  struct Measured {
+    const std::vector<int64_t>* lengths;
+    int heads;
+    double two_kernel_us;
+  };
+  for (const Measured& m : {Measured{&kFixed, 96, 1089.2}, Measured{&kUniform8, 96, 1092.1},
+                            Measured{&kFixed, 64, 769.8}, Measured{&kUniform8, 64, 737.2},
+                            Measured{&kRagged6, 96, 1108.6}, Measured{&kRagged6, 64, 748.8}}) {
+    const auto h100 = estimate_forward(*m.lengths, m.heads, kH200Sms,
+                                       kda::detail::kOnePassStepUs, kH100);
+    const auto h200 = estimate_forward(*m.lengths, m.heads, kH200Sms);
+    EXPECT_NEAR(h100.two_kernel_us / m.two_kernel_us, 1.0, 0.06) << m.heads << " heads";
+    EXPECT_DOUBLE_EQ(h100.one_pass_us, h200.one_pass_us) << m.heads << " heads";
+  }
+  const std::vector<int32_t> fixed = offsets(kFixed);  // outlives the params that point at it
+  const kda::ForwardParams h96_fixed = contract_call(fixed, 96);
+  const kda::ForwardParams h64_fixed = contract_call(fixed, 64);
+  EXPECT_EQ(choose_forward_kernel(h96_fixed, kH200Sms, kH100), ForwardKernel::one_pass);
+  EXPECT_EQ(choose_forward_kernel(h96_fixed, kH200Sms), ForwardKernel::two_kernel);
+  EXPECT_EQ(choose_forward_kernel(h64_fixed, kH200Sms, kH100), ForwardKernel::two_kernel);
+  kda::ForwardParams h96_fixed_explicit = h96_fixed;
+  h96_fixed_explicit.fuse_q_l2norm = false;
+  EXPECT_EQ(choose_forward_kernel(h96_fixed_explicit, kH200Sms, kH100), ForwardKernel::two_kernel);
+}
+
 // The contract shapes: the one pass on the many-chain ones (fused and explicit paths), the two
 // kernels on one long sequence and for raw inputs.
 TEST(KernelChoice, ContractShapes) {

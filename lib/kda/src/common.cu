@@ -43,6 +43,27 @@ int multiprocessor_count(const char* where) {
   return count;
 }
 
+double dram_bandwidth(const char* where) {
+  static std::mutex mutex;
+  static std::vector<std::pair<int, double>> known;  // (device, bytes per second)
+  const int device = current_device(where);
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [d, bandwidth] : known) {
+    if (d == device) return bandwidth;
+  }
+  int clock_khz = 0, bus_bits = 0;
+  cudaError_t status = cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device);
+  if (status == cudaSuccess) {
+    status = cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
+  }
+  if (status != cudaSuccess) {
+    throw_cuda(std::string(where) + " (querying the memory clock and bus width)", status);
+  }
+  const double bandwidth = 2.0 * 1e3 * clock_khz * (bus_bits / 8.0);
+  known.emplace_back(device, bandwidth);
+  return bandwidth;
+}
+
 void set_dynamic_smem(const void* kernel, int bytes, const char* where, bool max_carveout) {
   // The attribute is per (function, device); remember where it is set so repeated calls (the
   // benchmark loop) cost no driver call.

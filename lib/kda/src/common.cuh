@@ -27,6 +27,9 @@ int current_device(const char* where);
 
 // The current device's multiprocessor count (one driver query per device, then cached).
 int multiprocessor_count(const char* where);
+// The current device's peak DRAM bandwidth in bytes per second: 2 x memory clock x bus width
+// (double data rate; the driver's attributes, queried once per device, then cached).
+double dram_bandwidth(const char* where);
 
 // Sets cudaFuncAttributeMaxDynamicSharedMemorySize once per (kernel, device); with
 // max_carveout also asks for the largest shared-memory carveout (kernels that rely on several

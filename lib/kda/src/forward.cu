@@ -36,7 +36,8 @@ Plan make_plan(const ForwardParams& p, const ForwardLaunches& kernels) {
     case KernelChoice::two_kernel: plan.kernel = ForwardKernel::two_kernel; break;
     case KernelChoice::one_pass: plan.kernel = ForwardKernel::one_pass; break;
     case KernelChoice::by_model:
-      plan.kernel = choose_forward_kernel(p, multiprocessor_count("chunk_forward"));
+      plan.kernel = choose_forward_kernel(p, multiprocessor_count("chunk_forward"),
+                                          dram_bandwidth("chunk_forward"));
       break;
   }
   return plan;

@@ -2,6 +2,7 @@
 #include "kernel_choice.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -42,8 +43,14 @@ bool one_pass_reads(const ForwardParams& p) {
   return onepass::row_offsets_fit(in);
 }
 
+double two_kernel_slowdown(double dram_bytes_per_s) {
+  if (!(dram_bytes_per_s > 0)) return 1.0;  // unknown: the H200's times
+  return std::max(1.0, std::pow(kH200DramBytesPerS / dram_bytes_per_s,
+                                kTwoKernelBandwidthExponent));
+}
+
 ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
-                                         double step_us) {
+                                         double step_us, double dram_bytes_per_s) {
   ForwardEstimate e;
   const double sms = std::max(sm_count, 1);
   // Longest first; the totals over every sequence.
@@ -60,9 +67,10 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
 
   // Two kernels: PREP over every chunk-head, then SCAN.
   const double chunk_heads = chunks * heads;
-  e.two_kernel_us = kPrepChunkSmUs * chunk_heads / sms +
-                    std::max(kScanChunkUs * static_cast<double>(longest_chunks),
-                             kScanChunkSmUs * chunk_heads / sms);
+  e.two_kernel_us = (kPrepChunkSmUs * chunk_heads / sms +
+                     std::max(kScanChunkUs * static_cast<double>(longest_chunks),
+                              kScanChunkSmUs * chunk_heads / sms)) *
+                    two_kernel_slowdown(dram_bytes_per_s);
 
   // One pass: chains longest first, each to the SM that frees first.
   const auto chain_us = [step_us](int64_t length) {
@@ -107,11 +115,11 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
 }
 
 ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
-                                 double step_us) {
+                                 double step_us, double dram_bytes_per_s) {
   std::vector<LengthGroup> groups;
   groups.reserve(lengths.size());
   for (const int64_t len : lengths) groups.push_back({len, 1});
-  return estimate_forward_grouped(std::move(groups), heads, sm_count, step_us);
+  return estimate_forward_grouped(std::move(groups), heads, sm_count, step_us, dram_bytes_per_s);
 }
 
 namespace {
@@ -131,7 +139,8 @@ double one_pass_step_us(const ForwardParams& p) {
   return contract_inputs(p) ? kOnePassF16StepUs : kOnePassF16RawStepUs;
 }
 
-ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count) {
+ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
+                                    double dram_bytes_per_s) {
   if (!one_pass_reads(p)) return ForwardKernel::two_kernel;
   std::vector<LengthGroup> groups;
   if (p.cu_seqlens != nullptr) {
@@ -142,8 +151,8 @@ ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count) {
   } else {
     groups.push_back({p.tokens, p.batch});
   }
-  const ForwardEstimate e =
-      estimate_forward_grouped(std::move(groups), p.heads, sm_count, one_pass_step_us(p));
+  const ForwardEstimate e = estimate_forward_grouped(std::move(groups), p.heads, sm_count,
+                                                     one_pass_step_us(p), dram_bytes_per_s);
   return e.one_pass_us < kOnePassMargin * e.two_kernel_us ? ForwardKernel::one_pass
                                                           : ForwardKernel::two_kernel;
 }

@@ -39,6 +39,16 @@ inline constexpr double kOnePassStepUs = 1.8;
 inline constexpr double kOnePassF16StepUs = 2.15;
 inline constexpr double kOnePassF16RawStepUs = 3.8;
 
+// The two kernels move their records through DRAM (1,440 B a token-head written and read), so on
+// a device of less DRAM bandwidth they take longer while the one pass (on chip) does not: their
+// H200 times (its HBM3e: 4.8e12 B/s) times (4.8e12 / bandwidth)^0.35, never less than 1. The
+// exponent is fitted to the H100 80GB HBM3 (3.35e12 B/s): its two kernels took 1.11-1.16x the
+// H200's on the six contract shapes (b0125ab against ff48ca9, fused path), the one pass the same
+// within 1 % (6a46b5f against ff48ca9).
+inline constexpr double kH200DramBytesPerS = 4.8e12;
+inline constexpr double kTwoKernelBandwidthExponent = 0.35;
+double two_kernel_slowdown(double dram_bytes_per_s);
+
 // The model, for `lengths` (tokens per sequence; the same for each of `heads`) on `sm_count` SMs:
 //   one pass    the chains (heads x sequences) longest first on one CTA per SM (list
 //               scheduling, simulated; beyond 16,384 chains its bound total / SMs + longest),
@@ -51,11 +61,14 @@ struct LengthGroup {
   int64_t length = 0;  // tokens
   int64_t count = 0;   // sequences
 };
-// The two kernels' estimate is the contract inputs' (raw inputs cost their PREP ~12 % more).
+// The two kernels' estimate is the contract inputs' (raw inputs cost their PREP ~12 % more), at
+// `dram_bytes_per_s` (two_kernel_slowdown).
 ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
-                                         double step_us = kOnePassStepUs);
+                                         double step_us = kOnePassStepUs,
+                                         double dram_bytes_per_s = kH200DramBytesPerS);
 ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
-                                 double step_us = kOnePassStepUs);
+                                 double step_us = kOnePassStepUs,
+                                 double dram_bytes_per_s = kH200DramBytesPerS);
 
 // The chain operands that keep the one pass within the long-memory bar (out and final state
 // rel-RMS <= 4e-3 on every checked problem) for these inputs. bf16 operands give 3.7 - 3.9e-3 on
@@ -67,8 +80,10 @@ onepass::ChainOperands one_pass_operands(const ForwardParams& p);
 // The one pass's step for those operands and inputs (kOnePass*StepUs).
 double one_pass_step_us(const ForwardParams& p);
 
-// The kernel chunk_forward runs for validated params on a device of `sm_count` SMs: the one pass
-// when it reads the inputs and its estimate (one_pass_step_us) is below 0.95x the two kernels'.
-ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count);
+// The kernel chunk_forward runs for validated params on a device of `sm_count` SMs and
+// `dram_bytes_per_s` of DRAM bandwidth: the one pass when it reads the inputs and its estimate
+// (one_pass_step_us) is below 0.95x the two kernels'.
+ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
+                                    double dram_bytes_per_s = kH200DramBytesPerS);
 
 }  // namespace kda::detail
