@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# The library's explicit path on the one pass's fp16 chain (bb9f3df's kernel choice), the loads
-# ahead and the raw one pass against last session's build (0f5959d, carried as .device/base) in
-# the same call, and cuDNN-FE beside the library (scripts/peers/run-all-h200.sh, PEERS=cudnn):
+# PREPARED, NOT YET RUN (2026-12-06: the session's device time ran out after four failed starts).
+# The next device call: the library's explicit path on the one pass's fp16 chain (bb9f3df) and the
+# DRAM-bandwidth term of the kernel choice, the loads ahead and the raw one pass against 0f5959d's
+# build in the same call, and cuDNN-FE beside the library (scripts/peers/run-all-h200.sh,
+# PEERS=cudnn; ~360 s of device time):
 #   GPU tests (LibraryTakesTheOnePassWhenChainsFillTheSms: each path's kernel and chain bit for
 #   bit); kda-check of the library, the forced one pass (the library's operands rule) and the bf16
 #   chain forced on every small file at the 4e-3 bar; kda-bench, contract, all paths, no verify:
 #   the library of this build and of 0f5959d, this build's one_pass16_bf16 against 0f5959d's
 #   one_pass16 (the same bf16 chain: the loads ahead, the raw prologue and k norm); then the peers
-#   (ours through kda-bench and kda_torch, cuDNN-FE 1.32 sm90, both gate regimes; its checks):
-#   run(command="bash results/h200/2026-12-06-36ae1ba-explicit-f16-peers/call.sh",
-#       carry=[".device/new", ".device/base", ".whl"])
+#   (ours through kda-bench and kda_torch, cuDNN-FE 1.32 sm90, both gate regimes; its checks).
+# Stage first (strip keeps the carry under the device tool's 64 MiB with the tree):
+#   mkdir -p .device/new/bin .device/new/lib .device/base/bin
+#   cp build/release/bin/{kda-check,kda-bench,test_kda_gpu} .device/new/bin/
+#   cp build/release/lib/libkda_c.so .device/new/lib/
+#   git worktree add /tmp/wt-base 0f5959d && (cd /tmp/wt-base && cmake --preset release &&
+#     cmake --build --preset release -j 2 --target kda-bench) &&
+#     cp /tmp/wt-base/build/release/bin/kda-bench .device/base/bin/
+#   strip .device/new/bin/* .device/base/bin/*; strip --strip-unneeded .device/new/lib/libkda_c.so
+#   (.whl: scripts/peers/README.md)
+#   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".whl"])
+# then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
 BASE=.device/base/bin
