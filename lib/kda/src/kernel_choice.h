@@ -41,8 +41,9 @@ inline constexpr double kOnePassF16RawStepUs = 3.8;
 
 // The two kernels move their records through DRAM (1,440 B a token-head written and read), so on
 // a device of less DRAM bandwidth they take longer while the one pass (on chip) does not: their
-// H200 times (its HBM3e: 4.8e12 B/s) times (4.8e12 / bandwidth)^0.35, never less than 1. The
-// exponent is fitted to the H100 80GB HBM3 (3.35e12 B/s): its two kernels took 1.11-1.16x the
+// H200 times (its HBM3e: 4.8e12 B/s) times (4.8e12 / bandwidth)^0.35, never less than 1 (the
+// driver's figures, as kda-bench's device line prints them: H200 4.814e12, H100 80GB HBM3
+// 3.352e12). The exponent is fitted to the H100: its two kernels took 1.11-1.16x the
 // H200's on the six contract shapes (b0125ab against ff48ca9, fused path), the one pass the same
 // within 1 % (6a46b5f against ff48ca9).
 inline constexpr double kH200DramBytesPerS = 4.8e12;
