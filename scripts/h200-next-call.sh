@@ -10,14 +10,11 @@
 #   the library of this build and of 0f5959d, this build's one_pass16_bf16 against 0f5959d's
 #   one_pass16 (the same bf16 chain: the loads ahead, the raw prologue and k norm); then the peers
 #   (ours through kda-bench and kda_torch, cuDNN-FE 1.32 sm90, both gate regimes; its checks).
-# Stage first (strip keeps the carry under the device tool's 64 MiB with the tree):
-#   mkdir -p .device/new/bin .device/new/lib .device/base/bin
-#   cp build/release/bin/{kda-check,kda-bench,test_kda_gpu} .device/new/bin/
-#   cp build/release/lib/libkda_c.so .device/new/lib/
+# Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree):
+#   scripts/stage-device.sh new
 #   git worktree add /tmp/wt-base 0f5959d && (cd /tmp/wt-base && cmake --preset release &&
 #     cmake --build --preset release -j 2 --target kda-bench) &&
-#     cp /tmp/wt-base/build/release/bin/kda-bench .device/base/bin/
-#   strip .device/new/bin/* .device/base/bin/*; strip --strip-unneeded .device/new/lib/libkda_c.so
+#     BUILD=/tmp/wt-base/build/release scripts/stage-device.sh base kda-bench
 #   (.whl: scripts/peers/README.md)
 #   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".whl"])
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
