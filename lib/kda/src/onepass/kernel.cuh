@@ -205,10 +205,10 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
         gate_scale = kda::detail::gate_scale(a.raw.lower_bound);
       }
     }
-    // Without raw inputs each builder asks for its next sub-chunk's inputs before it builds this
-    // one: with at most two builders into a second input set (kPrefetch), with three in place
-    // (build_sub_chunk's load_ahead: q, k, G and beta once this build's grams are done, v when the
-    // next build starts).
+    // Each builder asks for its next sub-chunk's inputs before it builds this one: with at most
+    // two builders into a second input set (kPrefetch), with three in place (build_sub_chunk's
+    // load_ahead: q, k, G or the raw gate tile, and beta once this build's grams are reduced; v
+    // when the next build starts).
     [[maybe_unused]] float beta_ahead = 0.0f;  // raw inputs: beta of the loads ahead
     if (builder < chunks) {
       if constexpr (C::kPrefetch) {
