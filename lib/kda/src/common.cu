@@ -25,43 +25,36 @@ int current_device(const char* where) {
   return device;
 }
 
-int multiprocessor_count(const char* where) {
+namespace {
+// A device attribute of the current device, queried once per device, then cached; `what` names it
+// in the error.
+int device_attribute(cudaDeviceAttr attribute, const char* where, const char* what) {
   static std::mutex mutex;
-  static std::vector<std::pair<int, int>> known;  // (device, count)
+  static std::vector<std::pair<std::pair<int, cudaDeviceAttr>, int>> known;
   const int device = current_device(where);
   const std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [d, count] : known) {
-    if (d == device) return count;
+  const auto key = std::make_pair(device, attribute);
+  for (const auto& [k, value] : known) {
+    if (k == key) return value;
   }
-  int count = 0;
-  const cudaError_t status =
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  int value = 0;
+  const cudaError_t status = cudaDeviceGetAttribute(&value, attribute, device);
   if (status != cudaSuccess) {
-    throw_cuda(std::string(where) + " (querying the multiprocessor count)", status);
+    throw_cuda(std::string(where) + " (querying the " + what + ")", status);
   }
-  known.emplace_back(device, count);
-  return count;
+  known.emplace_back(key, value);
+  return value;
+}
+}  // namespace
+
+int multiprocessor_count(const char* where) {
+  return device_attribute(cudaDevAttrMultiProcessorCount, where, "multiprocessor count");
 }
 
 double dram_bandwidth(const char* where) {
-  static std::mutex mutex;
-  static std::vector<std::pair<int, double>> known;  // (device, bytes per second)
-  const int device = current_device(where);
-  const std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [d, bandwidth] : known) {
-    if (d == device) return bandwidth;
-  }
-  int clock_khz = 0, bus_bits = 0;
-  cudaError_t status = cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device);
-  if (status == cudaSuccess) {
-    status = cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
-  }
-  if (status != cudaSuccess) {
-    throw_cuda(std::string(where) + " (querying the memory clock and bus width)", status);
-  }
-  const double bandwidth = 2.0 * 1e3 * clock_khz * (bus_bits / 8.0);
-  known.emplace_back(device, bandwidth);
-  return bandwidth;
+  const int clock_khz = device_attribute(cudaDevAttrMemoryClockRate, where, "memory clock");
+  const int bus_bits = device_attribute(cudaDevAttrGlobalMemoryBusWidth, where, "memory bus width");
+  return 2.0 * 1e3 * clock_khz * (bus_bits / 8.0);
 }
 
 void set_dynamic_smem(const void* kernel, int bytes, const char* where, bool max_carveout) {

@@ -133,34 +133,6 @@ __device__ __forceinline__ void issue_rows(const __nv_bfloat16* x, int64_t strid
     }
   }
 }
-// Phase 1's q, k, v rows of sub-chunk `sc` of head h into the input set `in` by thread tid
-// (0 .. 127) of a warpgroup, cp.async (rows >= n: zeros by selection). Each tensor's first row is
-// one 64-bit address, the rows after it 32-bit offsets (record16.h row_offsets_fit).
-__device__ __forceinline__ void issue_qkv(const BuildInputs& a, const SubChunk& sc, int h, int tid,
-                                          unsigned char* in) {
-  const int n = sc.rows;
-  const int64_t head_offset = static_cast<int64_t>(h) * kDim;
-  const __nv_bfloat16* const q0 = a.q + sc.first_token * a.q_stride + head_offset;
-  const __nv_bfloat16* const k0 = a.k + sc.first_token * a.k_stride + head_offset;
-  const __nv_bfloat16* const v0 = a.v + sc.first_token * a.v_stride + head_offset;
-  const int qs = static_cast<int>(a.q_stride), ks = static_cast<int>(a.k_stride),
-            vs = static_cast<int>(a.v_stride);
-#pragma unroll
-  for (int it = 0; it < 2; ++it) {  // q, k, v: 16 rows x 16 units, two units per thread
-    const int u = tid + kWarpgroup * it;
-    const int i = u >> 4, c = 8 * (u & 15);
-    if (i < n) {
-      cp_async16(smem_u32(in + s16(kSQ, i, c)), q0 + (i * qs + c));
-      cp_async16(smem_u32(in + s16(kSK, i, c)), k0 + (i * ks + c));
-      cp_async16(smem_u32(in + s16(kSV, i, c)), v0 + (i * vs + c));
-    } else {
-      const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(in + s16(kSQ, i, c)) = z;
-      *reinterpret_cast<uint4*>(in + s16(kSK, i, c)) = z;
-      *reinterpret_cast<uint4*>(in + s16(kSV, i, c)) = z;
-    }
-  }
-}
 // The contract's G (rows >= n repeat row n - 1) and the row before it, Gs (0 at a 64-token
 // chunk's start), from `gate` [tokens][heads][128] fp32, cp.async.
 __device__ __forceinline__ void issue_gate(const float* gate, int heads, const SubChunk& sc, int h,
@@ -204,7 +176,9 @@ __device__ __forceinline__ void issue_beta(const BuildInputs& a, const SubChunk&
 // here; beta to slot 0.
 __device__ __forceinline__ void issue_loads(const BuildInputs& a, const SubChunk& sc, int h,
                                             int tid, unsigned char* in) {
-  issue_qkv(a, sc, h, tid, in);
+  issue_rows(a.q, a.q_stride, sc, h, tid, in, kSQ);
+  issue_rows(a.k, a.k_stride, sc, h, tid, in, kSK);
+  issue_rows(a.v, a.v_stride, sc, h, tid, in, kSV);
   issue_gate(a.gate, a.heads, sc, h, tid, in);
   issue_beta(a, sc, h, tid, in, 0);
   cp_async_commit();

@@ -210,13 +210,20 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
     // load_ahead: q, k, G or the raw gate tile, and beta once this build's grams are reduced; v
     // when the next build starts).
     [[maybe_unused]] float beta_ahead = 0.0f;  // raw inputs: beta of the loads ahead
+    // In place: sub-chunk c's q, k, G (or the raw gate tile) and beta (to `slot`; raw beta to a
+    // register, which the prologue stores) as one group.
+    const auto issue_ahead = [&](int64_t c, int slot) {
+      if constexpr (kRaw) {
+        beta_ahead = build::issue_raw_ahead(a.in, a.raw, sub_chunk(c), h, btid, scratch);
+      } else {
+        build::issue_ahead(a.in, sub_chunk(c), h, btid, scratch, slot);
+      }
+    };
     if (builder < chunks) {
       if constexpr (C::kPrefetch) {
         build::issue_loads(a.in, sub_chunk(builder), h, btid, scratch);
-      } else if constexpr (kRaw) {
-        beta_ahead = build::issue_raw_ahead(a.in, a.raw, sub_chunk(builder), h, btid, scratch);
       } else {
-        build::issue_ahead(a.in, sub_chunk(builder), h, btid, scratch, 0);
+        issue_ahead(builder, 0);
       }
     }
     int set = 0;  // the input set (kPrefetch) or beta slot (in place) of sub-chunk c's loads
@@ -238,20 +245,20 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
       const int64_t round = c / kRing;
       if (round > 0) wg::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
       const auto sync = [bar] { named_sync(bar, kWarpgroup); };
+      // The next sub-chunk's loads (an empty group when there is none: the count stays uniform).
+      const auto load_ahead = [&] {
+        if (c + kBuilders < chunks) {
+          issue_ahead(c + kBuilders, set ^ 1);
+        } else {
+          kda::detail::ptx::cp_async_commit();
+        }
+      };
       if constexpr (kRaw) {
         const build::SubChunk sc = sub_chunk(c);
         const float beta = beta_ahead;
         const auto prologue = [&] {
           build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
                               work, sync);
-        };
-        const auto load_ahead = [&] {
-          if (c + kBuilders < chunks) {
-            beta_ahead =
-                build::issue_raw_ahead(a.in, a.raw, sub_chunk(c + kBuilders), h, btid, scratch);
-          } else {
-            kda::detail::ptx::cp_async_commit();
-          }
         };
         build::build_sub_chunk<1, kF16>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
                                         smem + b * kBuffer, sync, a.raw.fuse_k_l2norm, prologue,
@@ -261,13 +268,6 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
                                         scratch + set * build::kInBytes, work, smem + b * kBuffer,
                                         sync);
       } else {
-        const auto load_ahead = [&] {
-          if (c + kBuilders < chunks) {
-            build::issue_ahead(a.in, sub_chunk(c + kBuilders), h, btid, scratch, set ^ 1);
-          } else {
-            kda::detail::ptx::cp_async_commit();
-          }
-        };
         build::build_sub_chunk<1, kF16>(sub_chunk(c), a.in.fuse_q_l2norm, btid, scratch, work,
                                         smem + b * kBuffer, sync, false, build::NoPrologue{},
                                         load_ahead, set);
