@@ -1473,10 +1473,10 @@ TEST_F(KdaGpu, ScanValueHalvesAreTheWholeChainScanBitForBit) {
 // operands on the fused path and on fp16 ones under row scales on the explicit path
 // (one_pass_operands): chunk_forward's output and final state are one_pass16's bit for bit on
 // both, and differ from the two kernels' and from the other chain's (another kernel ran); raw
-// inputs (mixed gates) stay on the two kernels (the one pass's raw step is twice the fused one's),
-// bit for bit v2w_two_kernel's. Packed sequences of unequal lengths in an order that is not longest first, an
-// empty one and a 5-token one, so the longest-first grid order matters; long memories and states,
-// so the carried state does.
+// inputs (mixed gates) stay on the two kernels (the one pass's raw step is twice the fused
+// one's), bit for bit v2w_two_kernel's. Packed sequences of unequal lengths in an order that is
+// not longest first, an empty one and a 5-token one, so the longest-first grid order matters;
+// long memories and states, so the carried state does.
 TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   KDA_REQUIRE_VARIANT(one_pass, "one_pass16");
   KDA_REQUIRE_VARIANT(one_pass_bf16, "one_pass16_bf16");

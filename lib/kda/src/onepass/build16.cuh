@@ -14,8 +14,8 @@
 //   2  thread (channels 4 (t % 32) .. +3, rows t / 32 + 4 r): the channels' anchors
 //      cs = 2^(Gm - Gs), ce = 2^(Ge - Gm) (and A = 2^(Ge - Gs) to the record, warp 0), the fused
 //      q norm's and raw k's norm factors (a warp's 4 rows reduced side by side), two
-//      exponentials per element and every elementwise factor: the grams' operands (bf16: k 2^(G - Gm), scale r q 2^(G - Gm)
-//      rows over k and q in place, k 2^(Gm - G) columns), W's right-hand side beta k 2^(G - Gs)
+//      exponentials per element and every elementwise factor: the grams' operands (bf16:
+//      k 2^(G - Gm), scale r q 2^(G - Gm) rows over k and q in place, k 2^(Gm - G) columns), W's right-hand side beta k 2^(G - Gs)
 //      (fp16), QP and KG (bf16, to the record), each the one before it times a per-channel
 //      factor where it can be (8 multiplies per element); every shared access of a warp is
 //      consecutive bytes (no bank conflicts)
@@ -115,8 +115,9 @@ __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void* gmem_sr
                : "memory");
 }
 // 16 rows of one bf16 tensor of sub-chunk `sc` of head h into `region` of the input set `in` by
-// thread tid (0 .. 127) of a warpgroup, cp.async (rows >= n: zeros by selection). The tensor's first
-// row is one 64-bit address, the rows after it 32-bit offsets (record16.h row_offsets_fit).
+// thread tid (0 .. 127) of a warpgroup, cp.async (rows >= n: zeros by selection). The tensor's
+// first row is one 64-bit address, the rows after it 32-bit offsets (record16.h
+// row_offsets_fit).
 __device__ __forceinline__ void issue_rows(const __nv_bfloat16* x, int64_t stride,
                                            const SubChunk& sc, int h, int tid, unsigned char* in,
                                            int region) {

@@ -36,8 +36,9 @@ inline constexpr int kRing = 4;  // record buffers
 // A configuration: the chain on kChainGroups warpgroups (2: chain16.cuh's step; 1: its
 // step_one_group), kBuilders builder warpgroups; each builder asks for its next sub-chunk's
 // inputs before it builds this one: with at most two into a second input set, with three (one
-// set each) in place, into the regions its build has left dead (build16.cuh load_ahead). Registers: every thread starts at 65,536 / threads; setmaxnreg moves them
-// from the builders to the chain.
+// set each) in place, into the regions its build has left dead (build16.cuh load_ahead).
+// Registers: every thread starts at 65,536 / threads; setmaxnreg moves them from the builders to
+// the chain.
 template <int kChainGroups, int kBuilders, bool kRaw = false,
           ChainOperands kOps = ChainOperands::bf16>
 struct Config {
