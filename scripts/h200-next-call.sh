@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# PREPARED, NOT YET RUN (2026-12-06: the session's device time ran out after four failed starts).
-# The next device call: the library's explicit path on the one pass's fp16 chain (bb9f3df) and the
-# DRAM-bandwidth term of the kernel choice, the loads ahead and the raw one pass against 0f5959d's
-# build in the same call, and cuDNN-FE beside the library (scripts/peers/run-all-h200.sh,
-# PEERS=cudnn; ~360 s of device time):
+# PREPARED (2026-12-06; its first two starts on 2026-12-07 found no machine), with the fp16
+# chain's scale work off its critical path (this commit) added. The next device call: the
+# library's explicit path on the one pass's fp16 chain (bb9f3df) and the DRAM-bandwidth term of
+# the kernel choice, the loads ahead and the raw one pass against 0f5959d's build in the same
+# call, the fp16 chain against the bf16 one (same build, same call), and cuDNN-FE beside the
+# library (scripts/peers/run-all-h200.sh, PEERS=cudnn; ~450 s of device time (each bench ~35 s)):
 #   GPU tests (LibraryTakesTheOnePassWhenChainsFillTheSms: each path's kernel and chain bit for
-#   bit); kda-check of the library, the forced one pass (the library's operands rule) and the bf16
-#   chain forced on every small file at the 4e-3 bar; kda-bench, contract, all paths, no verify:
+#   bit; KdaForward's large, tiny and spread values on one_pass16_f16: its row scales); kda-check
+#   of the library, the forced one pass (the library's operands rule), the bf16 and the fp16
+#   chains forced on every small file at the 4e-3 bar; kda-bench, contract, all paths, no verify:
 #   the library of this build and of 0f5959d, this build's one_pass16_bf16 against 0f5959d's
-#   one_pass16 (the same bf16 chain: the loads ahead, the raw prologue and k norm); then the peers
-#   (ours through kda-bench and kda_torch, cuDNN-FE 1.32 sm90, both gate regimes; its checks).
+#   one_pass16 (the same bf16 chain: the loads ahead, the raw prologue and k norm), this build's
+#   one_pass16_f16 against its one_pass16_bf16; then the peers (ours through kda-bench and
+#   kda_torch, cuDNN-FE 1.32 sm90, both gate regimes; its checks).
 # Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree):
 #   scripts/stage-device.sh new
 #   git worktree add /tmp/wt-base 0f5959d && (cd /tmp/wt-base && cmake --preset release &&
@@ -21,26 +24,31 @@
 set -u
 B=.device/new/bin
 BASE=.device/base/bin
-DEADLINE=${DEADLINE:-125}
+DEADLINE=${DEADLINE:-290}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check); base: $(binary_commit $BASE/kda-bench)"
 step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
-V=(--variant v2w_mma --variant one_pass16 --variant one_pass16_bf16)
+V=(--variant v2w_mma --variant one_pass16 --variant one_pass16_bf16 --variant one_pass16_f16)
 for s in smoke edge long-memory; do
   step 20 check-$s $B/kda-check "${V[@]}" --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --json $r/check-$s.json --force
 done
 P=(--shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw --no-verify --min-time 0.25)
-step 25 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
-step 25 bench-contract-base $BASE/kda-bench "${P[@]}" --csv $r/bench-contract-base.csv --force
+P3=(--shapes shapes/contract.yaml --paths fused,explicit,raw --no-verify --min-time 0.25)
+step 60 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
+step 45 bench-contract-base $BASE/kda-bench "${P3[@]}" --csv $r/bench-contract-base.csv --force
 step 10 compare-contract-base $B/kda-bench compare $r/bench-contract-base.csv $r/bench-contract.csv \
   --md $r/compare-contract-base.md
-step 25 bench-contract-bf16 $B/kda-bench --variant one_pass16_bf16 "${P[@]}" \
+step 45 bench-contract-bf16 $B/kda-bench --variant one_pass16_bf16 "${P3[@]}" \
   --csv $r/bench-contract-bf16.csv --force
-step 25 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P[@]}" \
+step 45 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P3[@]}" \
   --csv $r/bench-contract-bf16-base.csv --force
 step 10 compare-contract-bf16-base $B/kda-bench compare $r/bench-contract-bf16-base.csv \
   $r/bench-contract-bf16.csv --md $r/compare-contract-bf16-base.md
+step 45 bench-contract-f16 $B/kda-bench --variant one_pass16_f16 "${P3[@]}" \
+  --csv $r/bench-contract-f16.csv --force
+step 10 compare-contract-f16-bf16 $B/kda-bench compare $r/bench-contract-bf16.csv \
+  $r/bench-contract-f16.csv --md $r/compare-contract-f16-bf16.md
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
 finish
 # The peers beside this build: ours (kda-bench fused and raw, kda_torch) and cuDNN-FE, both files.

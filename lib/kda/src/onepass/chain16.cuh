@@ -120,10 +120,15 @@ __device__ __forceinline__ void store_state(const float (&st)[16][4], float* fin
 // k-step kt: key half kt / 4, +32 bytes per k16), waited for. With kPairs the state is a bf16
 // hi + lo pair: the same 16 products again on the low halves, into the same accumulators, after
 // the first group (the fragments' registers are reused).
-template <bool kPairs = false, bool kF16 = false>
+// `in_flight` runs between the commit and the wait (work that reads neither acc nor pacc: it
+// costs nothing while the products take longer than it).
+struct NoWork {
+  __device__ __forceinline__ void operator()() const {}
+};
+template <bool kPairs = false, bool kF16 = false, class InFlight = NoWork>
 __device__ __forceinline__ void products_a(const float (&st)[16][4], uint64_t desc_w,
                                            uint64_t desc_qp, float (&acc)[2][4],
-                                           float (&pacc)[2][4]) {
+                                           float (&pacc)[2][4], InFlight in_flight = {}) {
   static_assert(!(kPairs && kF16), "pairs are bf16");
   uint32_t sa[8][4];  // every A fragment before the fence: no register writes between wgmmas
 #pragma unroll
@@ -141,6 +146,7 @@ __device__ __forceinline__ void products_a(const float (&st)[16][4], uint64_t de
     }
   }
   wg::commit();
+  in_flight();
   wg::wait<0>();
   if constexpr (kPairs) {
 #pragma unroll
@@ -243,12 +249,9 @@ __device__ __forceinline__ void store_state_one_group(const float (&st)[2][16][4
 }
 
 // S^T <- S^T diag(A) on both halves of the one-warpgroup chain (key column 8 j + t2 (+1) times its
-// decay); with kRowMax also each of the thread's rows' max |entry| after the decay, in smax[h][hh]
-// (this lane's part of the row: group_max<4> over the quad completes it).
-template <bool kRowMax>
+// decay).
 __device__ __forceinline__ void decay_one_group(float (&st)[2][16][4], const unsigned char* rec,
-                                                int t2, float (&smax)[2][2]) {
-  if constexpr (kRowMax) smax[0][0] = smax[0][1] = smax[1][0] = smax[1][1] = 0.0f;
+                                                int t2) {
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
     const float2 d = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
@@ -258,10 +261,6 @@ __device__ __forceinline__ void decay_one_group(float (&st)[2][16][4], const uns
       st[h][j][1] *= d.y;
       st[h][j][2] *= d.x;
       st[h][j][3] *= d.y;
-      if constexpr (kRowMax) {
-        smax[h][0] = fmaxf(smax[h][0], fmaxf(fabsf(st[h][j][0]), fabsf(st[h][j][1])));
-        smax[h][1] = fmaxf(smax[h][1], fmaxf(fabsf(st[h][j][2]), fabsf(st[h][j][3])));
-      }
     }
   }
 }
@@ -286,8 +285,7 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
                        desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc[h]);
     v_new<kPairs>(rec, acc, 64 * h + 16 * warp + (lane >> 2), t2, av[h], av_low[h]);
   }
-  float unused[2][2];
-  decay_one_group<false>(st, rec, t2, unused);
+  decay_one_group(st, rec, t2);
   wg::fence();
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -310,21 +308,29 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
 // 2^log2_lambda[h][hh], so that the state and V_new fit fp16's range with its 11 significant bits
 // (bf16 has 8); every product of a row is in the same units, and O and the final state are
 // multiplied by 1 / lambda. The window is the two kernels' SCAN's (outside_row_window), on b =
-// max(16 bound, the last step's max |lambda V_new|). U^T comes from the record in fp32 with v's range and
-// no bound beside it, so a V_new that would reach 2^14 rescales its rows before it is rounded:
-// every quantity of a row (state, products, V_new) is linear in lambda, and a power of two is
-// exact in fp32. The record's tiles are fp16 too (every one bounded: record16.h).
+// max(16 bound, the last step's max |lambda V_new|). U^T comes from the record in fp32 with v's
+// range and no bound beside it, so a V_new that would reach 2^14 rescales its rows before it is
+// rounded: every quantity of a row (state, products, V_new) is linear in lambda, and a power of
+// two is exact in fp32. The record's tiles are fp16 too (every one bounded: record16.h).
+// The scale work sits where the tensor cores are busy (b0125ab put it between the A phase's wait
+// and the B phase's issue, and the step took 1.2-1.3x the bf16 chain's): the state's row maxima
+// while the A products run, V_new's maxima and sums and the next step's plan while the B products
+// run; only V_new's overflow test (lane-local, one vote) stays between the phases.
 struct RowScales {
   int log2_lambda[2][2];
   float bound[2][2];  // >= max |lambda S^T| over the row, for the state entering the step
   float vmax[2][2];   // max |lambda V_new| over the row in the last step
   bool unit;          // warp-uniform: every lambda of the warp's rows is 1
+  bool replan;        // warp-uniform: a row of the warp has its b outside the window
 };
 
 // The SCAN's row-scale window (scan.cu plan_row_scales, rescale_rows, which keep their own
 // copy: the library's SCAN code stays as measured): b in [2^-4, 2^13) keeps lambda.
 __device__ __forceinline__ bool outside_row_window(float b) {
   return b >= 8192.0f || (b > 0.0f && b < 0.0625f);
+}
+__device__ __forceinline__ float window_b(const RowScales& rs, int h, int hh) {
+  return fmaxf(16.0f * rs.bound[h][hh], rs.vmax[h][hh]);
 }
 
 // The change of log2 lambda that puts b into [2^11, 2^12), clamped to 2^+-126 per change and
@@ -351,6 +357,17 @@ __device__ __forceinline__ float lane_row_max(const float (&v)[kN][4], int hh) {
   return m;
 }
 
+// Whether a row of the warp has its b outside the window (one vote).
+__device__ __forceinline__ void plan_rows(RowScales& rs) {
+  bool outside = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) outside = outside || outside_row_window(window_b(rs, h, hh));
+  }
+  rs.replan = __any_sync(0xffffffffu, outside);
+}
+
 // lambda = 1 and the initial state's own row maxima.
 __device__ __forceinline__ void init_row_scales(const float (&st)[2][16][4], RowScales& rs) {
 #pragma unroll
@@ -363,6 +380,7 @@ __device__ __forceinline__ void init_row_scales(const float (&st)[2][16][4], Row
     }
   }
   rs.unit = true;
+  plan_rows(rs);
 }
 
 // Multiplies row (h, hh)'s state and bounds by 2^change and records it.
@@ -383,42 +401,57 @@ __device__ __forceinline__ void update_unit(RowScales& rs) {
                                         rs.log2_lambda[1][0] == 0 && rs.log2_lambda[1][1] == 0);
 }
 
-// step_one_group for ChainOperands::f16_scaled (the same phases; see RowScales).
+// max |x| over the lane's 16 entries of V_new (a tree: four levels, not sixteen).
+__device__ __forceinline__ float lane_max(const float (&x)[2][2][4]) {
+  float m[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float* p = &x[i >> 2][(i >> 1) & 1][2 * (i & 1)];
+    m[i] = fmaxf(fabsf(p[0]), fabsf(p[1]));
+  }
+#pragma unroll
+  for (int w = 4; w > 0; w >>= 1) {
+#pragma unroll
+    for (int i = 0; i < w; ++i) m[i] = fmaxf(m[i], m[i + w]);
+  }
+  return m[0];
+}
+
+// step_one_group for ChainOperands::f16_scaled (the same phases; see RowScales). `anchor`: 16
+// bytes of shared memory per thread (two float2), written with the state's row maxima before the
+// A products' wait and never read: ptxas sees no stall at a wgmma wait and otherwise schedules
+// the maxima after it, on the chain's critical path (the SASS of the first version of this).
 __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowScales& rs,
                                                    uint32_t buf, const unsigned char* rec,
-                                                   unsigned char* otile, int tid) {
+                                                   unsigned char* otile, float2* anchor,
+                                                   int tid) {
   const int lane = tid & 31, warp = tid >> 5;
   const int t2 = 2 * (lane & 3);
-  // The plan: rows whose b left its window, warp-uniform (rare).
-  {
-    bool outside = false;
+  // The plan (made while the last step's B products ran): rows whose b left its window (rare).
+  if (rs.replan) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const float b = fmaxf(16.0f * rs.bound[h][hh], rs.vmax[h][hh]);
-        outside = outside || outside_row_window(b);
+        rescale_row(st, rs, h, hh, row_scale_change(window_b(rs, h, hh), rs.log2_lambda[h][hh]));
       }
     }
-    if (__any_sync(0xffffffffu, outside)) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const float b = fmaxf(16.0f * rs.bound[h][hh], rs.vmax[h][hh]);
-          rescale_row(st, rs, h, hh, row_scale_change(b, rs.log2_lambda[h][hh]));
-        }
-      }
-      update_unit(rs);
-    }
+    update_unit(rs);
   }
-  // A and V_new^T = lambda U^T - acc in fp32, per half.
+  // A and V_new^T = lambda U^T - acc in fp32, per half; while a half's products run, the exact
+  // row maxima of the state entering the step (the wgmma reads its fp16 copy, not st).
   float pacc[2][2][4], x[2][2][4];  // x[h][nt][e]: token 8 nt + t2 + (e & 1), row hh = e >> 1
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float acc[2][4];
     products_a<false, true>(st[h], desc_sw128(buf + kRecW, 16, kSBO),
-                            desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc[h]);
+                            desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc[h], [&] {
+#pragma unroll
+                              for (int hh = 0; hh < 2; ++hh) {
+                                rs.bound[h][hh] = group_max<4>(lane_row_max(st[h], hh));
+                              }
+                              anchor[2 * tid + h] = make_float2(rs.bound[h][0], rs.bound[h][1]);
+                            });
     const int row0 = 64 * h + 16 * warp + (lane >> 2);
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
@@ -432,23 +465,13 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
       }
     }
   }
-  // V_new's row maxima; rows that would reach 2^14 rescale before the rounding (rare).
-  float xmax[2][2];
-  bool over = false;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      xmax[h][hh] = group_max<4>(lane_row_max(x[h], hh));
-      over = over || xmax[h][hh] >= 16384.0f;
-    }
-  }
-  if (__any_sync(0xffffffffu, over)) {
+  // Rows whose V_new would reach 2^14 rescale before the rounding (rare; the test is lane-local).
+  if (__any_sync(0xffffffffu, lane_max(x) >= 16384.0f)) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const float b = fmaxf(16.0f * rs.bound[h][hh], xmax[h][hh]);
+        const float b = fmaxf(16.0f * rs.bound[h][hh], group_max<4>(lane_row_max(x[h], hh)));
         const int change = outside_row_window(b) ? row_scale_change(b, rs.log2_lambda[h][hh]) : 0;
         const float f = exact_pow2(change);
 #pragma unroll
@@ -458,15 +481,13 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
           pacc[h][nt][2 * hh] *= f;
           pacc[h][nt][2 * hh + 1] *= f;
         }
-        xmax[h][hh] *= f;
         rescale_row(st, rs, h, hh, change);
       }
     }
     update_unit(rs);
   }
-  // V_new^T rounded once to fp16, its row sums of |V_new| and maxima for the bounds.
+  // V_new^T rounded once to fp16; S^T diag(A).
   uint32_t av[2][4];
-  float vsum[2][2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -476,22 +497,8 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
         av[h][2 * nt + hh] = pack_f16(x[h][nt][2 * hh], x[h][nt][2 * hh + 1]);
       }
     }
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      vsum[h][hh] = group_sum<4>(fabsf(x[h][0][2 * hh]) + fabsf(x[h][0][2 * hh + 1]) +
-                             fabsf(x[h][1][2 * hh]) + fabsf(x[h][1][2 * hh + 1]));
-      rs.vmax[h][hh] = xmax[h][hh];
-    }
   }
-  // S^T diag(A), and the decayed state's row maxima.
-  float smax[2][2];
-  decay_one_group<true>(st, rec, t2, smax);
-  // The next step's bound: max |lambda a S| + sum_t |lambda V_new_t| (|KG| <= 1).
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) rs.bound[h][hh] = group_max<4>(smax[h][hh]) + vsum[h][hh];
-  }
+  decay_one_group(st, rec, t2);
   wg::fence();
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -499,6 +506,18 @@ __device__ __forceinline__ void step_one_group_f16(float (&st)[2][16][4], RowSca
     wg::m64n128k16_rs_mn<false>(st[h], av[h], desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
   }
   wg::commit();
+  // While B runs: the next step's bound, max |lambda S| + sum_t |lambda V_new_t| (a <= 1,
+  // |KG| <= 1), V_new's row maxima, and the next step's plan.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      rs.bound[h][hh] += group_sum<4>(fabsf(x[h][0][2 * hh]) + fabsf(x[h][0][2 * hh + 1]) +
+                                      fabsf(x[h][1][2 * hh]) + fabsf(x[h][1][2 * hh + 1]));
+      rs.vmax[h][hh] = group_max<4>(lane_row_max(x[h], hh));
+    }
+  }
+  plan_rows(rs);
   wg::wait<0>();
   // O^T / lambda (skipped while every lambda of the warp is 1).
   if (!rs.unit) {

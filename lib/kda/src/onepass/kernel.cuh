@@ -54,8 +54,12 @@ struct Config {
   // Raw inputs: the gate's running sums from sub-chunk to sub-chunk and their mbarriers.
   static constexpr int kSCarry = kSEmpty + 8 * kRing;
   static constexpr int kSCarryBars = kSCarry + (kRaw ? build::kCarrySlots * kDim * 4 : 0);
+  // The fp16 chain's state row maxima: 16 bytes a chain thread, stored before the A products'
+  // wait only to keep them there (chain16.cuh step_one_group_f16); never read.
+  static constexpr int kSAnchor = kSCarryBars + (kRaw ? 8 * build::kCarrySlots : 0);
   static constexpr int kSBytes =
-      kSCarryBars + (kRaw ? 8 * build::kCarrySlots : 0) + 1024;  // + the base's alignment slack
+      kSAnchor + (kOps == ChainOperands::f16_scaled ? kChainThreads * 16 : 0) +
+      1024;  // + the base's alignment slack
   // Registers per thread after setmaxnreg (0: none); two chain warpgroups need ~136, one ~215,
   // a builder ~78 alone, more with the prefetch's loop state (at 104 it spills a value).
   // The raw-input builders hold their gate channel and carry beside the build: 96, the chain 224
@@ -166,7 +170,8 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
                     tid);
       } else if constexpr (kF16) {
         chain::step_one_group_f16(st, scales, base + b * kBuffer, smem + b * kBuffer,
-                                  smem + kSO + (c & 1) * kOTile, tid);
+                                  smem + kSO + (c & 1) * kOTile,
+                                  reinterpret_cast<float2*>(smem + C::kSAnchor), tid);
       } else {
         chain::step_one_group<kOps == ChainOperands::bf16_pairs>(
             st, base + b * kBuffer, smem + b * kBuffer, smem + kSO + (c & 1) * kOTile, tid);
