@@ -76,6 +76,7 @@ constexpr int kSRhsW = kSColK + kTile16;     // fp16 beta k 2^(G - Gs)
 constexpr int kSA = kSRhsW + kTile16;        // A_kk fp32 [16][24]
 constexpr int kST = kSA + kSub * kLdS * 4;   // T fp32 [16][24]
 constexpr int kWorkBytes = kST + kSub * kLdS * 4;  // 11,776
+static_assert(kSA % 16 == 0 && kST % 16 == 0 && kLdS % 4 == 0, "A's and T's rows as float4s");
 // One input set and the work region after it: the standalone builder's shared memory.
 constexpr int kSBytes = kInBytes + kWorkBytes;
 static_assert(kSBytes == 33920, "six CTAs per SM");
@@ -110,6 +111,29 @@ __device__ __forceinline__ void store4(void* dst, const float (&x)[4]) {
                                         : make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
 }
 // 4 bytes from global to shared memory, asynchronously (cp.async's 4-byte form).
+// x[0 .. n - 1] = p[0 .. n - 1] (n <= 8, a compile-time constant after unrolling; p 16-byte
+// aligned) in as few shared-memory loads as widths allow: 4, then 2, then 1 floats.
+__device__ __forceinline__ void load_prefix(const float* p, int n, float (&x)[8]) {
+  int at = 0;
+#pragma unroll
+  for (int width = 4; width > 0; width >>= 1) {
+#pragma unroll
+    for (int rep = 0; rep < 2; ++rep) {
+      if (n - at >= width) {
+        if (width == 4) {
+          const float4 v = *reinterpret_cast<const float4*>(p + at);
+          x[at] = v.x, x[at + 1] = v.y, x[at + 2] = v.z, x[at + 3] = v.w;
+        } else if (width == 2) {
+          const float2 v = *reinterpret_cast<const float2*>(p + at);
+          x[at] = v.x, x[at + 1] = v.y;
+        } else {
+          x[at] = p[at];
+        }
+        at += width;
+      }
+    }
+  }
+}
 __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void* gmem_src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_dst), "l"(gmem_src)
                : "memory");
@@ -541,41 +565,56 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
   if constexpr (kLoadAhead) load_ahead();
 
   // ---- 4: T = (I + A_kk)^-1 in 8 x 8 blocks (warp 0): the diagonal blocks by forward
-  // substitution, lane j < 8 column j of T11, lane 8 + j column j of T22, side by side; then
-  // T21 = -T22 A21 T11, lane l entries (8 + l / 8, l % 8) and (12 + l / 8, l % 8). Dependent depth
-  // 28 + 8 + 8 FMAs instead of the 120 of one 16-row substitution.
+  // substitution, lane j < 8 column j of T11, lane 8 + j column j of T22, side by side (lanes
+  // 16 .. 31 repeat lanes 0 .. 15 and store nothing); then y = A21 T11 (lane l: rows 2 (l / 8),
+  // +1 of column l % 8) and T21 = -T22 y, lane l entries (8 + l / 8, l % 8) and (12 + l / 8,
+  // l % 8). Dependent depth 28 + 8 + 8 FMAs instead of the 120 of one 16-row substitution. A's
+  // rows are read as vectors, T11's columns and y come by shuffles, and T is stored after the
+  // substitution: a store between the rows' loads kept every row's loads behind the previous
+  // row's store (ptxas cannot tell A from T), one shared-memory latency a row.
   if (warp == 0) {
     const float* A = reinterpret_cast<const float*>(work + kSA);
     float* T = reinterpret_cast<float*>(work + kST);
-    if (lane < kSub) {
-      const int o = lane & 8, j = lane & 7;
-      float x[8];
+    const int o = lane & 8, j = lane & 7;
+    float x[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        float s = 0.0f;
+    for (int i = 0; i < 8; ++i) {
+      float a[8];  // A[o + i][o + r], r < i
+      load_prefix(A + (o + i) * kLdS + o, i, a);
+      float s = 0.0f;
 #pragma unroll
-        for (int r = 0; r < i; ++r) s = fmaf(A[(o + i) * kLdS + o + r], x[r], s);
-        x[i] = (i == j ? 1.0f : 0.0f) - s;
-        T[(o + i) * kLdS + o + j] = x[i];
-        if (o == 0) T[i * kLdS + 8 + j] = 0.0f;  // T12
-      }
+      for (int r = 0; r < i; ++r) s = fmaf(a[r], x[r], s);
+      x[i] = (i == j ? 1.0f : 0.0f) - s;
     }
-    __syncwarp();
+    if (lane < kSub) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) T[(o + i) * kLdS + o + j] = x[i];
+    }
+    if (lane < 8) {  // T12 = 0: row `lane`, columns 8 .. 15
+      float4* row = reinterpret_cast<float4*>(T + lane * kLdS + 8);
+      row[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      row[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    __syncwarp();  // T11's and T22's columns stored
     const int c = lane & 7;
     float y[8];  // y = A21 T11[:, c]
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
+      float a[8];  // A21's row k
+      load_prefix(A + (8 + k) * kLdS, 8, a);
       float s = 0.0f;
 #pragma unroll
-      for (int r = 0; r < 8; ++r) s = fmaf(A[(8 + k) * kLdS + r], T[r * kLdS + c], s);
+      for (int r = 0; r < 8; ++r) s = fmaf(a[r], T[r * kLdS + c], s);
       y[k] = s;
     }
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       const int i = (lane >> 3) + 4 * q;  // row 8 + i
+      float t22[8];  // T22's row i
+      load_prefix(T + (8 + i) * kLdS + 8, 8, t22);
       float s = 0.0f;
 #pragma unroll
-      for (int k = 0; k < 8; ++k) s = fmaf(T[(8 + i) * kLdS + 8 + k], y[k], s);
+      for (int k = 0; k < 8; ++k) s = fmaf(t22[k], y[k], s);
       T[(8 + i) * kLdS + c] = -s;
     }
   }
