@@ -5,7 +5,7 @@
 # library's explicit path on the one pass's fp16 chain (bb9f3df) and the DRAM-bandwidth term of
 # the kernel choice, the loads ahead and the raw one pass against 0f5959d's build in the same
 # call, the fp16 chain against the bf16 one (same build, same call), and cuDNN-FE beside the
-# library (scripts/peers/run-all-h200.sh, PEERS=cudnn; ~450 s of device time (each bench ~35 s)):
+# library (scripts/peers/run-all-h200.sh, PEERS=cudnn; ~380 s of command time, run with timeout_s=420 (each bench ~35 s)):
 #   GPU tests (LibraryTakesTheOnePassWhenChainsFillTheSms: each path's kernel and chain bit for
 #   bit; KdaForward's large, tiny and spread values on one_pass16_f16: its row scales); kda-check
 #   of the library, the forced one pass (the library's operands rule), the bf16 and the fp16
@@ -25,7 +25,7 @@
 set -u
 B=.device/new/bin
 BASE=.device/base/bin
-DEADLINE=${DEADLINE:-290}
+DEADLINE=${DEADLINE:-240}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check); base: $(binary_commit $BASE/kda-bench)"
 step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
@@ -36,23 +36,24 @@ for s in smoke edge long-memory; do
 done
 P=(--shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw --no-verify --min-time 0.25)
 P3=(--shapes shapes/contract.yaml --paths fused,explicit,raw --no-verify --min-time 0.25)
+# In order of what matters most, the base builds last (the deadline skips what does not fit).
 step 60 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
-step 45 bench-contract-base $BASE/kda-bench "${P3[@]}" --csv $r/bench-contract-base.csv --force
-step 10 compare-contract-base $B/kda-bench compare $r/bench-contract-base.csv $r/bench-contract.csv \
-  --md $r/compare-contract-base.md
+step 45 bench-contract-f16 $B/kda-bench --variant one_pass16_f16 "${P3[@]}" \
+  --csv $r/bench-contract-f16.csv --force
 step 45 bench-contract-bf16 $B/kda-bench --variant one_pass16_bf16 "${P3[@]}" \
   --csv $r/bench-contract-bf16.csv --force
+step 10 compare-contract-f16-bf16 $B/kda-bench compare $r/bench-contract-bf16.csv \
+  $r/bench-contract-f16.csv --md $r/compare-contract-f16-bf16.md
 step 45 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P3[@]}" \
   --csv $r/bench-contract-bf16-base.csv --force
 step 10 compare-contract-bf16-base $B/kda-bench compare $r/bench-contract-bf16-base.csv \
   $r/bench-contract-bf16.csv --md $r/compare-contract-bf16-base.md
-step 45 bench-contract-f16 $B/kda-bench --variant one_pass16_f16 "${P3[@]}" \
-  --csv $r/bench-contract-f16.csv --force
-step 10 compare-contract-f16-bf16 $B/kda-bench compare $r/bench-contract-bf16.csv \
-  $r/bench-contract-f16.csv --md $r/compare-contract-f16-bf16.md
+step 45 bench-contract-base $BASE/kda-bench "${P3[@]}" --csv $r/bench-contract-base.csv --force
+step 10 compare-contract-base $B/kda-bench compare $r/bench-contract-base.csv $r/bench-contract.csv \
+  --md $r/compare-contract-base.md
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
 finish
 # The peers beside this build: ours (kda-bench fused and raw, kda_torch) and cuDNN-FE, both files.
-PEERS=cudnn FLA=0 CHECK_SHAPES=none DEADLINE=150 BUILD_WAIT=30 CHECKS_DONE=50 BIN=$B \
+PEERS=cudnn FLA=0 CHECK_SHAPES=none DEADLINE=140 BUILD_WAIT=30 CHECKS_DONE=50 BIN=$B \
   bash scripts/peers/run-all-h200.sh > /dev/null 2>&1
 cat "$OUT/peers-summary.txt" 2>/dev/null | head -60
