@@ -21,6 +21,7 @@
 #     BUILD=/tmp/wt-base/build/release scripts/stage-device.sh base kda-bench
 #   (.whl: scripts/peers/README.md)
 #   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".whl"])
+#   (short of device time: DEADLINE=150 RUN_PEERS=0 keeps the tests, checks and this build's benches)
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
@@ -53,7 +54,9 @@ step 10 compare-contract-base $B/kda-bench compare $r/bench-contract-base.csv $r
   --md $r/compare-contract-base.md
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
 finish
-# The peers beside this build: ours (kda-bench fused and raw, kda_torch) and cuDNN-FE, both files.
+# The peers beside this build: ours (kda-bench fused and raw, kda_torch) and cuDNN-FE, both files
+# (RUN_PEERS=0: not this time, when the session's device time is short).
+[[ ${RUN_PEERS:-1} == 1 ]] || exit 0
 PEERS=cudnn FLA=0 CHECK_SHAPES=none DEADLINE=140 BUILD_WAIT=30 CHECKS_DONE=50 BIN=$B \
   bash scripts/peers/run-all-h200.sh > /dev/null 2>&1
 cat "$OUT/peers-summary.txt" 2>/dev/null | head -60
