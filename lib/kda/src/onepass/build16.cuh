@@ -566,12 +566,13 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
 
   // ---- 4: T = (I + A_kk)^-1 in 8 x 8 blocks (warp 0): the diagonal blocks by forward
   // substitution, lane j < 8 column j of T11, lane 8 + j column j of T22, side by side (lanes
-  // 16 .. 31 repeat lanes 0 .. 15 and store nothing); then y = A21 T11 (lane l: rows 2 (l / 8),
-  // +1 of column l % 8) and T21 = -T22 y, lane l entries (8 + l / 8, l % 8) and (12 + l / 8,
-  // l % 8). Dependent depth 28 + 8 + 8 FMAs instead of the 120 of one 16-row substitution. A's
-  // rows are read as vectors, T11's columns and y come by shuffles, and T is stored after the
-  // substitution: a store between the rows' loads kept every row's loads behind the previous
-  // row's store (ptxas cannot tell A from T), one shared-memory latency a row.
+  // 16 .. 31 repeat lanes 0 .. 15 and store nothing); then T21 = -T22 A21 T11, lane l entries
+  // (8 + l / 8, l % 8) and (12 + l / 8, l % 8). Dependent depth 28 + 8 + 8 FMAs instead of the 120
+  // of one 16-row substitution. A's and T22's rows are read as vector prefixes (load_prefix) and T
+  // is stored after the substitution: a store between the rows' loads kept every row's loads
+  // behind the previous row's store (ptxas cannot tell A from T), one shared-memory latency a row.
+  // (Shuffling T11's columns and y instead of reading them back made the contract kernel's
+  // builders spill at 88 registers.)
   if (warp == 0) {
     const float* A = reinterpret_cast<const float*>(work + kSA);
     float* T = reinterpret_cast<float*>(work + kST);
