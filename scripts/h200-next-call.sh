@@ -21,7 +21,9 @@
 #     BUILD=/tmp/wt-base/build/release scripts/stage-device.sh base kda-bench
 #   (.whl: scripts/peers/README.md)
 #   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".whl"])
-#   (short of device time: DEADLINE=150 RUN_PEERS=0 keeps the tests, checks and this build's benches)
+#   Short of device time: run(command="DEADLINE=150 RUN_PEERS=0 bash scripts/h200-next-call.sh",
+#   carry=[".device/new"], timeout_s=190) keeps the GPU tests, the checks, the fp16 chain against
+#   the bf16 one and the library's contract rows (~150 s; the base steps then fail at once).
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
@@ -38,13 +40,13 @@ done
 P=(--shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw --no-verify --min-time 0.25)
 P3=(--shapes shapes/contract.yaml --paths fused,explicit,raw --no-verify --min-time 0.25)
 # In order of what matters most, the base builds last (the deadline skips what does not fit).
-step 60 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
 step 45 bench-contract-f16 $B/kda-bench --variant one_pass16_f16 "${P3[@]}" \
   --csv $r/bench-contract-f16.csv --force
 step 45 bench-contract-bf16 $B/kda-bench --variant one_pass16_bf16 "${P3[@]}" \
   --csv $r/bench-contract-bf16.csv --force
 step 10 compare-contract-f16-bf16 $B/kda-bench compare $r/bench-contract-bf16.csv \
   $r/bench-contract-f16.csv --md $r/compare-contract-f16-bf16.md
+step 60 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
 step 45 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P3[@]}" \
   --csv $r/bench-contract-bf16-base.csv --force
 step 10 compare-contract-bf16-base $B/kda-bench compare $r/bench-contract-bf16-base.csv \
