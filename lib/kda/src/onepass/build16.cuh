@@ -650,21 +650,32 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
         mma_bf16(accu[2 * half + t], au, bv[2 * t], bv[2 * t + 1]);
       }
     }
+    // U's diagonal term beta_i v_i: beta once, and each column tile's v rows before its stores
+    // to the record (a load after a store to the record waits behind it: ptxas cannot tell the
+    // input set from the ring; all of v up front made the fp16 builders spill).
+    float beta[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      beta[half] = *reinterpret_cast<const float*>(in + beta_at + 4 * (gr + 8 * half));
+    }
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       const int col = n0 + 8 * nt + gc;
+      uint32_t vv[2];  // bf16 pairs (v[i][col], v[i][col + 1]), i = gr + 8 half
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        vv[half] = *reinterpret_cast<const uint32_t*>(in + s16(kSV, gr + 8 * half, col));
+      }
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = gr + 8 * half;
         *reinterpret_cast<uint32_t*>(rec + rec_split(kRecW, i, col)) =
             kF16Tiles ? pack_f16(accw[nt][2 * half], accw[nt][2 * half + 1])
                       : pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]);
-        const float beta = *reinterpret_cast<const float*>(in + beta_at + 4 * i);
-        const float2 vv =
-            unpack_bf16(*reinterpret_cast<const uint32_t*>(in + s16(kSV, i, col)));
-        *reinterpret_cast<float*>(rec + rec_ut(col, i)) = fmaf(beta, vv.x, accu[nt][2 * half]);
+        const float2 v = unpack_bf16(vv[half]);
+        *reinterpret_cast<float*>(rec + rec_ut(col, i)) = fmaf(beta[half], v.x, accu[nt][2 * half]);
         *reinterpret_cast<float*>(rec + rec_ut(col + 1, i)) =
-            fmaf(beta, vv.y, accu[nt][2 * half + 1]);
+            fmaf(beta[half], v.y, accu[nt][2 * half + 1]);
       }
     }
   }
