@@ -65,7 +65,8 @@ struct Config {
   // The raw-input builders hold their gate channel and carry beside the build: 96, the chain 224
   // (the whole register file; at 216 the chain spills). The operand pairs' chain gets the same
   // split: at 232 ptxas serializes its wgmmas (C7512), at 224 it does not. The fp16 chain too: at
-  // 88 its builders spill 84 B of loop state, at 96 24 B (the chain none).
+  // 88 its builders spill 84 B of loop state, at 96 40 B (the chain none). The raw
+  // builders spill 76 B beside the bf16 chain, 176 B beside the fp16 one.
   static constexpr bool kWideBuilders = kRaw || kOps != ChainOperands::bf16;
   static constexpr int kChainRegisters =
       kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : kWideBuilders ? 224 : 232;
