@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PREPARED (2026-12-06; its first two starts on 2026-12-07 found no machine), with the fp16
-# chain's scale work off its critical path (f2aabb8) and the inverse's vector loads (3799f58)
-# added. The next device call: the
+# chain's scale work off its critical path (f2aabb8) and the build's load order (3799f58,
+# 4c9dc57) added. The next device call: the
 # library's explicit path on the one pass's fp16 chain (bb9f3df) and the DRAM-bandwidth term of
 # the kernel choice, the loads ahead and the raw one pass against 0f5959d's build in the same
 # call, the fp16 chain against the bf16 one (same build, same call), and cuDNN-FE beside the
