@@ -112,7 +112,8 @@ __device__ __forceinline__ void store4(void* dst, const float (&x)[4]) {
 }
 // 4 bytes from global to shared memory, asynchronously (cp.async's 4-byte form).
 // x[0 .. n - 1] = p[0 .. n - 1] (n <= 8, a compile-time constant after unrolling; p 16-byte
-// aligned) in as few shared-memory loads as widths allow: 4, then 2, then 1 floats.
+// aligned) in as few shared-memory loads as widths allow: 4, then 2, then 1 floats (a whole row
+// of 8: prep_chunk.cuh load8_f32).
 __device__ __forceinline__ void load_prefix(const float* p, int n, float (&x)[8]) {
   int at = 0;
 #pragma unroll
@@ -568,8 +569,8 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
   // substitution, lane j < 8 column j of T11, lane 8 + j column j of T22, side by side (lanes
   // 16 .. 31 repeat lanes 0 .. 15 and store nothing); then T21 = -T22 A21 T11, lane l entries
   // (8 + l / 8, l % 8) and (12 + l / 8, l % 8). Dependent depth 28 + 8 + 8 FMAs instead of the 120
-  // of one 16-row substitution. A's and T22's rows are read as vector prefixes (load_prefix) and T
-  // is stored after the substitution: a store between the rows' loads kept every row's loads
+  // of one 16-row substitution. A's and T22's rows are read as vectors (load_prefix, load8_f32)
+  // and T is stored after the substitution: a store between the rows' loads kept every row's loads
   // behind the previous row's store (ptxas cannot tell A from T), one shared-memory latency a row.
   // (Shuffling T11's columns and y instead of reading them back made the contract kernel's
   // builders spill at 88 registers.)
@@ -602,7 +603,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       float a[8];  // A21's row k
-      load_prefix(A + (8 + k) * kLdS, 8, a);
+      kda::detail::prep::load8_f32(work, ss(kSA, 8 + k, 0), a);
       float s = 0.0f;
 #pragma unroll
       for (int r = 0; r < 8; ++r) s = fmaf(a[r], T[r * kLdS + c], s);
@@ -612,7 +613,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
     for (int q = 0; q < 2; ++q) {
       const int i = (lane >> 3) + 4 * q;  // row 8 + i
       float t22[8];  // T22's row i
-      load_prefix(T + (8 + i) * kLdS + 8, 8, t22);
+      kda::detail::prep::load8_f32(work, ss(kST, 8 + i, 8), t22);
       float s = 0.0f;
 #pragma unroll
       for (int k = 0; k < 8; ++k) s = fmaf(t22[k], y[k], s);
