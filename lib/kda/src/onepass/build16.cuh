@@ -229,11 +229,16 @@ __device__ __forceinline__ void issue_v(const BuildInputs& a, const SubChunk& sc
 }
 
 // The deferred norm factors 1 / sqrt(|x_i|^2 + 1e-6) of the warp's 4 rows i = warp + 4 r of the
-// bf16 tile `region` of the input set (lane: channels d0 .. d0 + 3): the four sums of squares
-// reduced side by side (independent shuffle chains, group_sum's butterfly order), the MUFU rsqrt
-// (relative error < 2^-22, as PREP's). Returns true when a row of the warp has an fp32 sum of
-// squares that overflows (a huge or non-finite row, uniform in the warp): the caller then takes
-// deferred_row_norm row by row, which rescales such rows exactly first, and ignores `factor`.
+// bf16 tile `region` of the input set (lane: channels d0 .. d0 + 3), by a reduce-scatter: the
+// first two butterfly levels (lane offsets 16, 8) send only the rows the partner keeps, so after
+// them lane l holds row r = 2 (l / 16 % 2) + l / 8 % 2's partial sum over its 8 lanes' peers, the
+// last three levels reduce that one value, one MUFU rsqrt (relative error < 2^-22, as PREP's)
+// takes its factor, and four shuffles hand every lane all four (6 + 4 shuffles and 6 adds
+// instead of 20 and 20). Each sum is group_sum<32>'s tree, levels in the same order: a + b = b + a
+// exactly, so the bits of every row are the butterfly's.
+// Returns true when a row of the warp has an fp32 sum of squares that overflows (a huge or
+// non-finite row, uniform in the warp): the caller then takes deferred_row_norm row by row,
+// which rescales such rows exactly first, and ignores `factor`.
 __device__ __forceinline__ bool batched_row_norms(const unsigned char* in, int region, int warp,
                                                   int d0, float (&factor)[4]) {
   float ssq[4];
@@ -243,17 +248,31 @@ __device__ __forceinline__ bool batched_row_norms(const unsigned char* in, int r
     load4_bf16(in, s16(region, warp + 4 * r, d0), x);
     ssq[r] = kda::detail::prep::partial_ssq(x);
   }
+  const int lane = d0 >> 2;
+  const bool hi16 = (lane & 16) != 0, hi8 = (lane & 8) != 0;
+  // Offset 16: lanes < 16 keep rows 0, 1 and send rows 2, 3; lanes >= 16 the other way round.
+  float pair[2];
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      ssq[r] = __fadd_rn(ssq[r], __shfl_xor_sync(0xffffffffu, ssq[r], offset));
-    }
+  for (int e = 0; e < 2; ++e) {
+    const float keep = hi16 ? ssq[2 + e] : ssq[e];
+    const float send = hi16 ? ssq[e] : ssq[2 + e];
+    pair[e] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, 16));
+  }
+  // Offset 8: the lanes whose bit 3 is clear keep the first of the pair.
+  float sum;
+  {
+    const float keep = hi8 ? pair[1] : pair[0];
+    const float send = hi8 ? pair[0] : pair[1];
+    sum = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, 8));
   }
 #pragma unroll
-  for (int r = 0; r < 4; ++r) factor[r] = rsqrtf(ssq[r] + kL2NormEps);
-  return __any_sync(0xffffffffu,
-                    isinf(ssq[0]) || isinf(ssq[1]) || isinf(ssq[2]) || isinf(ssq[3]));
+  for (int offset = 4; offset > 0; offset >>= 1) {
+    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
+  }
+  const float mine = rsqrtf(sum + kL2NormEps);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) factor[r] = __shfl_sync(0xffffffffu, mine, 8 * r);
+  return __any_sync(0xffffffffu, isinf(sum));
 }
 
 // ---- Raw inputs (raw_inputs.h: GateInput::raw, BetaInput::logits, bf16 beta, fuse_k_l2norm).
