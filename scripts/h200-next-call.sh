@@ -33,7 +33,8 @@ DEADLINE=${DEADLINE:-240}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check); base: $(binary_commit $BASE/kda-bench)"
 step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
-V=(--variant v2w_mma --variant one_pass16 --variant one_pass16_bf16 --variant one_pass16_f16)
+V=(--variant v2w_mma --variant one_pass16 --variant one_pass16_bf16 --variant one_pass16_f16
+   --variant one_pass16_halves)
 for s in smoke edge long-memory; do
   step 20 check-$s $B/kda-check "${V[@]}" --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --json $r/check-$s.json --force
@@ -47,6 +48,12 @@ step 45 bench-contract-bf16 $B/kda-bench --variant one_pass16_bf16 "${P3[@]}" \
   --csv $r/bench-contract-bf16.csv --force
 step 10 compare-contract-f16-bf16 $B/kda-bench compare $r/bench-contract-bf16.csv \
   $r/bench-contract-f16.csv --md $r/compare-contract-f16-bf16.md
+# The value-halves cluster (two CTAs per chain) against the one pass it mirrors (one_pass16_bf16).
+P2=(--shapes shapes/contract.yaml --paths fused,explicit --no-verify --min-time 0.25)
+step 40 bench-contract-halves $B/kda-bench --variant one_pass16_halves "${P2[@]}" \
+  --csv $r/bench-contract-halves.csv --force
+step 10 compare-contract-halves-bf16 $B/kda-bench compare $r/bench-contract-bf16.csv \
+  $r/bench-contract-halves.csv --md $r/compare-contract-halves-bf16.md
 step 60 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
 step 45 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P3[@]}" \
   --csv $r/bench-contract-bf16-base.csv --force

@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) factors16_kernel(const A
       a.on_chip ? (int64_t{sm_id()} * 8 + (blockIdx.x & 7)) % (a.capacity * a.heads) : own;
   unsigned char* const rec = reinterpret_cast<unsigned char*>(a.records) + record * kRecordBytes;
   build::issue_loads(a, sc, h, tid, smem);
-  build::build_sub_chunk<0>(sc, a.fuse_q_l2norm, tid, smem, smem + build::kInBytes, rec,
-                            [] { __syncthreads(); });
+  build::build_sub_chunk<0>(sc, a.fuse_q_l2norm, tid, smem, smem + build::kInBytes,
+                            build::OneRecord{rec}, [] { __syncthreads(); });
 }
 
 }  // namespace

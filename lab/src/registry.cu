@@ -133,6 +133,9 @@ constexpr detail::ForwardLaunches kOnePassPairs{detail::library_prep, detail::li
 constexpr detail::ForwardLaunches kOnePassF16{detail::library_prep, detail::library_scan,
                                               detail::one_pass_f16_scaled,
                                               detail::KernelChoice::one_pass};
+constexpr detail::ForwardLaunches kOnePassHalves{detail::library_prep, detail::library_scan,
+                                                 detail::one_pass_value_halves,
+                                                 detail::KernelChoice::one_pass};
 
 // kda.h's entry points for the library's record and validation on other launches.
 template <const detail::ForwardLaunches& kLaunches>
@@ -207,6 +210,14 @@ const Variant kVariants[] = {
      /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassF16>,
      library_record_forward_stage<kOnePassF16>},
+    {"one_pass16_halves",
+     "one_pass16_bf16 as a cluster of two CTAs per chain, each with half the state's value rows, "
+     "both building the chain's sub-chunks (six builders a chain, the records mirrored through "
+     "distributed shared memory): for few chains; the same bits as one_pass16_bf16; contract "
+     "inputs only",
+     /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassHalves>,
+     library_record_forward_stage<kOnePassHalves>},
     {"v2w_mma",
      "the library's chunk_forward: per call the one pass (one_pass16) or the two kernels "
      "(v2w_two_kernel), by kernel_choice.h's time model",

@@ -1552,4 +1552,56 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   EXPECT_FALSE(bitwise_equal(raw_lib.out, raw_one.out)) << "raw: the one pass's output";
 }
 
+// The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, each
+// with half the state's value rows, the records mirrored through distributed shared memory) runs
+// the same builds and, per value row, the same products as the one pass on bf16 operands: its
+// output and final state are one_pass16_bf16's bit for bit, on both paths and through the stages.
+// Dense with a tail, long memories (the carried state dominates), value rows 2^30 apart and
+// states; packed with an empty sequence, a one-token one and strides; and more chains than the
+// SMs hold clusters (a second wave). Raw inputs are refused before any launch.
+TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
+  KDA_REQUIRE_VARIANT(halves, "one_pass16_halves");
+  KDA_REQUIRE_VARIANT(bf16, "one_pass16_bf16");
+  const int sms = current_device_sms();
+  ASSERT_GT(sms, 0);
+  ForwardCase dense;
+  dense.batch = 2;
+  dense.tokens = 1000;  // 62 whole sub-chunks and an 8-row tail
+  dense.heads = 3;
+  dense.initial_state = true;
+  dense.final_state = true;
+  dense.decay_scale = 1e-3f;
+  dense.value_spread = true;
+  ForwardCase waves;
+  waves.tokens = 333;
+  waves.heads = sms;  // 2 x SMs CTAs: more clusters than run at once
+  waves.final_state = true;
+  uint64_t seed = 47;
+  for (const ForwardCase& c : {dense, packed_agree_case(), waves}) {
+    const Inputs in = make_inputs(c, seed++);
+    const DeviceProblem a(in, *halves);
+    const DeviceProblem b(in, *bf16);
+    for (const Path path : {Path::fused, Path::fused_stages, Path::explicit_norm}) {
+      SCOPED_TRACE(static_cast<int>(path));
+      const Outputs x = a.run(path);
+      const Outputs y = b.run(path);
+      EXPECT_TRUE(bitwise_equal(x.out, y.out)) << "output";
+      EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state)) << "final state";
+    }
+  }
+  RawCase r;
+  r.tokens = 64;
+  r.heads = 2;
+  const RawInputs raw_in = make_raw_inputs(r, 50);
+  try {
+    (void)RawDeviceProblem(raw_in, *halves).run(RawRun{});
+    ADD_FAILURE() << "raw inputs ran on the value-halves cluster";
+  } catch (const kda::Error& e) {
+    EXPECT_EQ(e.code(), kda::ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("value-halves cluster reads the contract's inputs only"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace

@@ -149,8 +149,10 @@ void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
 
 namespace {
 
+// The one pass on `operands`; with `value_halves` its cluster of two CTAs per chain
+// (onepass.h launch_value_halves: bf16 operands and the contract's inputs only).
 void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperands operands,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, bool value_halves = false) {
   constexpr const char* kWhere = "chunk_forward: one_pass";
   if (!one_pass_reads(p)) {
     throw Error(ErrorCode::unsupported,
@@ -181,6 +183,13 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
   a.final_state = p.final_state;
   a.raw = raw_prep_args(p);
   a.operands = operands;
+  if (value_halves && a.raw.any()) {
+    throw Error(ErrorCode::unsupported,
+                std::string(kWhere) +
+                    ": the value-halves cluster reads the contract's inputs only (a cumulative "
+                    "log2 gate, beta probabilities in fp32, normalized k): run one_pass16 or the "
+                    "library's chunk_forward for raw inputs");
+  }
   // Packed sequences run longest first (dense ones are all the same length): their order goes
   // to the workspace's first num_seqs int32 (validation sized it for the records, far more).
   if (plan.packed) {
@@ -190,7 +199,8 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
     if (e != cudaSuccess) throw_cuda(std::string(kWhere) + " (order_by_length)", e);
     a.order = order;
   }
-  const cudaError_t e = onepass::launch(a, stream);
+  const cudaError_t e =
+      value_halves ? onepass::launch_value_halves(a, stream) : onepass::launch(a, stream);
   if (e != cudaSuccess) throw_cuda(kWhere, e);
 }
 
@@ -207,6 +217,9 @@ void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream
 }
 void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::f16_scaled, stream);
+}
+void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, /*value_halves=*/true);
 }
 
 namespace {

@@ -78,6 +78,9 @@ void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t str
 void one_pass_bf16(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
+// The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, six
+// builders a chain) on bf16 operands; throws unsupported for raw inputs.
+void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // chunk_forward's body: every stage in order on one plan.
 void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream);
 // chunk_forward_stage's body (the stage already checked).

@@ -104,12 +104,49 @@ __device__ __forceinline__ void load4_bf16(const unsigned char* s, int byte, flo
   x[2] = hi.x;
   x[3] = hi.y;
 }
-// 4 values as bf16 (kF16 false) or fp16, one 8-byte store at `dst` (shared or global).
+// 4 values as bf16 (kF16 false) or fp16 in 8 bytes; store4: one 8-byte store at `dst` (shared
+// or global).
+template <bool kF16>
+__device__ __forceinline__ uint2 pack4(const float (&x)[4]) {
+  return kF16 ? make_uint2(pack_f16(x[0], x[1]), pack_f16(x[2], x[3]))
+              : make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+}
 template <bool kF16>
 __device__ __forceinline__ void store4(void* dst, const float (&x)[4]) {
-  *reinterpret_cast<uint2*>(dst) = kF16 ? make_uint2(pack_f16(x[0], x[1]), pack_f16(x[2], x[3]))
-                                        : make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+  *reinterpret_cast<uint2*>(dst) = pack4<kF16>(x);
 }
+
+// Where a build's record goes (build_sub_chunk's `rec`):
+//   OneRecord       one record16.h record: a ring buffer of the one-pass kernel's own chain, or
+//                   global memory (the lab's standalone builder);
+//   MirroredRecord  the value-halves cluster (halves.cuh): the value-independent tiles (W, QP, KG,
+//                   AQK) and A to both CTAs' buffers, `own` and, through distributed shared
+//                   memory, `peer` (generic addresses of the peer CTA's shared memory); U^T's
+//                   entries only to the CTA that holds their value half (record16.h
+//                   kHalfRecordBytes).
+struct OneRecord {
+  unsigned char* rec;
+  template <class T>
+  __device__ __forceinline__ void put(int64_t offset, T x) const {
+    *reinterpret_cast<T*>(rec + offset) = x;
+  }
+  __device__ __forceinline__ void put_a(int d, float4 x) const { put(rec_a(d), x); }
+  __device__ __forceinline__ void put_u(int d, int i, float x) const { put(rec_ut(d, i), x); }
+};
+struct MirroredRecord {
+  unsigned char* own;
+  unsigned char* peer;
+  int rank;  // the value half `own` holds
+  template <class T>
+  __device__ __forceinline__ void put(int64_t offset, T x) const {
+    *reinterpret_cast<T*>(own + offset) = x;
+    *reinterpret_cast<T*>(peer + offset) = x;
+  }
+  __device__ __forceinline__ void put_a(int d, float4 x) const { put(kHalfRecA + 4 * d, x); }
+  __device__ __forceinline__ void put_u(int d, int i, float x) const {
+    *reinterpret_cast<float*>(((d / kHalfValues) == rank ? own : peer) + rec_ut_half(d, i)) = x;
+  }
+};
 // 4 bytes from global to shared memory, asynchronously (cp.async's 4-byte form).
 // x[0 .. n - 1] = p[0 .. n - 1] (n <= 8, a compile-time constant after unrolling; p 16-byte
 // aligned) in as few shared-memory loads as widths allow: 4, then 2, then 1 floats (a whole row
@@ -409,34 +446,33 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
   kda::detail::wgmma::mbarrier_arrive(carry.barrier + 8 * static_cast<uint32_t>(c % kCarrySlots));
 }
 
-// Phases 2 - 5: sub-chunk `sc`'s factors into `rec` (a record's 23,040 bytes, global or shared:
-// the same bits) by the 128 threads tid = 0 .. 127 of a warpgroup, from the input set `in` whose
-// issue_loads group is this thread's kPending-th newest still in flight (0: the newest), with
-// `work` its kWorkBytes of work region (16-byte aligned) and `sync()` a barrier of exactly those
-// threads. Both regions are free again once the caller's barrier after this call has passed; the
-// record's writes are ordinary stores (a consumer that reads them through the async proxy needs a
-// proxy fence first).
-// With raw inputs `prologue()` runs after the load barrier (raw_prologue: beta, G, Gs), followed
-// by a barrier of its own, and fuse_k_l2norm normalizes raw k's rows in phase 2 (the factor
-// applied to k in fp32 before every use: the grams' operands, W's right-hand side, KG).
-// Beta is read from slot `beta_slot` of the input set.
-// With `load_ahead` (issue_ahead / issue_v's split loads): this build's v rows are the newest
-// group in flight at the start (kPending 1), and `load_ahead()` runs once the grams are reduced,
-// when the q, k, G and Gs regions and the other beta slot are dead: it asks for the builder's next
-// sub-chunk's (issue_ahead, or an empty group when there is none, so that the count stays
-// uniform); phase 5 then waits for v's group only. The next build's inputs land during phases 4,
-// 5 and the ring's hand-over instead of at its start.
+// Phases 2 - 5: sub-chunk `sc`'s factors into `rec` (OneRecord: a record's 23,040 bytes, global
+// or shared, the same bits; MirroredRecord: the value-halves cluster's two buffers) by the 128
+// threads tid = 0 .. 127 of a warpgroup, from the input set `in` whose issue_loads group is this
+// thread's kPending-th newest still in flight (0: the newest), with `work` its kWorkBytes of work
+// region (16-byte aligned) and `sync()` a barrier of exactly those threads. Both regions are free
+// again once the caller's barrier after this call has passed; the record's writes are ordinary
+// stores (a consumer that reads them through the async proxy needs a proxy fence first). With raw
+// inputs `prologue()` runs after the load barrier (raw_prologue: beta, G, Gs), followed by a
+// barrier of its own, and fuse_k_l2norm normalizes raw k's rows in phase 2 (the factor applied to k
+// in fp32 before every use: the grams' operands, W's right-hand side, KG). Beta is read from slot
+// `beta_slot` of the input set. With `load_ahead` (issue_ahead / issue_v's split loads): this
+// build's v rows are the newest group in flight at the start (kPending 1), and `load_ahead()` runs
+// once the grams are reduced, when the q, k, G and Gs regions and the other beta slot are dead: it
+// asks for the builder's next sub-chunk's (issue_ahead, or an empty group when there is none, so
+// that the count stays uniform); phase 5 then waits for v's group only. The next build's inputs
+// land during phases 4, 5 and the ring's hand-over instead of at its start.
 struct NoPrologue {
   __device__ void operator()() const {}
 };
 struct NoLoadAhead {
   __device__ void operator()() const {}
 };
-template <int kPending, bool kF16Tiles = false, class Sync, class Prologue = NoPrologue,
-          class LoadAhead = NoLoadAhead>
+template <int kPending, bool kF16Tiles = false, class Record, class Sync,
+          class Prologue = NoPrologue, class LoadAhead = NoLoadAhead>
 __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_l2norm, int tid,
                                                 unsigned char* in, unsigned char* work,
-                                                unsigned char* rec, const Sync& sync,
+                                                const Record& rec, const Sync& sync,
                                                 bool fuse_k_l2norm = false,
                                                 const Prologue& prologue = Prologue{},
                                                 const LoadAhead& load_ahead = LoadAhead{},
@@ -465,9 +501,8 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
     const float ce[4] = {ex2_approx(ge.x - gm4.x), ex2_approx(ge.y - gm4.y),
                          ex2_approx(ge.z - gm4.z), ex2_approx(ge.w - gm4.w)};
     if (warp == 0) {
-      *reinterpret_cast<float4*>(rec + rec_a(d0)) =
-          make_float4(ex2_approx(ge.x - gs.x), ex2_approx(ge.y - gs.y), ex2_approx(ge.z - gs.z),
-                      ex2_approx(ge.w - gs.w));
+      rec.put_a(d0, make_float4(ex2_approx(ge.x - gs.x), ex2_approx(ge.y - gs.y),
+                                ex2_approx(ge.z - gs.z), ex2_approx(ge.w - gs.w)));
     }
     // The fused q norm's and raw k's norm factors of the warp's 4 rows (batched_row_norms; a
     // warp holding a huge or non-finite row takes deferred_row_norm row by row instead).
@@ -517,8 +552,8 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
       store4<false>(in + s16(kSRowQ, i, d0), rq);  // over q's
       store4<false>(work + s16(kSColK, i, d0), ck);
       store4<true>(work + s16(kSRhsW, i, d0), rhs);
-      store4<kF16Tiles>(rec + rec_split(kRecQP, i, d0), qp);
-      store4<kF16Tiles>(rec + rec_split(kRecKG, i, d0), kg);
+      rec.put(rec_split(kRecQP, i, d0), pack4<kF16Tiles>(qp));
+      rec.put(rec_split(kRecKG, i, d0), pack4<kF16Tiles>(kg));
     }
   }
   sync();
@@ -578,8 +613,8 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
           (j + e < i && i < n) ? beta * sk[e] : 0.0f;
       out_q[e] = (j + e <= i && i < n) ? sq[e] : 0.0f;
     }
-    *reinterpret_cast<uint32_t*>(rec + rec_aqk(i, j)) =
-        kF16Tiles ? pack_f16(out_q[0], out_q[1]) : pack_bf16(out_q[0], out_q[1]);
+    rec.put(rec_aqk(i, j),
+            kF16Tiles ? pack_f16(out_q[0], out_q[1]) : pack_bf16(out_q[0], out_q[1]));
   }
   sync();
   if constexpr (kLoadAhead) load_ahead();
@@ -689,13 +724,12 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = gr + 8 * half;
-        *reinterpret_cast<uint32_t*>(rec + rec_split(kRecW, i, col)) =
-            kF16Tiles ? pack_f16(accw[nt][2 * half], accw[nt][2 * half + 1])
-                      : pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]);
+        rec.put(rec_split(kRecW, i, col),
+                kF16Tiles ? pack_f16(accw[nt][2 * half], accw[nt][2 * half + 1])
+                          : pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]));
         const float2 v = unpack_bf16(vv[half]);
-        *reinterpret_cast<float*>(rec + rec_ut(col, i)) = fmaf(beta[half], v.x, accu[nt][2 * half]);
-        *reinterpret_cast<float*>(rec + rec_ut(col + 1, i)) =
-            fmaf(beta[half], v.y, accu[nt][2 * half + 1]);
+        rec.put_u(col, i, fmaf(beta[half], v.x, accu[nt][2 * half]));
+        rec.put_u(col + 1, i, fmaf(beta[half], v.y, accu[nt][2 * half + 1]));
       }
     }
   }

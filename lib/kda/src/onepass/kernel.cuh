@@ -252,6 +252,7 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
       const int64_t round = c / kRing;
       if (round > 0) wg::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
       const auto sync = [bar] { named_sync(bar, kWarpgroup); };
+      const build::OneRecord record{smem + b * kBuffer};
       // The next sub-chunk's loads (an empty group when there is none: the count stays uniform).
       const auto load_ahead = [&] {
         if (c + kBuilders < chunks) {
@@ -267,17 +268,14 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
           build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
                               work, sync);
         };
-        build::build_sub_chunk<1, kF16>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
-                                        smem + b * kBuffer, sync, a.raw.fuse_k_l2norm, prologue,
-                                        load_ahead);
+        build::build_sub_chunk<1, kF16>(sc, a.in.fuse_q_l2norm, btid, scratch, work, record, sync,
+                                        a.raw.fuse_k_l2norm, prologue, load_ahead);
       } else if constexpr (C::kPrefetch) {
         build::build_sub_chunk<1, kF16>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
-                                        scratch + set * build::kInBytes, work, smem + b * kBuffer,
-                                        sync);
+                                        scratch + set * build::kInBytes, work, record, sync);
       } else {
         build::build_sub_chunk<1, kF16>(sub_chunk(c), a.in.fuse_q_l2norm, btid, scratch, work,
-                                        smem + b * kBuffer, sync, false, build::NoPrologue{},
-                                        load_ahead, set);
+                                        record, sync, false, build::NoPrologue{}, load_ahead, set);
       }
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
       fence_proxy_async_shared();  // the record's ordinary stores, for the chain's wgmma reads

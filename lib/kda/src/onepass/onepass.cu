@@ -2,6 +2,7 @@
 // order of its grid's sequences.
 #include <cstdint>
 
+#include "onepass/halves.cuh"
 #include "onepass/kernel.cuh"
 #include "onepass/onepass.h"
 
@@ -51,6 +52,39 @@ cudaError_t launch(const OnepassArgs& args, cudaStream_t stream) {
                  : launch_config<1, kB, false, ChainOperands::f16_scaled>(args, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_value_halves(const OnepassArgs& args, cudaStream_t stream) {
+  if (!row_offsets_fit(args.in) || args.raw.any() || args.operands != ChainOperands::bf16) {
+    return cudaErrorInvalidValue;
+  }
+  return launch_halves_config(args, stream);
+}
+
+int value_halves_resident_clusters() {
+  using C = HalvesConfig;
+  if (cudaFuncSetAttribute(onepass_halves_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           C::kSBytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(2);
+  config.blockDim = dim3(C::kThreadsAll);
+  config.dynamicSmemBytes = C::kSBytes;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = 2;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, onepass_halves_kernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return clusters;
 }
 
 cudaError_t launch_order_by_length(const int32_t* cu, int num_seqs, int32_t* order,

@@ -50,6 +50,16 @@ inline constexpr int kLibraryBuilders = 3;  // the library's configuration: kern
 // row_offsets_fit).
 cudaError_t launch(const OnepassArgs& args, cudaStream_t stream);
 
+// The value-halves cluster (halves.cuh) for few chains: two CTAs per chain, each with half the
+// state's value rows, both building the chain's sub-chunks (six builders a chain); bf16 chain
+// operands, the contract's inputs only (args.operands must be bf16 and args.raw empty, else
+// cudaErrorInvalidValue). The same bits as launch's bf16 chain. Grid 2 x num_seqs x heads in
+// clusters of two.
+cudaError_t launch_value_halves(const OnepassArgs& args, cudaStream_t stream);
+// How many of the value-halves clusters the current device runs at once (0 when it runs none, or
+// the query fails: the error is cleared).
+int value_halves_resident_clusters();
+
 // order[r] = the sequence of rank r by decreasing length (cu[s + 1] - cu[s]), ties by index: a
 // deterministic longest-first schedule for the one-pass grid. `order` holds num_seqs int32.
 cudaError_t launch_order_by_length(const int32_t* cu, int num_seqs, int32_t* order,
