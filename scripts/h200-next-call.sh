@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# PREPARED (2026-12-06; re-staged 2026-12-07 from 84412d9, which adds the fused q norm as a
-# reduce-scatter), with the fp16
+# PREPARED (2026-12-06; re-staged 2026-12-07 from 4bfb6b5: the fused q norm as a reduce-scatter and
+# the value-halves cluster added), with the fp16
 # chain's scale work off its critical path (f2aabb8) and the build's load order (3799f58,
 # 4c9dc57) added. The next device call: the
 # library's explicit path on the one pass's fp16 chain (bb9f3df) and the DRAM-bandwidth term of
