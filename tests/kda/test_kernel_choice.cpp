@@ -196,6 +196,42 @@ TEST(KernelChoice, ContractShapes) {
             ForwardKernel::one_pass);
 }
 
+// The value-halves cluster (two CTAs per chain, kValueHalvesStepUs a sub-chunk) on the fused
+// contract path where the device runs enough clusters at once: h64-fixed (64 chains, 66 clusters
+// on 132 SMs) takes it; h96-fixed (96 chains: two rounds of clusters) and the many-chain shapes
+// keep their kernels; no clusters, or another chain's operands (the explicit path, raw inputs),
+// never take it.
+TEST(KernelChoice, ValueHalvesForFewChains) {
+  constexpr int kClusters = kH200Sms / 2;
+  const std::vector<int32_t> fixed = offsets(kFixed), ragged = offsets(kRagged6),
+                             uniform = offsets(kUniform8);
+  const kda::ForwardParams h64_fixed = contract_call(fixed, 64);
+  EXPECT_EQ(choose_forward_kernel(h64_fixed, kH200Sms, kda::detail::kH200DramBytesPerS, kClusters),
+            ForwardKernel::one_pass_halves);
+  EXPECT_EQ(choose_forward_kernel(h64_fixed, kH200Sms), ForwardKernel::two_kernel);
+  kda::ForwardParams explicit_path = h64_fixed;
+  explicit_path.fuse_q_l2norm = false;
+  EXPECT_EQ(
+      choose_forward_kernel(explicit_path, kH200Sms, kda::detail::kH200DramBytesPerS, kClusters),
+      ForwardKernel::two_kernel);
+  EXPECT_EQ(choose_forward_kernel(contract_call(fixed, 96), kH200Sms,
+                                  kda::detail::kH200DramBytesPerS, kClusters),
+            ForwardKernel::two_kernel);
+  for (const int heads : {96, 64}) {
+    for (const auto* cu : {&ragged, &uniform}) {
+      EXPECT_EQ(choose_forward_kernel(contract_call(*cu, heads), kH200Sms,
+                                      kda::detail::kH200DramBytesPerS, kClusters),
+                ForwardKernel::one_pass)
+          << heads;
+    }
+  }
+  // The estimate: one round of 64 chains of 512 sub-chunks; none without clusters.
+  const auto e = estimate_forward(kFixed, 64, kH200Sms, kda::detail::kOnePassStepUs,
+                                  kda::detail::kH200DramBytesPerS, kClusters);
+  EXPECT_DOUBLE_EQ(e.value_halves_us, 512 * kda::detail::kValueHalvesStepUs + 4.0);
+  EXPECT_TRUE(std::isinf(estimate_forward(kFixed, 64, kH200Sms).value_halves_us));
+}
+
 // List scheduling, longest first: one chain per SM at a time, so chains beyond the SM count wait
 // for the earliest to finish; empty sequences cost only their state.
 TEST(KernelChoice, OnePassSchedule) {

@@ -18,12 +18,32 @@
 //
 // Every reduction has a fixed order (plain k-loops, no atomics, no split-K), so results are
 // bitwise reproducible. docs/design.md has the design; lab/ the kernels that led to these.
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "forward.h"
 #include "onepass/onepass.h"
 
 namespace kda::detail {
+
+namespace {
+// How many value-halves clusters the current device runs at once (onepass.h
+// value_halves_resident_clusters), queried once per device, then cached.
+int value_halves_clusters(const char* where) {
+  static std::mutex mutex;
+  static std::vector<std::pair<int, int>> known;
+  const int device = current_device(where);
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [d, clusters] : known) {
+    if (d == device) return clusters;
+  }
+  const int clusters = onepass::value_halves_resident_clusters();
+  known.emplace_back(device, clusters);
+  return clusters;
+}
+}  // namespace
 
 Plan make_plan(const ForwardParams& p, const ForwardLaunches& kernels) {
   Plan plan;
@@ -35,10 +55,16 @@ Plan make_plan(const ForwardParams& p, const ForwardLaunches& kernels) {
   switch (kernels.one_pass == nullptr ? KernelChoice::two_kernel : kernels.choice) {
     case KernelChoice::two_kernel: plan.kernel = ForwardKernel::two_kernel; break;
     case KernelChoice::one_pass: plan.kernel = ForwardKernel::one_pass; break;
-    case KernelChoice::by_model:
+    case KernelChoice::by_model: {
+      // The clusters are asked for only where the value halves could run (bf16 operands).
+      const int clusters =
+          kLibraryTakesValueHalves && one_pass_operands(p) == onepass::ChainOperands::bf16
+              ? value_halves_clusters("chunk_forward")
+              : 0;
       plan.kernel = choose_forward_kernel(p, multiprocessor_count("chunk_forward"),
-                                          dram_bandwidth("chunk_forward"));
+                                          dram_bandwidth("chunk_forward"), clusters);
       break;
+    }
   }
   return plan;
 }
@@ -207,7 +233,11 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
 }  // namespace
 
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  run_one_pass(p, plan, one_pass_operands(p), stream);
+  if (plan.kernel == ForwardKernel::one_pass_halves) {
+    run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, /*value_halves=*/true);
+  } else {
+    run_one_pass(p, plan, one_pass_operands(p), stream);
+  }
 }
 void one_pass_bf16(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::bf16, stream);

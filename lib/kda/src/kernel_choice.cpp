@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -49,8 +50,53 @@ double two_kernel_slowdown(double dram_bytes_per_s) {
                                 kTwoKernelBandwidthExponent));
 }
 
+namespace {
+
+// Chains of `groups` (longest first) x heads, each chain_us(length), list-scheduled on `machines`
+// that each run one chain at a time: the time the last one finishes.
+template <class ChainUs>
+double list_schedule_us(const std::vector<LengthGroup>& groups, int heads, double machines_in,
+                        double chains, const ChainUs& chain_us) {
+  if (chains == 0) return 0;
+  if (chains <= static_cast<double>(kSimulatedChains)) {
+    // The machines' free times, ascending; a chain goes to the machine that frees first. While
+    // they lie within one chain's duration of each other, the next n <= machines equal chains go
+    // one each to the n earliest, which then free last in the same order (a rotation); whole
+    // rounds at once. Otherwise one chain at a time.
+    const int64_t machines = static_cast<int64_t>(std::min(machines_in, chains));
+    std::vector<double> free_at(static_cast<size_t>(machines), 0.0);
+    for (const LengthGroup& g : groups) {
+      const double duration = chain_us(g.length);
+      int64_t left = g.count * heads;
+      while (left > 0) {
+        if (free_at.back() - free_at.front() <= duration) {
+          const int64_t rounds = left / machines, n = left % machines;
+          for (double& t : free_at) t += static_cast<double>(rounds) * duration;
+          for (int64_t i = 0; i < n; ++i) free_at[static_cast<size_t>(i)] += duration;
+          std::rotate(free_at.begin(), free_at.begin() + n, free_at.end());
+          left = 0;
+        } else {
+          const double done = free_at.front() + duration;
+          free_at.erase(free_at.begin());
+          free_at.insert(std::upper_bound(free_at.begin(), free_at.end(), done), done);
+          --left;
+        }
+      }
+    }
+    return free_at.back();
+  }
+  double work = 0;
+  for (const LengthGroup& g : groups) {
+    if (g.count > 0) work += chain_us(g.length) * static_cast<double>(g.count) * heads;
+  }
+  return work / machines_in + chain_us(groups.front().length);
+}
+
+}  // namespace
+
 ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
-                                         double step_us, double dram_bytes_per_s) {
+                                         double step_us, double dram_bytes_per_s,
+                                         int halves_clusters) {
   ForwardEstimate e;
   const double sms = std::max(sm_count, 1);
   // Longest first; the totals over every sequence.
@@ -72,54 +118,28 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
                               kScanChunkSmUs * chunk_heads / sms)) *
                     two_kernel_slowdown(dram_bytes_per_s);
 
-  // One pass: chains longest first, each to the SM that frees first.
-  const auto chain_us = [step_us](int64_t length) {
-    return step_us * static_cast<double>(ceil_div(length, onepass::kSub)) + kOnePassChainUs;
+  // One pass: chains longest first, each to the SM that frees first; the value halves the same
+  // on the device's cluster slots.
+  const auto chain_us = [](double step) {
+    return [step](int64_t length) {
+      return step * static_cast<double>(ceil_div(length, onepass::kSub)) + kOnePassChainUs;
+    };
   };
-  if (chains == 0) {
-    e.one_pass_us = 0;
-  } else if (chains <= static_cast<double>(kSimulatedChains)) {
-    // The SMs' free times, ascending; a chain goes to the SM that frees first. While they lie
-    // within one chain's duration of each other, the next n <= SMs equal chains go one each to
-    // the n earliest SMs, which then free last in the same order (a rotation); whole rounds of
-    // SMs at once. Otherwise one chain at a time.
-    const int64_t machines = static_cast<int64_t>(std::min(sms, chains));
-    std::vector<double> free_at(static_cast<size_t>(machines), 0.0);
-    for (const LengthGroup& g : groups) {
-      const double duration = chain_us(g.length);
-      int64_t left = g.count * heads;
-      while (left > 0) {
-        if (free_at.back() - free_at.front() <= duration) {
-          const int64_t rounds = left / machines, n = left % machines;
-          for (double& t : free_at) t += static_cast<double>(rounds) * duration;
-          for (int64_t i = 0; i < n; ++i) free_at[static_cast<size_t>(i)] += duration;
-          std::rotate(free_at.begin(), free_at.begin() + n, free_at.end());
-          left = 0;
-        } else {
-          const double done = free_at.front() + duration;
-          free_at.erase(free_at.begin());
-          free_at.insert(std::upper_bound(free_at.begin(), free_at.end(), done), done);
-          --left;
-        }
-      }
-    }
-    e.one_pass_us = free_at.back();
-  } else {
-    double work = 0;
-    for (const LengthGroup& g : groups) {
-      if (g.count > 0) work += chain_us(g.length) * static_cast<double>(g.count) * heads;
-    }
-    e.one_pass_us = work / sms + chain_us(groups.front().length);
-  }
+  e.one_pass_us = list_schedule_us(groups, heads, sms, chains, chain_us(step_us));
+  e.value_halves_us = halves_clusters > 0
+                          ? list_schedule_us(groups, heads, halves_clusters, chains,
+                                             chain_us(kValueHalvesStepUs))
+                          : std::numeric_limits<double>::infinity();
   return e;
 }
 
 ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
-                                 double step_us, double dram_bytes_per_s) {
+                                 double step_us, double dram_bytes_per_s, int halves_clusters) {
   std::vector<LengthGroup> groups;
   groups.reserve(lengths.size());
   for (const int64_t len : lengths) groups.push_back({len, 1});
-  return estimate_forward_grouped(std::move(groups), heads, sm_count, step_us, dram_bytes_per_s);
+  return estimate_forward_grouped(std::move(groups), heads, sm_count, step_us, dram_bytes_per_s,
+                                  halves_clusters);
 }
 
 namespace {
@@ -140,7 +160,7 @@ double one_pass_step_us(const ForwardParams& p) {
 }
 
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
-                                    double dram_bytes_per_s) {
+                                    double dram_bytes_per_s, int halves_clusters) {
   if (!one_pass_reads(p)) return ForwardKernel::two_kernel;
   std::vector<LengthGroup> groups;
   if (p.cu_seqlens != nullptr) {
@@ -151,10 +171,14 @@ ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
   } else {
     groups.push_back({p.tokens, p.batch});
   }
-  const ForwardEstimate e = estimate_forward_grouped(std::move(groups), p.heads, sm_count,
-                                                     one_pass_step_us(p), dram_bytes_per_s);
-  return e.one_pass_us < kOnePassMargin * e.two_kernel_us ? ForwardKernel::one_pass
-                                                          : ForwardKernel::two_kernel;
+  const bool bf16 = one_pass_operands(p) == onepass::ChainOperands::bf16;
+  const ForwardEstimate e =
+      estimate_forward_grouped(std::move(groups), p.heads, sm_count, one_pass_step_us(p),
+                               dram_bytes_per_s, bf16 ? halves_clusters : 0);
+  const bool one_pass = e.one_pass_us < kOnePassMargin * e.two_kernel_us;
+  const double best = one_pass ? e.one_pass_us : e.two_kernel_us;
+  if (e.value_halves_us < kOnePassMargin * best) return ForwardKernel::one_pass_halves;
+  return one_pass ? ForwardKernel::one_pass : ForwardKernel::two_kernel;
 }
 
 }  // namespace kda::detail

@@ -16,12 +16,16 @@
 
 namespace kda::detail {
 
-enum class ForwardKernel { two_kernel, one_pass };
+// one_pass_halves: the one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs
+// per chain, six builders a chain) for few chains on the fused contract path.
+enum class ForwardKernel { two_kernel, one_pass, one_pass_halves };
 
-// Both kernels' estimated time for one problem (microseconds on an H200-class SM).
+// The kernels' estimated time for one problem (microseconds on an H200-class SM); the value
+// halves' is +inf where they do not run (other operands, or no cluster fits the device).
 struct ForwardEstimate {
   double one_pass_us = 0;
   double two_kernel_us = 0;
+  double value_halves_us = 0;
 };
 
 // Whether the one-pass kernel reads these inputs: every input option (the contract's and the raw
@@ -38,6 +42,14 @@ bool one_pass_reads(const ForwardParams& p);
 inline constexpr double kOnePassStepUs = 1.8;
 inline constexpr double kOnePassF16StepUs = 2.15;
 inline constexpr double kOnePassF16RawStepUs = 3.8;
+// The value-halves cluster's step: six builders and six ring buffers a chain, the half chain's
+// step ~0.85 us (docs/perf-notes.md "The value-halves cluster for few chains": the prediction,
+// not yet measured).
+inline constexpr double kValueHalvesStepUs = 1.1;
+// Whether chunk_forward offers the value halves to the choice (forward.cu make_plan). Off until
+// a GPU run has measured them (the lab's one_pass16_halves): the model then chooses as
+// choose_forward_kernel says, with the measured step above.
+inline constexpr bool kLibraryTakesValueHalves = false;
 
 // The two kernels move their records through DRAM (1,440 B a token-head written and read), so on
 // a device of less DRAM bandwidth they take longer while the one pass (on chip) does not: their
@@ -56,7 +68,9 @@ double two_kernel_slowdown(double dram_bytes_per_s);
 //               each chain `step_us` a 16-token sub-chunk plus 4 us to fill the ring and move
 //               the state;
 //   two kernels PREP 7.3 SM-us a 64-token chunk-head, then SCAN the larger of its latency
-//               (2.07 us a chunk of the longest chain) and its throughput (2.8 SM-us a chunk-head).
+//               (2.07 us a chunk of the longest chain) and its throughput (2.8 SM-us a chunk-head);
+//   value halves the one pass's schedule on `halves_clusters` cluster slots (the clusters the
+//               device runs at once; 0: none) at kValueHalvesStepUs a sub-chunk.
 // `lengths` may also come as groups of equal lengths (a dense batch is one group).
 struct LengthGroup {
   int64_t length = 0;  // tokens
@@ -66,10 +80,12 @@ struct LengthGroup {
 // `dram_bytes_per_s` (two_kernel_slowdown).
 ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
                                          double step_us = kOnePassStepUs,
-                                         double dram_bytes_per_s = kH200DramBytesPerS);
+                                         double dram_bytes_per_s = kH200DramBytesPerS,
+                                         int halves_clusters = 0);
 ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
                                  double step_us = kOnePassStepUs,
-                                 double dram_bytes_per_s = kH200DramBytesPerS);
+                                 double dram_bytes_per_s = kH200DramBytesPerS,
+                                 int halves_clusters = 0);
 
 // The chain operands that keep the one pass within the long-memory bar (out and final state
 // rel-RMS <= 4e-3 on every checked problem) for these inputs. bf16 operands give 3.7 - 3.9e-3 on
@@ -81,10 +97,13 @@ onepass::ChainOperands one_pass_operands(const ForwardParams& p);
 // The one pass's step for those operands and inputs (kOnePass*StepUs).
 double one_pass_step_us(const ForwardParams& p);
 
-// The kernel chunk_forward runs for validated params on a device of `sm_count` SMs and
-// `dram_bytes_per_s` of DRAM bandwidth: the one pass when it reads the inputs and its estimate
-// (one_pass_step_us) is below 0.95x the two kernels'.
+// The kernel chunk_forward runs for validated params on a device of `sm_count` SMs,
+// `dram_bytes_per_s` of DRAM bandwidth and room for `halves_clusters` value-halves clusters at
+// once: the one pass when it reads the inputs and its estimate (one_pass_step_us) is below 0.95x
+// the two kernels'; the value halves, on bf16 operands (one_pass_operands), when theirs is below
+// 0.95x the better of those two.
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
-                                    double dram_bytes_per_s = kH200DramBytesPerS);
+                                    double dram_bytes_per_s = kH200DramBytesPerS,
+                                    int halves_clusters = 0);
 
 }  // namespace kda::detail
