@@ -13,6 +13,8 @@ OUT=${OUT:?OUT must be set}
 bin=${BIN:-build/release/bin}
 # KERNELS: ncu kernel-name regexes, one profile each; "prep" and "scan" match the PREP and SCAN of
 # whichever VARIANT runs (the library's prep_kernel / scan_kernel, the lab's prep_v0_kernel ...).
+# BACKEND: kda-check's path (fused, explicit, raw; default fused). The one pass: KERNELS=onepass
+# (onepass_kernel, onepass_halves_kernel), e.g. VARIANT=one_pass16_bf16 BACKEND=raw.
 kernels=${KERNELS:-prep scan}
 shapes=("$@"); (( ${#shapes[@]} )) || shapes=(h96-fixed h64-uniform8)
 p=$OUT/prof; mkdir -p "$p"
@@ -22,7 +24,8 @@ for s in "${shapes[@]}"; do
     name=$s-$k
     timeout 150 ncu --clock-control none -k "regex:$k" -c 1 --set full \
       --import-source yes -o "$p/$name" -f \
-      "$bin/kda-check" --only "$s" --backend fused --variant "${VARIANT:-v2w_mma}" > "$p/$name.log" 2>&1
+      "$bin/kda-check" --only "$s" --backend "${BACKEND:-fused}" --variant "${VARIANT:-v2w_mma}" \
+      > "$p/$name.log" 2>&1
     echo "$name rc=$?"
     ncu -i "$p/$name.ncu-rep" --page details > "$p/$name-details.txt" 2>&1
     ncu -i "$p/$name.ncu-rep" --page source --csv --print-source cuda > "$p/$name-src-cuda.csv" 2>&1
