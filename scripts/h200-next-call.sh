@@ -54,6 +54,11 @@ step 40 bench-contract-halves $B/kda-bench --variant one_pass16_halves "${P2[@]}
   --csv $r/bench-contract-halves.csv --force
 step 10 compare-contract-halves-bf16 $B/kda-bench compare $r/bench-contract-bf16.csv \
   $r/bench-contract-halves.csv --md $r/compare-contract-halves-bf16.md
+# The cluster's hand-overs under the sanitizers (distributed shared memory, remote mbarriers).
+for tool in memcheck synccheck; do
+  step 40 sanitizer-halves-$tool compute-sanitizer --tool $tool --error-exitcode 9 \
+    $B/kda-check --variant one_pass16_halves --shapes shapes/smoke.yaml
+done
 step 60 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
 step 45 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P3[@]}" \
   --csv $r/bench-contract-bf16-base.csv --force
