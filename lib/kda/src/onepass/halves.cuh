@@ -68,10 +68,9 @@ __global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
   const int heads = a.in.heads;
   const int chain_index = static_cast<int>(blockIdx.x / 2);
   const int row = chain_index / heads, h = chain_index % heads;
-  const int s = a.order != nullptr ? a.order[row] : row;
-  const int64_t begin = a.in.cu != nullptr ? a.in.cu[s] : static_cast<int64_t>(s) * a.in.seq_len;
-  const int64_t end = a.in.cu != nullptr ? a.in.cu[s + 1] : begin + a.in.seq_len;
-  const int64_t chunks = (end - begin + kSub - 1) / kSub;
+  const ChainTokens tokens = chain_tokens(a, row);
+  const int s = tokens.seq;
+  const int64_t begin = tokens.begin, end = tokens.end, chunks = tokens.chunks;
   const uint32_t full = base + C::kSFull, empty = base + C::kSEmpty;
   if (tid == 0) {
     for (int b = 0; b < kRingSize; ++b) {
@@ -122,13 +121,7 @@ __global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
     unsigned char* const work = scratch + build::kInBytes;
     unsigned char* const peer_smem = cluster::peer_pointer(smem, peer);
     const uint32_t peer_full = cluster::peer_shared(full, peer);
-    auto sub_chunk = [&](int64_t c) {
-      build::SubChunk sc;
-      sc.first_token = begin + c * kSub;
-      sc.rows = static_cast<int>(end - sc.first_token < kSub ? end - sc.first_token : kSub);
-      sc.at_chunk = (c & 3) == 0;
-      return sc;
-    };
+    auto sub_chunk = [&](int64_t c) { return tokens.sub_chunk(c); };
     // The loads ahead, in place, as kernel.cuh's three builders (build16.cuh load_ahead).
     const int64_t first = rank + 2 * builder;
     if (first < chunks) build::issue_ahead(a.in, sub_chunk(first), h, btid, scratch, 0);
@@ -164,27 +157,38 @@ __global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
   cluster::sync();  // neither CTA leaves while the other may still write its ring or barriers
 }
 
-// Launches the value-halves cluster on `args` (bf16 chain operands, the contract's inputs; the
-// caller checks row_offsets_fit): grid 2 x num_seqs x heads in clusters of two; returns the
-// launch's error.
-inline cudaError_t launch_halves_config(const OnepassArgs& args, cudaStream_t stream) {
+// The kernel's launch configuration for `grid` CTAs in clusters of two (`attribute` holds the
+// cluster dimension the configuration points at); returns the error of allowing its shared memory.
+inline cudaError_t halves_launch_config(unsigned grid, cudaStream_t stream,
+                                        cudaLaunchAttribute (&attribute)[1],
+                                        cudaLaunchConfig_t& config) {
   using C = HalvesConfig;
-  cudaError_t e = cudaFuncSetAttribute(onepass_halves_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
-  if (e != cudaSuccess) return e;
-  cudaLaunchConfig_t config{};
-  config.gridDim =
-      dim3(2u * static_cast<unsigned>(args.in.num_seqs) * static_cast<unsigned>(args.in.heads));
+  const cudaError_t e = cudaFuncSetAttribute(
+      onepass_halves_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
+  config = cudaLaunchConfig_t{};
+  config.gridDim = dim3(grid);
   config.blockDim = dim3(C::kThreadsAll);
   config.dynamicSmemBytes = C::kSBytes;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeClusterDimension;
   attribute[0].val.clusterDim.x = 2;
   attribute[0].val.clusterDim.y = 1;
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
   config.numAttrs = 1;
+  return e;
+}
+
+// Launches the value-halves cluster on `args` (bf16 chain operands, the contract's inputs; the
+// caller checks row_offsets_fit): grid 2 x num_seqs x heads in clusters of two; returns the
+// launch's error.
+inline cudaError_t launch_halves_config(const OnepassArgs& args, cudaStream_t stream) {
+  cudaLaunchAttribute attribute[1];
+  cudaLaunchConfig_t config;
+  cudaError_t e = halves_launch_config(
+      2u * static_cast<unsigned>(args.in.num_seqs) * static_cast<unsigned>(args.in.heads), stream,
+      attribute, config);
+  if (e != cudaSuccess) return e;
   e = cudaLaunchKernelEx(&config, onepass_halves_kernel, args);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();

@@ -79,6 +79,28 @@ struct Config {
                 "the register file");
 };
 
+// The tokens of grid row `row`'s sequence (the row's rank in `order`, longest first, when the
+// call is packed) and its 16-token sub-chunks.
+struct ChainTokens {
+  int seq;
+  int64_t begin, end, chunks;
+  __device__ __forceinline__ build::SubChunk sub_chunk(int64_t c) const {
+    build::SubChunk sc;
+    sc.first_token = begin + c * kSub;
+    sc.rows = static_cast<int>(end - sc.first_token < kSub ? end - sc.first_token : kSub);
+    sc.at_chunk = (c & 3) == 0;
+    return sc;
+  }
+};
+__device__ __forceinline__ ChainTokens chain_tokens(const OnepassArgs& a, int row) {
+  ChainTokens t;
+  t.seq = a.order != nullptr ? a.order[row] : row;
+  t.begin = a.in.cu != nullptr ? a.in.cu[t.seq] : static_cast<int64_t>(t.seq) * a.in.seq_len;
+  t.end = a.in.cu != nullptr ? a.in.cu[t.seq + 1] : t.begin + a.in.seq_len;
+  t.chunks = (t.end - t.begin + kSub - 1) / kSub;
+  return t;
+}
+
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -115,10 +137,9 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
   const int tid = threadIdx.x;
   const int heads = a.in.heads;
   const int rank = static_cast<int>(blockIdx.x / heads), h = static_cast<int>(blockIdx.x % heads);
-  const int s = a.order != nullptr ? a.order[rank] : rank;
-  const int64_t begin = a.in.cu != nullptr ? a.in.cu[s] : static_cast<int64_t>(s) * a.in.seq_len;
-  const int64_t end = a.in.cu != nullptr ? a.in.cu[s + 1] : begin + a.in.seq_len;
-  const int64_t chunks = (end - begin + kSub - 1) / kSub;
+  const ChainTokens tokens = chain_tokens(a, rank);
+  const int s = tokens.seq;
+  const int64_t begin = tokens.begin, end = tokens.end, chunks = tokens.chunks;
   const uint32_t full = base + C::kSFull, empty = base + C::kSEmpty;
   if (tid == 0) {
     for (int b = 0; b < kRing; ++b) {
@@ -194,13 +215,7 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
     const int builder = group - kChainGroups, btid = tid & 127, bar = 2 + builder;
     unsigned char* const scratch = smem + kSScratch + builder * kScratch;
     unsigned char* const work = scratch + (C::kPrefetch ? 2 : 1) * build::kInBytes;
-    auto sub_chunk = [&](int64_t c) {
-      build::SubChunk sc;
-      sc.first_token = begin + c * kSub;
-      sc.rows = static_cast<int>(end - sc.first_token < kSub ? end - sc.first_token : kSub);
-      sc.at_chunk = (c & 3) == 0;
-      return sc;
-    };
+    auto sub_chunk = [&](int64_t c) { return tokens.sub_chunk(c); };
     // Raw inputs: this thread's gate channel (A_log[h], dt_bias[h, btid]) and the carry ring.
     [[maybe_unused]] kda::detail::GateChannel channel{};
     [[maybe_unused]] float gate_scale = 0.0f;

@@ -62,23 +62,12 @@ cudaError_t launch_value_halves(const OnepassArgs& args, cudaStream_t stream) {
 }
 
 int value_halves_resident_clusters() {
-  using C = HalvesConfig;
-  if (cudaFuncSetAttribute(onepass_halves_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           C::kSBytes) != cudaSuccess) {
+  cudaLaunchAttribute attribute[1];
+  cudaLaunchConfig_t config;
+  if (halves_launch_config(2, nullptr, attribute, config) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(2);
-  config.blockDim = dim3(C::kThreadsAll);
-  config.dynamicSmemBytes = C::kSBytes;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = 2;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, onepass_halves_kernel, &config) != cudaSuccess) {
     (void)cudaGetLastError();
