@@ -34,7 +34,7 @@ DEADLINE=${DEADLINE:-240}
 record_machine "binaries built from: $(binary_commit $B/kda-check); base: $(binary_commit $BASE/kda-bench)"
 step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
 V=(--variant v2w_mma --variant one_pass16 --variant one_pass16_bf16 --variant one_pass16_f16
-   --variant one_pass16_halves)
+   --variant one_pass16_halves --variant one_pass16_halves_staged)
 for s in smoke edge long-memory; do
   step 20 check-$s $B/kda-check "${V[@]}" --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --json $r/check-$s.json --force
@@ -54,10 +54,15 @@ step 40 bench-contract-halves $B/kda-bench --variant one_pass16_halves "${P2[@]}
   --csv $r/bench-contract-halves.csv --force
 step 10 compare-contract-halves-bf16 $B/kda-bench compare $r/bench-contract-bf16.csv \
   $r/bench-contract-halves.csv --md $r/compare-contract-halves-bf16.md
+step 40 bench-contract-halves-staged $B/kda-bench --variant one_pass16_halves_staged "${P2[@]}" \
+  --csv $r/bench-contract-halves-staged.csv --force
+step 10 compare-contract-staged-halves $B/kda-bench compare $r/bench-contract-halves.csv \
+  $r/bench-contract-halves-staged.csv --md $r/compare-contract-staged-halves.md
 # The cluster's hand-overs under the sanitizers (distributed shared memory, remote mbarriers).
 for tool in memcheck synccheck; do
   step 40 sanitizer-halves-$tool compute-sanitizer --tool $tool --error-exitcode 9 \
-    $B/kda-check --variant one_pass16_halves --shapes shapes/smoke.yaml
+    $B/kda-check --variant one_pass16_halves --variant one_pass16_halves_staged \
+    --shapes shapes/smoke.yaml
 done
 step 60 bench-contract $B/kda-bench "${P[@]}" --md $r/bench-contract.md --csv $r/bench-contract.csv --force
 step 45 bench-contract-bf16-base $BASE/kda-bench --variant one_pass16 "${P3[@]}" \

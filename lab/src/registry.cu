@@ -133,6 +133,9 @@ constexpr detail::ForwardLaunches kOnePassPairs{detail::library_prep, detail::li
 constexpr detail::ForwardLaunches kOnePassF16{detail::library_prep, detail::library_scan,
                                               detail::one_pass_f16_scaled,
                                               detail::KernelChoice::one_pass};
+constexpr detail::ForwardLaunches kOnePassHalvesStaged{detail::library_prep, detail::library_scan,
+                                                       detail::one_pass_value_halves_staged,
+                                                       detail::KernelChoice::one_pass};
 constexpr detail::ForwardLaunches kOnePassHalves{detail::library_prep, detail::library_scan,
                                                  detail::one_pass_value_halves,
                                                  detail::KernelChoice::one_pass};
@@ -218,6 +221,13 @@ const Variant kVariants[] = {
      /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassHalves>,
      library_record_forward_stage<kOnePassHalves>},
+    {"one_pass16_halves_staged",
+     "one_pass16_halves with each build's QP, KG, AQK and A staged in the builder's scratch and a "
+     "ring buffer taken only for W, U and the chain's step: four buffers a CTA serve the six "
+     "builders (one_pass16_halves holds a buffer for a whole build: six buffers); the same bits",
+     /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassHalvesStaged>,
+     library_record_forward_stage<kOnePassHalvesStaged>},
     {"v2w_mma",
      "the library's chunk_forward: per call the one pass (one_pass16) or the two kernels "
      "(v2w_two_kernel), by kernel_choice.h's time model",

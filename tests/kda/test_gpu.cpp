@@ -1555,12 +1555,14 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, each
 // with half the state's value rows, the records mirrored through distributed shared memory) runs
 // the same builds and, per value row, the same products as the one pass on bf16 operands: its
-// output and final state are one_pass16_bf16's bit for bit, on both paths and through the stages.
+// output and final state (its builds staged or not) are one_pass16_bf16's bit for bit, on both
+// paths and through the stages.
 // Dense with a tail, long memories (the carried state dominates), value rows 2^30 apart and
 // states; packed with an empty sequence, a one-token one and strides; and more chains than the
 // SMs hold clusters (a second wave). Raw inputs are refused before any launch.
 TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
   KDA_REQUIRE_VARIANT(halves, "one_pass16_halves");
+  KDA_REQUIRE_VARIANT(staged, "one_pass16_halves_staged");
   KDA_REQUIRE_VARIANT(bf16, "one_pass16_bf16");
   const int sms = current_device_sms();
   ASSERT_GT(sms, 0);
@@ -1580,13 +1582,17 @@ TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
   for (const ForwardCase& c : {dense, packed_agree_case(), waves}) {
     const Inputs in = make_inputs(c, seed++);
     const DeviceProblem a(in, *halves);
+    const DeviceProblem a_staged(in, *staged);
     const DeviceProblem b(in, *bf16);
     for (const Path path : {Path::fused, Path::fused_stages, Path::explicit_norm}) {
       SCOPED_TRACE(static_cast<int>(path));
-      const Outputs x = a.run(path);
       const Outputs y = b.run(path);
-      EXPECT_TRUE(bitwise_equal(x.out, y.out)) << "output";
-      EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state)) << "final state";
+      for (const DeviceProblem* d : {&a, &a_staged}) {
+        const Outputs x = d->run(path);
+        EXPECT_TRUE(bitwise_equal(x.out, y.out)) << "output" << (d == &a ? "" : ", staged");
+        EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state))
+            << "final state" << (d == &a ? "" : ", staged");
+      }
     }
   }
   RawCase r;

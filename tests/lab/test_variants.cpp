@@ -53,7 +53,7 @@ TEST(LabVariants, TheLadderInOrderTheLibrarysLast) {
   const std::vector<std::string> names = {
       "v0_fp32",         "v1_mma",           "v2_mma",         "v2t_mma", "v2w_whole_chains",
       "v2w_two_kernel",  "one_pass16",       "one_pass16_bf16", "one_pass16_pairs",
-      "one_pass16_f16",  "one_pass16_halves", "v2w_mma"};
+      "one_pass16_f16",  "one_pass16_halves", "one_pass16_halves_staged", "v2w_mma"};
   EXPECT_EQ(kda::lab::variant_names(), names);
   ASSERT_EQ(kda::lab::variants().size(), names.size());
   for (const Variant& v : kda::lab::variants()) {
@@ -83,8 +83,10 @@ TEST(LabVariants, Capabilities) {
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
   // The value-halves cluster reads the contract's inputs only; its fused q norm is the one pass's.
-  EXPECT_FALSE(variant("one_pass16_halves").raw_inputs);
-  EXPECT_FALSE(variant("one_pass16_halves").fused_q_norm_exact);
+  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged"}) {
+    EXPECT_FALSE(variant(name).raw_inputs) << name;
+    EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
+  }
 }
 
 // One record per (head, chunk slot) of each variant's size: v0's fp32 record, the bf16 v1 record
@@ -195,7 +197,8 @@ TEST(LabVariants, ScanGridLimit) {
                  "sequences exceed the scan grid limit of (2^31 - 1) / 4");
   }
   for (const char* name : {"v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_bf16",
-                           "one_pass16_pairs", "one_pass16_f16", "one_pass16_halves", "v2w_mma"}) {
+                           "one_pass16_pairs", "one_pass16_f16", "one_pass16_halves",
+                           "one_pass16_halves_staged", "v2w_mma"}) {
     kda::ForwardParams p = dense_forward(variant(name));
     p.batch = int64_t{1} << 30;
     p.tokens = 1;

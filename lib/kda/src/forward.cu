@@ -175,10 +175,15 @@ void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
 
 namespace {
 
-// The one pass on `operands`; with `value_halves` its cluster of two CTAs per chain
-// (onepass.h launch_value_halves: bf16 operands and the contract's inputs only).
+// Which one-pass kernel: the library's, or its value-halves cluster (onepass.h
+// launch_value_halves: bf16 operands and the contract's inputs only), its builds unstaged or
+// staged (OnepassArgs::staged).
+enum class OnePassForm { single, value_halves, value_halves_staged };
+
+// The one pass on `operands` in `form`.
 void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperands operands,
-                  cudaStream_t stream, bool value_halves = false) {
+                  cudaStream_t stream, OnePassForm form = OnePassForm::single) {
+  const bool value_halves = form != OnePassForm::single;
   constexpr const char* kWhere = "chunk_forward: one_pass";
   if (!one_pass_reads(p)) {
     throw Error(ErrorCode::unsupported,
@@ -209,6 +214,7 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
   a.final_state = p.final_state;
   a.raw = raw_prep_args(p);
   a.operands = operands;
+  a.staged = form == OnePassForm::value_halves_staged;
   if (value_halves && a.raw.any()) {
     throw Error(ErrorCode::unsupported,
                 std::string(kWhere) +
@@ -234,7 +240,7 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
 
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   if (plan.kernel == ForwardKernel::one_pass_halves) {
-    run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, /*value_halves=*/true);
+    run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves);
   } else {
     run_one_pass(p, plan, one_pass_operands(p), stream);
   }
@@ -249,7 +255,10 @@ void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t 
   run_one_pass(p, plan, onepass::ChainOperands::f16_scaled, stream);
 }
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, /*value_halves=*/true);
+  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves);
+}
+void one_pass_value_halves_staged(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves_staged);
 }
 
 namespace {

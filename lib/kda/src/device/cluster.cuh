@@ -73,6 +73,25 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
+// A progress count in shared memory, written with cluster-scope release by its one writer (in
+// this CTA or, `remote`, a peer's: a shared::cluster address from peer_shared) and read with
+// cluster-scope acquire: monotonic, so unlike an mbarrier's phase parity a reader may be any
+// number of steps behind.
+__device__ __forceinline__ void store_release(uint32_t addr, uint32_t value) {
+  asm volatile("st.release.cluster.shared::cta.u32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+}
+__device__ __forceinline__ void store_release_remote(uint32_t remote, uint32_t value) {
+  asm volatile("st.release.cluster.shared::cluster.u32 [%0], %1;\n" ::"r"(remote), "r"(value)
+               : "memory");
+}
+__device__ __forceinline__ uint32_t load_acquire(uint32_t addr) {
+  uint32_t value;
+  asm volatile("ld.acquire.cluster.shared::cta.u32 %0, [%1];\n"
+               : "=r"(value)
+               : "r"(addr)
+               : "memory");
+  return value;
+}
 __device__ __forceinline__ void fence_proxy_async_all() {
   asm volatile("fence.proxy.async;\n" ::: "memory");
 }

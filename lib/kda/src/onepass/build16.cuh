@@ -147,6 +147,47 @@ struct MirroredRecord {
     *reinterpret_cast<float*>(((d / kHalfValues) == rank ? own : peer) + rec_ut_half(d, i)) = x;
   }
 };
+// A record whose value-independent parts before phase 5 (QP, KG, AQK, A: written in phases 2
+// and 3) go to the builder's own staging area, and W and U^T (phase 5) to `target` (OneRecord or
+// MirroredRecord): a ring buffer is then needed only from phase 5 on (build_sub_chunk's
+// `acquire`, which waits for it and copies the staged parts in: copy_staged), not for the whole
+// build. Staging layout: QP, KG, AQK's tile as in the record from kRecQP on, then A.
+inline constexpr int kStageA = kRecUT - kRecQP;               // 10,240
+inline constexpr int kStageBytes = kStageA + kDim * 4;        // 10,752
+template <class Target>
+struct StagedRecord {
+  unsigned char* stage;  // kStageBytes, 16-byte aligned
+  Target target;
+  template <class T>
+  __device__ __forceinline__ void put(int64_t offset, T x) const {
+    if (offset < kRecQP) {  // W: phase 5
+      target.put(offset, x);
+    } else {
+      *reinterpret_cast<T*>(stage + (offset - kRecQP)) = x;
+    }
+  }
+  template <class T>
+  __device__ __forceinline__ void put_a(int d, T x) const {
+    *reinterpret_cast<T*>(stage + kStageA + 4 * d) = x;
+  }
+  __device__ __forceinline__ void put_u(int d, int i, float x) const { target.put_u(d, i, x); }
+};
+// The staged parts into `target`'s buffer(s) by thread tid (0 .. 127) of the builder: 16-byte
+// units, the tiles' at their record offsets, A at the record's A (rec_a / kHalfRecA).
+template <class Target>
+__device__ __forceinline__ void copy_staged(const unsigned char* stage, const Target& target,
+                                            int64_t a_offset, int tid) {
+  constexpr int kUnits = kStageBytes / 16;  // 672
+#pragma unroll
+  for (int it = 0; it < (kUnits + kWarpgroup - 1) / kWarpgroup; ++it) {
+    const int u = tid + kWarpgroup * it;
+    if (u < kUnits) {
+      const uint4 x = *reinterpret_cast<const uint4*>(stage + 16 * u);
+      const int64_t at = 16 * u < kStageA ? kRecQP + 16 * u : a_offset + (16 * u - kStageA);
+      target.put(at, x);
+    }
+  }
+}
 // 4 bytes from global to shared memory, asynchronously (cp.async's 4-byte form).
 // x[0 .. n - 1] = p[0 .. n - 1] (n <= 8, a compile-time constant after unrolling; p 16-byte
 // aligned) in as few shared-memory loads as widths allow: 4, then 2, then 1 floats (a whole row
@@ -468,15 +509,19 @@ struct NoPrologue {
 struct NoLoadAhead {
   __device__ void operator()() const {}
 };
+struct NoAcquire {
+  __device__ void operator()() const {}
+};
 template <int kPending, bool kF16Tiles = false, class Record, class Sync,
-          class Prologue = NoPrologue, class LoadAhead = NoLoadAhead>
+          class Prologue = NoPrologue, class LoadAhead = NoLoadAhead, class Acquire = NoAcquire>
 __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_l2norm, int tid,
                                                 unsigned char* in, unsigned char* work,
                                                 const Record& rec, const Sync& sync,
                                                 bool fuse_k_l2norm = false,
                                                 const Prologue& prologue = Prologue{},
                                                 const LoadAhead& load_ahead = LoadAhead{},
-                                                int beta_slot = 0) {
+                                                int beta_slot = 0,
+                                                const Acquire& acquire = Acquire{}) {
   constexpr bool kLoadAhead = !std::is_same_v<LoadAhead, NoLoadAhead>;
   static_assert(!kLoadAhead || kPending == 1, "with the loads ahead, v's group is still in flight");
   const int lane = tid & 31, warp = tid >> 5;
@@ -676,6 +721,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
   }
   if constexpr (kLoadAhead) cp_async_wait_pending<1>();  // v's rows (the next build's may pend)
   sync();
+  acquire();  // a StagedRecord's buffer: waited for, the staged parts copied in
 
   // ---- 5: W and U, columns n0 .. n0 + 31 of warp `warp`.
   {

@@ -13,9 +13,9 @@
 // part of both copies, fences it for the async proxy (the chains' wgmma reads) and arrives on the
 // full mbarrier of both CTAs (cluster-scope release, 128 arrivals a phase); each chain arrives on
 // the empty mbarrier of both CTAs (2 arrivals a phase) once it is done with the buffer, and a
-// builder waits on its own CTA's empty mbarrier, which so says that neither copy is still read. The bits are the one pass's (kernel.cuh
-// Config<1, 3>, bf16 chain): the same builds, and per value row the same products in the same
-// order.
+// builder waits on its own CTA's empty mbarrier, which so says that neither copy is still read. The
+// bits are the one pass's (kernel.cuh Config<1, 3>, bf16 chain): the same builds, and per value row
+// the same products in the same order.
 #pragma once
 
 #include <cstdint>
@@ -33,18 +33,28 @@
 
 namespace kda::detail::onepass {
 
+// kStaged (the lab's one_pass16_halves_staged): each build stages QP, KG, AQK and A in its
+// scratch (build16.cuh StagedRecord) and takes a ring buffer only for phase 5 and the chain's
+// step, so four buffers serve six builders; otherwise a buffer is held for a whole build and a
+// step, and six buffers bound the step at ~(build + step) / 6.
+template <bool kStaged>
 struct HalvesConfig {
   static constexpr int kBuilders = 3;
-  static constexpr int kRing = 6;
+  static constexpr int kRing = kStaged ? 4 : 6;
   static constexpr int kBuffer = 19 * 1024;  // a half record (18,944 B), 1024-byte aligned
   static_assert(kBuffer >= kHalfRecordBytes, "a half record fits a buffer");
   static constexpr int kChainBuilders = 2 * kBuilders;  // per chain: both CTAs'
   static constexpr int kThreadsAll = 128 * (1 + kBuilders);
-  static constexpr int kScratch = (build::kInBytes + build::kWorkBytes + 127) & ~127;
+  static constexpr int kStage = kStaged ? build::kStageBytes : 0;  // after the work region
+  static constexpr int kScratch = (build::kInBytes + build::kWorkBytes + kStage + 127) & ~127;
   static constexpr int kSScratch = kRing * kBuffer;
   static constexpr int kSO = kSScratch + kBuilders * kScratch;
   static constexpr int kSFull = kSO + 2 * chain::kOTile;  // kRing mbarriers: record c % kRing built
   static constexpr int kSEmpty = kSFull + 8 * kRing;      // and: both chains are done with it
+  // kStaged: instead of the empty mbarriers, how many sub-chunks each chain (rank 0, 1) has
+  // finished. With six builders on four buffers a builder can be two of a buffer's phases behind,
+  // which a phase parity cannot tell apart; a count can.
+  static constexpr int kSDone = kSEmpty;
   static constexpr int kSBytes = kSEmpty + 8 * kRing + 1024;  // + the base's alignment slack
   // The chain holds 64 state registers (the two-warpgroup step's ~136 a thread); the builders
   // get the rest.
@@ -55,9 +65,10 @@ struct HalvesConfig {
                 "the register file");
 };
 
-__global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
+template <bool kStaged>
+__global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
     onepass_halves_kernel(const OnepassArgs a) {
-  using C = HalvesConfig;
+  using C = HalvesConfig<kStaged>;
   constexpr int kRingSize = C::kRing;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = ptx::smem_u32(smem_raw);
@@ -76,6 +87,10 @@ __global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
     for (int b = 0; b < kRingSize; ++b) {
       wgmma::mbarrier_init(full + 8 * b, kWarpgroup);  // every thread of the builder
       wgmma::mbarrier_init(empty + 8 * b, 2);
+    }
+    if constexpr (kStaged) {
+      *reinterpret_cast<uint32_t*>(smem + C::kSDone) = 0;
+      *reinterpret_cast<uint32_t*>(smem + C::kSDone + 4) = 0;
     }
     wgmma::fence_mbarrier_init();
   }
@@ -99,9 +114,16 @@ __global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
       named_sync(1, kWarpgroup);  // every chain warp is done with sub-chunk c - 1
       if (c > 0) {
         if (tid == 0) {
-          const uint32_t b = 8 * static_cast<uint32_t>((c - 1) % kRingSize);
-          cluster::mbarrier_arrive(empty + b);
-          cluster::mbarrier_arrive_remote(peer_empty + b);
+          if constexpr (kStaged) {  // c sub-chunks done, in both CTAs' counts
+            const uint32_t done = base + C::kSDone + 4 * rank;
+            cluster::store_release(done, static_cast<uint32_t>(c));
+            cluster::store_release_remote(cluster::peer_shared(done, peer),
+                                          static_cast<uint32_t>(c));
+          } else {
+            const uint32_t b = 8 * static_cast<uint32_t>((c - 1) % kRingSize);
+            cluster::mbarrier_arrive(empty + b);
+            cluster::mbarrier_arrive_remote(peer_empty + b);
+          }
         }
         copy_out(c - 1);
       }
@@ -119,6 +141,7 @@ __global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
     const int builder = group - 1, btid = tid & 127, bar = 2 + builder;
     unsigned char* const scratch = smem + C::kSScratch + builder * C::kScratch;
     unsigned char* const work = scratch + build::kInBytes;
+    unsigned char* const stage = work + build::kWorkBytes;  // kStaged only
     unsigned char* const peer_smem = cluster::peer_pointer(smem, peer);
     const uint32_t peer_full = cluster::peer_shared(full, peer);
     auto sub_chunk = [&](int64_t c) { return tokens.sub_chunk(c); };
@@ -130,11 +153,22 @@ __global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
       build::issue_v(a.in, sub_chunk(c), h, btid, scratch);
       const uint32_t b = static_cast<uint32_t>(c % kRingSize);
       const int64_t round = c / kRingSize;
-      if (round > 0) {
-        cluster::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
-      }
+      // Buffer b of both CTAs free again (both chains are done with sub-chunk c - kRing).
+      const auto wait_buffer = [&] {
+        if (round == 0) return;
+        if constexpr (kStaged) {
+          const uint32_t need = static_cast<uint32_t>(c - kRingSize + 1);
+          const uint32_t done = base + C::kSDone;
+          while (cluster::load_acquire(done) < need || cluster::load_acquire(done + 4) < need) {
+            __nanosleep(32);
+          }
+        } else {
+          cluster::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
+        }
+      };
+      if constexpr (!kStaged) wait_buffer();
       const auto sync = [bar] { named_sync(bar, kWarpgroup); };
-      const build::MirroredRecord record{smem + b * C::kBuffer, peer_smem + b * C::kBuffer, rank};
+      const build::MirroredRecord target{smem + b * C::kBuffer, peer_smem + b * C::kBuffer, rank};
       const auto load_ahead = [&] {
         if (c + C::kChainBuilders < chunks) {
           build::issue_ahead(a.in, sub_chunk(c + C::kChainBuilders), h, btid, scratch, set ^ 1);
@@ -142,8 +176,19 @@ __global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
           ptx::cp_async_commit();
         }
       };
-      build::build_sub_chunk<1, false>(sub_chunk(c), a.in.fuse_q_l2norm, btid, scratch, work,
-                                       record, sync, false, build::NoPrologue{}, load_ahead, set);
+      if constexpr (kStaged) {
+        const build::StagedRecord<build::MirroredRecord> record{stage, target};
+        const auto acquire = [&] {
+          wait_buffer();
+          build::copy_staged(stage, target, kHalfRecA, btid);
+        };
+        build::build_sub_chunk<1, false>(sub_chunk(c), a.in.fuse_q_l2norm, btid, scratch, work,
+                                         record, sync, false, build::NoPrologue{}, load_ahead, set,
+                                         acquire);
+      } else {
+        build::build_sub_chunk<1, false>(sub_chunk(c), a.in.fuse_q_l2norm, btid, scratch, work,
+                                         target, sync, false, build::NoPrologue{}, load_ahead, set);
+      }
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
       // Each thread releases its own stores of both copies (no cross-scope cumulativity to rely
       // on), fenced for the async proxy (the chains' wgmma reads).
@@ -159,12 +204,13 @@ __global__ void __launch_bounds__(HalvesConfig::kThreadsAll, 1)
 
 // The kernel's launch configuration for `grid` CTAs in clusters of two (`attribute` holds the
 // cluster dimension the configuration points at); returns the error of allowing its shared memory.
+template <bool kStaged>
 inline cudaError_t halves_launch_config(unsigned grid, cudaStream_t stream,
                                         cudaLaunchAttribute (&attribute)[1],
                                         cudaLaunchConfig_t& config) {
-  using C = HalvesConfig;
+  using C = HalvesConfig<kStaged>;
   const cudaError_t e = cudaFuncSetAttribute(
-      onepass_halves_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
+      onepass_halves_kernel<kStaged>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
   config = cudaLaunchConfig_t{};
   config.gridDim = dim3(grid);
   config.blockDim = dim3(C::kThreadsAll);
@@ -182,14 +228,15 @@ inline cudaError_t halves_launch_config(unsigned grid, cudaStream_t stream,
 // Launches the value-halves cluster on `args` (bf16 chain operands, the contract's inputs; the
 // caller checks row_offsets_fit): grid 2 x num_seqs x heads in clusters of two; returns the
 // launch's error.
+template <bool kStaged>
 inline cudaError_t launch_halves_config(const OnepassArgs& args, cudaStream_t stream) {
   cudaLaunchAttribute attribute[1];
   cudaLaunchConfig_t config;
-  cudaError_t e = halves_launch_config(
+  cudaError_t e = halves_launch_config<kStaged>(
       2u * static_cast<unsigned>(args.in.num_seqs) * static_cast<unsigned>(args.in.heads), stream,
       attribute, config);
   if (e != cudaSuccess) return e;
-  e = cudaLaunchKernelEx(&config, onepass_halves_kernel, args);
+  e = cudaLaunchKernelEx(&config, onepass_halves_kernel<kStaged>, args);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

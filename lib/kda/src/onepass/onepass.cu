@@ -58,18 +58,20 @@ cudaError_t launch_value_halves(const OnepassArgs& args, cudaStream_t stream) {
   if (!row_offsets_fit(args.in) || args.raw.any() || args.operands != ChainOperands::bf16) {
     return cudaErrorInvalidValue;
   }
-  return launch_halves_config(args, stream);
+  return args.staged ? launch_halves_config<true>(args, stream)
+                     : launch_halves_config<false>(args, stream);
 }
 
 int value_halves_resident_clusters() {
   cudaLaunchAttribute attribute[1];
   cudaLaunchConfig_t config;
-  if (halves_launch_config(2, nullptr, attribute, config) != cudaSuccess) {
+  if (halves_launch_config<false>(2, nullptr, attribute, config) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, onepass_halves_kernel, &config) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, onepass_halves_kernel<false>, &config) !=
+      cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }

@@ -37,6 +37,9 @@ struct OnepassArgs {
   // How the chain rounds its state products' operands (record16.h): the library's bf16, or the
   // lab's bf16 pairs (one_pass16_pairs) and fp16 under row scales (one_pass16_f16).
   ChainOperands operands;
+  // The value-halves cluster with each build staged (halves.cuh kStaged; the lab's
+  // one_pass16_halves_staged): a ring buffer only from phase 5 on. launch_value_halves only.
+  bool staged;
   int jitter_ns;  // tests' stress mode when > 0: every chain thread sleeps up to this long
                   // (pseudo-random per thread and sub-chunk) after a record is handed to it and
                   // before it reads it, every builder thread before it hands one over: a
