@@ -35,10 +35,14 @@ record_machine "binaries built from: $(binary_commit $B/kda-check); base: $(bina
 step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
 V=(--variant v2w_mma --variant one_pass16 --variant one_pass16_bf16 --variant one_pass16_f16
    --variant one_pass16_halves --variant one_pass16_halves_staged)
-for s in smoke edge long-memory; do
-  step 20 check-$s $B/kda-check "${V[@]}" --rms-limit 4e-3 --shapes shapes/$s.yaml \
-    --md $r/check-$s.md --csv $r/check-$s.csv --json $r/check-$s.json --force
-done
+checks() {
+  for s in smoke edge long-memory; do
+    step 20 check-$s $B/kda-check "${V[@]}" --rms-limit 4e-3 --shapes shapes/$s.yaml \
+      --md $r/check-$s.md --csv $r/check-$s.csv --json $r/check-$s.json --force
+  done
+}
+# CHECKS_LAST=1 (a short call): the timings first, the checks after the value halves' benches.
+[[ ${CHECKS_LAST:-0} == 1 ]] || checks
 P=(--shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw --no-verify --min-time 0.25)
 P3=(--shapes shapes/contract.yaml --paths fused,explicit,raw --no-verify --min-time 0.25)
 # In order of what matters most, the base builds last (the deadline skips what does not fit).
@@ -58,6 +62,7 @@ step 40 bench-contract-halves-staged $B/kda-bench --variant one_pass16_halves_st
   --csv $r/bench-contract-halves-staged.csv --force
 step 10 compare-contract-staged-halves $B/kda-bench compare $r/bench-contract-halves.csv \
   $r/bench-contract-halves-staged.csv --md $r/compare-contract-staged-halves.md
+[[ ${CHECKS_LAST:-0} == 1 ]] && checks
 # The cluster's hand-overs under the sanitizers (distributed shared memory, remote mbarriers).
 for tool in memcheck synccheck; do
   step 40 sanitizer-halves-$tool compute-sanitizer --tool $tool --error-exitcode 9 \
