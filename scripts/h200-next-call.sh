@@ -1,30 +1,26 @@
 #!/usr/bin/env bash
-# PREPARED (2026-12-06; re-staged 2026-12-07 from 4bfb6b5: the fused q norm as a reduce-scatter and
-# the value-halves cluster added), with the fp16
-# chain's scale work off its critical path (f2aabb8) and the build's load order (3799f58,
-# 4c9dc57) added. The next device call: the
-# library's explicit path on the one pass's fp16 chain (bb9f3df) and the DRAM-bandwidth term of
-# the kernel choice, the loads ahead and the raw one pass against 0f5959d's build in the same
-# call, the fp16 chain against the bf16 one (same build, same call), and cuDNN-FE beside the
-# library (scripts/peers/run-all-h200.sh, PEERS=cudnn; ~380 s of command time, run with timeout_s=420 (each bench ~35 s)):
-#   GPU tests (LibraryTakesTheOnePassWhenChainsFillTheSms: each path's kernel and chain bit for
-#   bit; KdaForward's large, tiny and spread values on one_pass16_f16: its row scales); kda-check
-#   of the library, the forced one pass (the library's operands rule), the bf16 and the fp16
-#   chains forced on every small file at the 4e-3 bar; kda-bench, contract, all paths, no verify:
-#   the library of this build and of 0f5959d, this build's one_pass16_bf16 against 0f5959d's
-#   one_pass16 (the same bf16 chain: the loads ahead, the raw prologue and k norm), this build's
-#   one_pass16_f16 against its one_pass16_bf16; then the peers (ours through kda-bench and
-#   kda_torch, cuDNN-FE 1.32 sm90, both gate regimes; its checks).
-# Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree):
-#   scripts/stage-device.sh new
+# PREPARED (2026-12-06; last staged 2026-12-07 from 7d4931d; no device machine was lent in either
+# 2026-12-07 session). The next device call, in order of what matters most (the deadline skips
+# what does not fit):
+#   GPU tests (the value halves, staged and not, bit for bit one_pass16_bf16; the library's
+#   choice per path; the fp16 chain's row scales); kda-check of the library and of every one-pass
+#   variant (bf16, fp16, value halves) on smoke, edge and long-memory at the 4e-3 bar; kda-bench,
+#   contract: one_pass16_f16 against one_pass16_bf16 (f2aabb8: the fp16 chain's scale work off
+#   its critical path), the value halves against one_pass16_bf16 and staged against unstaged;
+#   memcheck and synccheck of the value halves; the library's contract rows; 0f5959d's kda-bench
+#   beside this build (the raw one pass's regression); then the peers (cuDNN-FE 1.32 sm90, both
+#   gate regimes, through scripts/peers/run-all-h200.sh).
+#   Full: ~450 s of command time plus the peers' ~140 (timeout_s=600). Short:
+#   CHECKS_LAST=1 DEADLINE=200 RUN_PEERS=0 (~200 s: the GPU tests and the timings first).
+# Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree; rebuild
+# after committing, the binaries carry the commit):
+#   cmake --build --preset release -j 2 && scripts/stage-device.sh new
 #   git worktree add /tmp/wt-base 0f5959d && (cd /tmp/wt-base && cmake --preset release &&
 #     cmake --build --preset release -j 2 --target kda-bench) &&
 #     BUILD=/tmp/wt-base/build/release scripts/stage-device.sh base kda-bench
 #   (.whl: scripts/peers/README.md)
-#   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".whl"])
-#   Short of device time: run(command="DEADLINE=150 RUN_PEERS=0 bash scripts/h200-next-call.sh",
-#   carry=[".device/new"], timeout_s=190) keeps the GPU tests, the checks, the fp16 chain against
-#   the bf16 one and the library's contract rows (~150 s; the base steps then fail at once).
+#   run(command="DEADLINE=450 bash scripts/h200-next-call.sh",
+#       carry=[".device/new", ".device/base", ".whl"], timeout_s=600)
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
