@@ -39,8 +39,8 @@ namespace kda::detail::onepass {
 // step, and six buffers bound the step at ~(build + step) / 6.
 template <bool kStaged>
 struct HalvesConfig {
-  static constexpr int kBuilders = 3;
-  static constexpr int kRing = kStaged ? 4 : 6;
+  static constexpr int kBuilders = kHalvesBuilders / 2;  // a CTA's (onepass.h)
+  static constexpr int kRing = kStaged ? kHalvesStagedRingBuffers : kHalvesRingBuffers;
   static constexpr int kBuffer = 19 * 1024;  // a half record (18,944 B), 1024-byte aligned
   static_assert(kBuffer >= kHalfRecordBytes, "a half record fits a buffer");
   static constexpr int kChainBuilders = 2 * kBuilders;  // per chain: both CTAs'

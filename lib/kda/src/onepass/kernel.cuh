@@ -31,7 +31,7 @@ namespace wg = wgmma;
 using chain::kBuffer;
 using chain::kOTile;
 
-inline constexpr int kRing = 4;  // record buffers
+inline constexpr int kRing = kRingBuffers;  // record buffers (onepass.h)
 
 // A configuration: the chain on kChainGroups warpgroups (2: chain16.cuh's step; 1: its
 // step_one_group), kBuilders builder warpgroups; each builder asks for its next sub-chunk's
