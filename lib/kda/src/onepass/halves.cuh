@@ -86,9 +86,9 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
   if (tid == 0) {
     for (int b = 0; b < kRingSize; ++b) {
       wgmma::mbarrier_init(full + 8 * b, kWarpgroup);  // every thread of the builder
-      wgmma::mbarrier_init(empty + 8 * b, 2);
+      if constexpr (!kStaged) wgmma::mbarrier_init(empty + 8 * b, 2);
     }
-    if constexpr (kStaged) {
+    if constexpr (kStaged) {  // the counts take the empty mbarriers' place (never initialized)
       *reinterpret_cast<uint32_t*>(smem + C::kSDone) = 0;
       *reinterpret_cast<uint32_t*>(smem + C::kSDone + 4) = 0;
     }
