@@ -116,7 +116,8 @@ __device__ __forceinline__ void store4(void* dst, const float (&x)[4]) {
   *reinterpret_cast<uint2*>(dst) = pack4<kF16>(x);
 }
 
-// Where a build's record goes (build_sub_chunk's `rec`):
+// Where a build's record goes (build_sub_chunk's `rec`): put for QP, KG and AQK (phases 2, 3),
+// put_w for W (phase 5), put_a for A, put_u for U^T.
 //   OneRecord       one record16.h record: a ring buffer of the one-pass kernel's own chain, or
 //                   global memory (the lab's standalone builder);
 //   MirroredRecord  the value-halves cluster (halves.cuh): the value-independent tiles (W, QP, KG,
@@ -130,6 +131,10 @@ struct OneRecord {
   __device__ __forceinline__ void put(int64_t offset, T x) const {
     *reinterpret_cast<T*>(rec + offset) = x;
   }
+  template <class T>
+  __device__ __forceinline__ void put_w(int64_t offset, T x) const {
+    put(offset, x);
+  }
   __device__ __forceinline__ void put_a(int d, float4 x) const { put(rec_a(d), x); }
   __device__ __forceinline__ void put_u(int d, int i, float x) const { put(rec_ut(d, i), x); }
 };
@@ -141,6 +146,10 @@ struct MirroredRecord {
   __device__ __forceinline__ void put(int64_t offset, T x) const {
     *reinterpret_cast<T*>(own + offset) = x;
     *reinterpret_cast<T*>(peer + offset) = x;
+  }
+  template <class T>
+  __device__ __forceinline__ void put_w(int64_t offset, T x) const {
+    put(offset, x);
   }
   __device__ __forceinline__ void put_a(int d, float4 x) const { put(kHalfRecA + 4 * d, x); }
   __device__ __forceinline__ void put_u(int d, int i, float x) const {
@@ -160,31 +169,32 @@ struct StagedRecord {
   Target target;
   template <class T>
   __device__ __forceinline__ void put(int64_t offset, T x) const {
-    if (offset < kRecQP) {  // W: phase 5
-      target.put(offset, x);
-    } else {
-      *reinterpret_cast<T*>(stage + (offset - kRecQP)) = x;
-    }
+    *reinterpret_cast<T*>(stage + (offset - kRecQP)) = x;
   }
   template <class T>
-  __device__ __forceinline__ void put_a(int d, T x) const {
-    *reinterpret_cast<T*>(stage + kStageA + 4 * d) = x;
+  __device__ __forceinline__ void put_w(int64_t offset, T x) const {
+    target.put_w(offset, x);
+  }
+  __device__ __forceinline__ void put_a(int d, float4 x) const {
+    *reinterpret_cast<float4*>(stage + kStageA + 4 * d) = x;
   }
   __device__ __forceinline__ void put_u(int d, int i, float x) const { target.put_u(d, i, x); }
 };
 // The staged parts into `target`'s buffer(s) by thread tid (0 .. 127) of the builder: 16-byte
-// units, the tiles' at their record offsets, A at the record's A (rec_a / kHalfRecA).
+// units, the tiles' at their record offsets, A's through the target's put_a.
 template <class Target>
 __device__ __forceinline__ void copy_staged(const unsigned char* stage, const Target& target,
-                                            int64_t a_offset, int tid) {
+                                            int tid) {
   constexpr int kUnits = kStageBytes / 16;  // 672
 #pragma unroll
   for (int it = 0; it < (kUnits + kWarpgroup - 1) / kWarpgroup; ++it) {
     const int u = tid + kWarpgroup * it;
     if (u < kUnits) {
-      const uint4 x = *reinterpret_cast<const uint4*>(stage + 16 * u);
-      const int64_t at = 16 * u < kStageA ? kRecQP + 16 * u : a_offset + (16 * u - kStageA);
-      target.put(at, x);
+      if (16 * u < kStageA) {
+        target.put(kRecQP + 16 * u, *reinterpret_cast<const uint4*>(stage + 16 * u));
+      } else {
+        target.put_a((16 * u - kStageA) / 4, *reinterpret_cast<const float4*>(stage + 16 * u));
+      }
     }
   }
 }
@@ -770,9 +780,9 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = gr + 8 * half;
-        rec.put(rec_split(kRecW, i, col),
-                kF16Tiles ? pack_f16(accw[nt][2 * half], accw[nt][2 * half + 1])
-                          : pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]));
+        rec.put_w(rec_split(kRecW, i, col),
+                  kF16Tiles ? pack_f16(accw[nt][2 * half], accw[nt][2 * half + 1])
+                            : pack_bf16(accw[nt][2 * half], accw[nt][2 * half + 1]));
         const float2 v = unpack_bf16(vv[half]);
         rec.put_u(col, i, fmaf(beta[half], v.x, accu[nt][2 * half]));
         rec.put_u(col + 1, i, fmaf(beta[half], v.y, accu[nt][2 * half + 1]));

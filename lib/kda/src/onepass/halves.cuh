@@ -110,15 +110,15 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
                       begin + c * kSub, end, unit);
     };
     const uint32_t peer_empty = cluster::peer_shared(empty, peer);
+    const uint32_t done = base + C::kSDone + 4 * rank;  // kStaged: this chain's count, both CTAs
+    const uint32_t peer_done = cluster::peer_shared(done, peer);
     for (int64_t c = 0; c < chunks; ++c) {
       named_sync(1, kWarpgroup);  // every chain warp is done with sub-chunk c - 1
       if (c > 0) {
         if (tid == 0) {
           if constexpr (kStaged) {  // c sub-chunks done, in both CTAs' counts
-            const uint32_t done = base + C::kSDone + 4 * rank;
             cluster::store_release(done, static_cast<uint32_t>(c));
-            cluster::store_release_remote(cluster::peer_shared(done, peer),
-                                          static_cast<uint32_t>(c));
+            cluster::store_release_remote(peer_done, static_cast<uint32_t>(c));
           } else {
             const uint32_t b = 8 * static_cast<uint32_t>((c - 1) % kRingSize);
             cluster::mbarrier_arrive(empty + b);
@@ -158,8 +158,8 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
         if (round == 0) return;
         if constexpr (kStaged) {
           const uint32_t need = static_cast<uint32_t>(c - kRingSize + 1);
-          const uint32_t done = base + C::kSDone;
-          while (cluster::load_acquire(done) < need || cluster::load_acquire(done + 4) < need) {
+          const uint32_t counts = base + C::kSDone;  // chain 0's, chain 1's
+          while (cluster::load_acquire(counts) < need || cluster::load_acquire(counts + 4) < need) {
             __nanosleep(32);
           }
         } else {
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
         const build::StagedRecord<build::MirroredRecord> record{stage, target};
         const auto acquire = [&] {
           wait_buffer();
-          build::copy_staged(stage, target, kHalfRecA, btid);
+          build::copy_staged(stage, target, btid);
         };
         build::build_sub_chunk<1, false>(sub_chunk(c), a.in.fuse_q_l2norm, btid, scratch, work,
                                          record, sync, false, build::NoPrologue{}, load_ahead, set,
