@@ -215,16 +215,17 @@ const Variant kVariants[] = {
      library_record_forward_stage<kOnePassF16>},
     {"one_pass16_halves",
      "one_pass16_bf16 as a cluster of two CTAs per chain, each with half the state's value rows, "
-     "both building the chain's sub-chunks (six builders a chain, the records mirrored through "
-     "distributed shared memory): for few chains; the same bits as one_pass16_bf16; contract "
-     "inputs only",
+     "both building the chain's sub-chunks (six builders a chain, each record copied whole to the "
+     "peer CTA by bulk copy): for few chains; the same bits as one_pass16_bf16; contract inputs "
+     "only",
      /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassHalves>,
      library_record_forward_stage<kOnePassHalves>},
     {"one_pass16_halves_staged",
      "one_pass16_halves with each build's QP, KG, AQK and A staged in the builder's scratch and a "
-     "ring buffer taken only for W, U and the chain's step: four buffers a CTA serve the six "
-     "builders (one_pass16_halves holds a buffer for a whole build: six buffers); the same bits",
+     "ring buffer taken only for W, U, the copy and the chains' steps: three buffers a CTA serve "
+     "the six builders (one_pass16_halves holds a buffer for a whole build: five buffers); the "
+     "same bits",
      /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassHalvesStaged>,
      library_record_forward_stage<kOnePassHalvesStaged>},

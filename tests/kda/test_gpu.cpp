@@ -1553,7 +1553,7 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
 }
 
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, each
-// with half the state's value rows, the records mirrored through distributed shared memory) runs
+// with half the state's value rows, each record copied whole to the peer CTA by bulk copy) runs
 // the same builds and, per value row, the same products as the one pass on bf16 operands: its
 // output and final state (its builds staged or not) are one_pass16_bf16's bit for bit, on both
 // paths and through the stages.

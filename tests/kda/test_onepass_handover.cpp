@@ -1,12 +1,13 @@
 // The one pass's record hand-over (lib/kda/src/onepass/kernel.cuh, halves.cuh), simulated on the
 // CPU with random build and step times: builders build sub-chunks c = builder, builder + B, ...
-// into ring buffer c % R of every CTA of the chain, and each CTA's chain consumes them in order.
+// into ring buffer c % R of every CTA of the chain (the value halves: into their own CTA's and,
+// by bulk copy, the peer's), and each CTA's chain consumes them in order.
 // A builder may write buffer b only once every chain has finished the buffer's previous record
 // (c - R), and a chain may read record c only once it is built. The waits are modelled as the
 // kernels do them: an mbarrier's try_wait.parity (true when the phase in progress has the other
-// parity, so a waiter two phases behind is let through), or the staged kernel's monotonic counts
-// of finished sub-chunks. Each configuration of the kernels is safe with its wait; the staged
-// value halves would not be with parity waits (the reason for halves.cuh kSDone).
+// parity, so a waiter two phases behind is let through), or the value halves' monotonic counts
+// of finished sub-chunks. Each configuration of the kernels is safe with its wait; the value
+// halves would not be with parity waits (the reason for halves.cuh kSDone).
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -151,23 +152,21 @@ TEST(OnePassHandover, LibraryKernelParityWaitsAreSafe) {
   EXPECT_FALSE(o.deadlock);
 }
 
-TEST(OnePassHandover, ValueHalvesParityWaitsAreSafe) {
-  const Outcome o = worst_over_seeds(
-      {op::kHalvesRingBuffers, op::kHalvesBuilders, 2, /*staged=*/false, Wait::parity});
-  EXPECT_EQ(o.violations, 0);
-  EXPECT_FALSE(o.deadlock);
-}
-
-TEST(OnePassHandover, StagedValueHalvesNeedCounts) {
-  const Config counts{op::kHalvesStagedRingBuffers, op::kHalvesBuilders, 2, /*staged=*/true,
-                      Wait::counts};
-  const Outcome safe = worst_over_seeds(counts);
-  EXPECT_EQ(safe.violations, 0);
-  EXPECT_FALSE(safe.deadlock);
-  // With parity waits a builder two phases behind passes early: the simulation finds it.
-  Config parity = counts;
-  parity.wait = Wait::parity;
-  EXPECT_GT(worst_over_seeds(parity).violations, 0);
+// Six builders on five buffers (unstaged) or three (staged): a builder can be two of a buffer's
+// phases behind, so the value halves wait on counts (halves.cuh kSDone).
+TEST(OnePassHandover, ValueHalvesNeedCounts) {
+  for (const bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "staged" : "unstaged");
+    const Config counts{staged ? op::kHalvesStagedRingBuffers : op::kHalvesRingBuffers,
+                        op::kHalvesBuilders, 2, staged, Wait::counts};
+    const Outcome safe = worst_over_seeds(counts);
+    EXPECT_EQ(safe.violations, 0);
+    EXPECT_FALSE(safe.deadlock);
+    // With parity waits a builder two phases behind passes early: the simulation finds it.
+    Config parity = counts;
+    parity.wait = Wait::parity;
+    EXPECT_GT(worst_over_seeds(parity).violations, 0);
+  }
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
-// The one pass's sub-chunk records (lib/kda/src/onepass/record16.h): the whole record and the
-// value-halves cluster's half record are each covered exactly once by the entries a build writes
-// (build16.cuh OneRecord / MirroredRecord), and each half record holds exactly its 64 values'
-// U^T entries. No GPU: the address helpers are host-callable.
+// The one pass's sub-chunk record (lib/kda/src/onepass/record16.h) is covered exactly once by
+// the entries a build writes (build16.cuh OneRecord), and is whole 16-byte units (the value
+// halves copy it to the peer CTA by bulk copy). No GPU: the address helpers are host-callable.
 #include <cstdint>
 #include <vector>
 
@@ -22,8 +21,8 @@ void mark(std::vector<int>& map, int64_t offset, int bytes) {
   }
 }
 
-// The value-independent parts a build writes into every record: W, QP, KG (16 x 128 16-bit
-// entries each), AQK's written columns (16 x 16) within its 2 KB tile.
+// The value-independent parts of a record: W, QP, KG (16 x 128 16-bit entries each), AQK's
+// written columns (16 x 16) within its 2 KB tile.
 void mark_tiles(std::vector<int>& map) {
   for (const int64_t tile : {op::kRecW, op::kRecQP, op::kRecKG}) {
     for (int i = 0; i < op::kSub; ++i) {
@@ -49,31 +48,7 @@ TEST(OnePassRecord, WholeRecordIsCoveredOnce) {
       EXPECT_EQ(map[b], 1) << "byte " << b;
     }
   }
-}
-
-// Each CTA's half record: the same tiles and A, and U^T of its own 64 values, every byte once;
-// rec_ut_half maps the other half's values onto the same bytes (MirroredRecord sends those to
-// the other CTA's record).
-TEST(OnePassRecord, HalfRecordsAreCoveredOnce) {
-  EXPECT_EQ(op::kHalfRecA, op::kRecUT) << "A follows AQK's tile";
-  for (int half = 0; half < 2; ++half) {
-    std::vector<int> map(static_cast<size_t>(op::kHalfRecordBytes), 0);
-    mark_tiles(map);
-    for (int d = 0; d < op::kDim; ++d) mark(map, op::kHalfRecA + 4 * d, 4);
-    for (int d = half * op::kHalfValues; d < (half + 1) * op::kHalfValues; ++d) {
-      for (int i = 0; i < op::kSub; ++i) mark(map, op::rec_ut_half(d, i), 4);
-    }
-    for (size_t b = 0; b < map.size(); ++b) {
-      const bool aqk_unused = static_cast<int64_t>(b) >= op::kRecAQK &&
-                              static_cast<int64_t>(b) < op::kHalfRecA && map[b] == 0;
-      if (!aqk_unused) {
-        EXPECT_EQ(map[b], 1) << "half " << half << ", byte " << b;
-      }
-    }
-    for (int i = 0; i < op::kSub; ++i) {
-      EXPECT_EQ(op::rec_ut_half(3, i), op::rec_ut_half(3 + op::kHalfValues, i));
-    }
-  }
+  EXPECT_EQ(op::kRecordBytes % 16, 0) << "the bulk copy moves whole 16-byte units";
 }
 
 }  // namespace

@@ -1,22 +1,30 @@
 // Thread-block cluster primitives (sm_90) for the one pass's value-halves cluster
-// (onepass/halves.cuh): the CTA's rank, the cluster-wide barrier, the peer CTA's shared memory and
-// mbarriers, and the cluster-scope forms of the mbarrier hand-over. PTX ISA facts used:
+// (onepass/halves.cuh): the CTA's rank, the cluster-wide barrier, the peer CTA's shared memory, the
+// bulk copy of a record into the peer's shared memory and the hand-overs around it. PTX ISA facts
+// used:
 //   - %cluster_ctarank is the CTA's rank in its cluster (0 .. size - 1); a grid launched with
 //     cluster dimension (2, 1, 1) pairs blocks 2 i and 2 i + 1, ranks 0 and 1;
-//   - mapa maps an address of this CTA's shared memory to the same offset in CTA `rank`'s: the
-//     generic form (mapa.u64) gives a generic address that ordinary loads and stores use
-//     (distributed shared memory), the .shared::cluster form a 32-bit shared::cluster address for
-//     mbarrier operations;
-//   - mbarrier.arrive.release.cluster makes the arriving thread's earlier writes (to any CTA of
-//     the cluster) visible to a thread whose mbarrier.try_wait.acquire.cluster sees the phase
-//     complete; the .cta defaults of wgmma.cuh's mbarrier_arrive / mbarrier_wait do not order
-//     another CTA's writes;
+//   - mapa.shared::cluster maps a shared::cta address to the same offset in CTA `rank`'s shared
+//     memory (a 32-bit shared::cluster address for mbarriers, stores and bulk copies);
+//   - cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes copies bytes of this
+//     CTA's shared memory (16-byte aligned, a multiple of 16) into a peer's through the async
+//     proxy and completes that many transaction bytes on an mbarrier of the destination CTA; an
+//     mbarrier's phase completes when its pending arrivals and its transaction count are both
+//     zero, and the count may go below zero while an arrival is pending, so the copy may land
+//     before or after the arrive.expect_tx that announces it;
+//   - a buffer is freed by a relaxed store of a count after its readers' wgmma groups are waited
+//     for (no read of it is outstanding; CUTLASS's cluster pipelines free a buffer that a peer
+//     then overwrites by bulk copy with the default .release.cta arrive, no stronger);
 //   - barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every non-exited thread of
 //     every CTA of the cluster; before the first access to a peer's shared memory (its mbarriers
-//     initialized) and before exit (no CTA leaves while its peer may still access its memory);
-//   - fence.proxy.async with no state space orders this thread's generic-proxy writes, the peer
-//     CTA's shared memory included, before later async-proxy reads (the peer chain's wgmma reads
-//     its record through the async proxy).
+//     initialized) and before exit (no CTA leaves while its peer may still access its memory).
+// What the cluster-scope orderings cost (nvcc 13.0, sm_90a SASS): a .release.cluster arrive or
+// store, and fence.proxy.async without a state space, are a MEMBAR.ALL.GPU each (the thread waits
+// for every memory operation it has in flight); an .acquire.cluster wait or load adds a
+// CCTL.IVALL (the L1's lines dropped). dd78659's halves paid three MEMBAR.ALL.GPU a builder
+// thread a build and ran no faster than one CTA a chain (results/h200/
+// 2026-12-07-dd78659-halves-h100); nothing here uses them in a loop: the record crosses by bulk
+// copy, the counts are relaxed.
 #pragma once
 
 #include <cstdint>
@@ -34,15 +42,6 @@ __device__ __forceinline__ void sync() {
       "barrier.cluster.wait.acquire;\n" ::
           : "memory");
 }
-// The generic address of `p` (this CTA's shared memory) in CTA `rank`'s shared memory.
-template <class T>
-__device__ __forceinline__ T* peer_pointer(T* p, int rank) {
-  uint64_t out;
-  asm volatile("mapa.u64 %0, %1, %2;\n"
-               : "=l"(out)
-               : "l"(reinterpret_cast<uint64_t>(p)), "r"(static_cast<uint32_t>(rank)));
-  return reinterpret_cast<T*>(out);
-}
 // The shared::cluster address of shared::cta address `addr` in CTA `rank`.
 __device__ __forceinline__ uint32_t peer_shared(uint32_t addr, int rank) {
   uint32_t out;
@@ -51,49 +50,37 @@ __device__ __forceinline__ uint32_t peer_shared(uint32_t addr, int rank) {
                : "r"(addr), "r"(static_cast<uint32_t>(rank)));
   return out;
 }
-// An arrival with cluster-scope release on this CTA's mbarrier `bar` (shared::cta address) or on
-// a peer's (`remote`: a shared::cluster address from peer_shared).
-__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbarrier_arrive_remote(uint32_t remote) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
-               : "memory");
-}
-// Waits, with cluster-scope acquire, until the phase of parity `parity` of this CTA's mbarrier
-// `bar` has completed.
-__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+// Copies `bytes` of this CTA's shared memory at `src` (shared::cta) to `dst` in a peer
+// (shared::cluster), announced on the peer's mbarrier `remote_bar` as one arrival expecting
+// those bytes. One thread; the bytes must be visible to the async proxy first
+// (ptx::fence_proxy_async_shared by every thread that wrote them, then a barrier).
+__device__ __forceinline__ void copy_to_peer(uint32_t dst, uint32_t src, uint32_t bytes,
+                                             uint32_t remote_bar) {
   asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
+      "mbarrier.arrive.expect_tx.shared::cluster.b64 _, [%2], %3;\n"
+      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %3, "
+      "[%2];\n" ::"r"(dst),
+      "r"(src), "r"(remote_bar), "r"(bytes)
       : "memory");
 }
-// A progress count in shared memory, written with cluster-scope release by its one writer (in
-// this CTA or, `remote`, a peer's: a shared::cluster address from peer_shared) and read with
-// cluster-scope acquire: monotonic, so unlike an mbarrier's phase parity a reader may be any
-// number of steps behind.
-__device__ __forceinline__ void store_release(uint32_t addr, uint32_t value) {
-  asm volatile("st.release.cluster.shared::cta.u32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+// A progress count in shared memory (monotonic, one writer), written relaxed at cluster scope in
+// this CTA or, `remote`, in a peer (a shared::cluster address from peer_shared), and read relaxed:
+// unlike an mbarrier's phase parity a reader may be any number of steps behind. The count only
+// frees buffers (the writer's reads of them are done before it stores), so nothing is acquired.
+__device__ __forceinline__ void store_count(uint32_t addr, uint32_t value) {
+  asm volatile("st.relaxed.cluster.shared::cta.u32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
 }
-__device__ __forceinline__ void store_release_remote(uint32_t remote, uint32_t value) {
-  asm volatile("st.release.cluster.shared::cluster.u32 [%0], %1;\n" ::"r"(remote), "r"(value)
+__device__ __forceinline__ void store_count_remote(uint32_t remote, uint32_t value) {
+  asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;\n" ::"r"(remote), "r"(value)
                : "memory");
 }
-__device__ __forceinline__ uint32_t load_acquire(uint32_t addr) {
+__device__ __forceinline__ uint32_t load_count(uint32_t addr) {
   uint32_t value;
-  asm volatile("ld.acquire.cluster.shared::cta.u32 %0, [%1];\n"
+  asm volatile("ld.relaxed.cluster.shared::cta.u32 %0, [%1];\n"
                : "=r"(value)
                : "r"(addr)
                : "memory");
   return value;
-}
-__device__ __forceinline__ void fence_proxy_async_all() {
-  asm volatile("fence.proxy.async;\n" ::: "memory");
 }
 
 }  // namespace kda::detail::cluster

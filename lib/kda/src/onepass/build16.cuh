@@ -118,13 +118,10 @@ __device__ __forceinline__ void store4(void* dst, const float (&x)[4]) {
 
 // Where a build's record goes (build_sub_chunk's `rec`): put for QP, KG and AQK (phases 2, 3),
 // put_w for W (phase 5), put_a for A, put_u for U^T.
-//   OneRecord       one record16.h record: a ring buffer of the one-pass kernel's own chain, or
-//                   global memory (the lab's standalone builder);
-//   MirroredRecord  the value-halves cluster (halves.cuh): the value-independent tiles (W, QP, KG,
-//                   AQK) and A to both CTAs' buffers, `own` and, through distributed shared
-//                   memory, `peer` (generic addresses of the peer CTA's shared memory); U^T's
-//                   entries only to the CTA that holds their value half (record16.h
-//                   kHalfRecordBytes).
+//   OneRecord     one record16.h record: a ring buffer of the one-pass kernel's own chain (or of
+//                 the value-halves CTA that builds it, halves.cuh, which then copies it whole
+//                 to its peer), or global memory (the lab's standalone builder);
+//   StagedRecord  below.
 struct OneRecord {
   unsigned char* rec;
   template <class T>
@@ -138,29 +135,11 @@ struct OneRecord {
   __device__ __forceinline__ void put_a(int d, float4 x) const { put(rec_a(d), x); }
   __device__ __forceinline__ void put_u(int d, int i, float x) const { put(rec_ut(d, i), x); }
 };
-struct MirroredRecord {
-  unsigned char* own;
-  unsigned char* peer;
-  int rank;  // the value half `own` holds
-  template <class T>
-  __device__ __forceinline__ void put(int64_t offset, T x) const {
-    *reinterpret_cast<T*>(own + offset) = x;
-    *reinterpret_cast<T*>(peer + offset) = x;
-  }
-  template <class T>
-  __device__ __forceinline__ void put_w(int64_t offset, T x) const {
-    put(offset, x);
-  }
-  __device__ __forceinline__ void put_a(int d, float4 x) const { put(kHalfRecA + 4 * d, x); }
-  __device__ __forceinline__ void put_u(int d, int i, float x) const {
-    *reinterpret_cast<float*>(((d / kHalfValues) == rank ? own : peer) + rec_ut_half(d, i)) = x;
-  }
-};
 // A record whose value-independent parts before phase 5 (QP, KG, AQK, A: written in phases 2
-// and 3) go to the builder's own staging area, and W and U^T (phase 5) to `target` (OneRecord or
-// MirroredRecord): a ring buffer is then needed only from phase 5 on (build_sub_chunk's
-// `acquire`, which waits for it and copies the staged parts in: copy_staged), not for the whole
-// build. Staging layout: QP, KG, AQK's tile as in the record from kRecQP on, then A.
+// and 3) go to the builder's own staging area, and W and U^T (phase 5) to `target` (a
+// OneRecord): a ring buffer is then needed only from phase 5 on (build_sub_chunk's `acquire`,
+// which waits for it and copies the staged parts in: copy_staged), not for the whole build.
+// Staging layout: QP, KG, AQK's tile as in the record from kRecQP on, then A.
 inline constexpr int kStageA = kRecUT - kRecQP;               // 10,240
 inline constexpr int kStageBytes = kStageA + kDim * 4;        // 10,752
 template <class Target>
@@ -180,7 +159,7 @@ struct StagedRecord {
   }
   __device__ __forceinline__ void put_u(int d, int i, float x) const { target.put_u(d, i, x); }
 };
-// The staged parts into `target`'s buffer(s) by thread tid (0 .. 127) of the builder: 16-byte
+// The staged parts into `target`'s buffer by thread tid (0 .. 127) of the builder: 16-byte
 // units, the tiles' at their record offsets, A's through the target's put_a.
 template <class Target>
 __device__ __forceinline__ void copy_staged(const unsigned char* stage, const Target& target,
@@ -498,7 +477,7 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
 }
 
 // Phases 2 - 5: sub-chunk `sc`'s factors into `rec` (OneRecord: a record's 23,040 bytes, global
-// or shared, the same bits; MirroredRecord: the value-halves cluster's two buffers) by the 128
+// or shared, the same bits; StagedRecord: its first parts staged) by the 128
 // threads tid = 0 .. 127 of a warpgroup, from the input set `in` whose issue_loads group is this
 // thread's kPending-th newest still in flight (0: the newest), with `work` its kWorkBytes of work
 // region (16-byte aligned) and `sync()` a barrier of exactly those threads. Both regions are free

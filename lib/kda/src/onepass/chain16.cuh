@@ -162,20 +162,9 @@ __device__ __forceinline__ void products_a(const float (&st)[16][4], uint64_t de
     wg::wait<0>();
   }
 }
-// Where U^T's entry (value d, token i) and A's entry d lie in a record: record16.h's layout, or
-// with kHalfRecord the value-halves record's (d's half is the record's own).
-template <bool kHalfRecord>
-__device__ __forceinline__ int64_t rec_u_at(int d, int i) {
-  return kHalfRecord ? rec_ut_half(d, i) : rec_ut(d, i);
-}
-template <bool kHalfRecord>
-__device__ __forceinline__ int64_t rec_a_at(int d) {
-  return kHalfRecord ? kHalfRecA + 4 * d : rec_a(d);
-}
-
 // V: V_new^T = U^T - acc, rounded once to bf16 (with kPairs also its low half, av_low); tile nt,
 // register e: token 8 nt + t2 + (e & 1), value row0 + 8 (e >> 1).
-template <bool kPairs = false, bool kHalfRecord = false>
+template <bool kPairs = false>
 __device__ __forceinline__ void v_new(const unsigned char* rec, const float (&acc)[2][4],
                                       int row0, int t2, uint32_t (&av)[4],
                                       uint32_t (&av_low)[4]) {
@@ -185,18 +174,17 @@ __device__ __forceinline__ void v_new(const unsigned char* rec, const float (&ac
     for (int hh = 0; hh < 2; ++hh) {
       const int value = row0 + 8 * hh, token = 8 * nt + t2;
       const float2 u =
-          *reinterpret_cast<const float2*>(rec + rec_u_at<kHalfRecord>(value, token));
+          *reinterpret_cast<const float2*>(rec + rec_ut(value, token));
       const float x = u.x - acc[nt][2 * hh], y = u.y - acc[nt][2 * hh + 1];
       av[2 * nt + hh] = pack_bf16(x, y);
       if constexpr (kPairs) av_low[2 * nt + hh] = pack_bf16(bf16_rest(x), bf16_rest(y));
     }
   }
 }
-template <bool kHalfRecord = false>
 __device__ __forceinline__ void v_new(const unsigned char* rec, const float (&acc)[2][4],
                                       int row0, int t2, uint32_t (&av)[4]) {
   uint32_t unused[4];
-  v_new<false, kHalfRecord>(rec, acc, row0, t2, av, unused);
+  v_new<false>(rec, acc, row0, t2, av, unused);
 }
 // O: P^T -> bf16 [token][value] rows of `otile`.
 __device__ __forceinline__ void write_o(unsigned char* otile, const float (&pacc)[2][4], int row0,
@@ -215,13 +203,11 @@ __device__ __forceinline__ void write_o(unsigned char* otile, const float (&pacc
 // One sub-chunk on the record at shared address `buf` (1024-byte aligned; `rec` the same bytes
 // by pointer), chain thread tid (0 .. 255); the output rows go to `otile` as [token][value] bf16.
 // The value-halves cluster (halves.cuh) runs it on one warpgroup with tid + 128 x its half (the
-// rows 64 half .. +63 of the state, warps 4 half .. 4 half + 3 of the two-warpgroup step) on its
-// half record (kHalfRecord).
+// rows 64 half .. +63 of the state, warps 4 half .. 4 half + 3 of the two-warpgroup step).
 //   A   acc = S^T W^T, P^T = S^T QP^T
 //   V   V_new^T = U^T - acc (fp32), rounded once to bf16
 //   B   P^T += V_new^T AQK^T (m64n16k16), S^T = S^T diag(A) + V_new^T KG (m64n128k16)
 // Every read of the record is done when this returns (both wgmma groups waited for).
-template <bool kHalfRecord = false>
 __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const unsigned char* rec,
                                      unsigned char* otile, int tid) {
   const int lane = tid & 31, warp = tid >> 5;
@@ -229,11 +215,11 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
   float acc[2][4], pacc[2][4];
   products_a(st, desc_sw128(buf + kRecW, 16, kSBO), desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc);
   uint32_t av[4];
-  v_new<kHalfRecord>(rec, acc, row0, t2, av);
+  v_new(rec, acc, row0, t2, av);
   // S^T diag(A): key column 8 j + t2 (+1) times its decay.
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
-    const float2 d = *reinterpret_cast<const float2*>(rec + rec_a_at<kHalfRecord>(8 * j + t2));
+    const float2 d = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
     st[j][0] *= d.x;
     st[j][1] *= d.y;
     st[j][2] *= d.x;

@@ -1,21 +1,26 @@
 // The one-pass forward for few chains (onepass.h launch_value_halves): a thread-block cluster of
 // two CTAs per chain. One CTA per chain is builder-bound (three builders make a sub-chunk every
-// ~1.8 us however short the chain's step), so a fixed shape of 64 chains uses 64 SMs at that rate
-// (docs/design.md "Few chains"). Here CTA `rank` of the pair holds the state's value rows
+// ~1.6-1.8 us however short the chain's step), so a fixed shape of 64 chains uses 64 SMs at that
+// rate (docs/design.md "Few chains"). Here CTA `rank` of the pair holds the state's value rows
 // 64 rank .. +63 (chain16.cuh step on one warpgroup, as warps 4 rank .. 4 rank + 3 of the
 // two-warpgroup step: ~half the chain's step), and both CTAs' three builders build the chain's
-// sub-chunks in turn (CTA rank, builder j: sub-chunks rank + 2 j, rank + 2 j + 6, ...), writing
-// each record into both CTAs' rings (build16.cuh MirroredRecord: W, QP, KG, AQK and A to both,
-// U^T's value halves to their CTAs; record16.h kHalfRecordBytes). Six builders per chain, six
-// ring buffers per CTA: a sub-chunk every ~1 us.
+// sub-chunks in turn (CTA rank, builder j: sub-chunks rank + 2 j, rank + 2 j + 6, ...). Six
+// builders per chain; five ring buffers per CTA (three when staged), each a whole record.
 //
-// Hand-over: buffer c % 6 of both CTAs holds sub-chunk c. Every thread of its builder writes its
-// part of both copies, fences it for the async proxy (the chains' wgmma reads) and arrives on the
-// full mbarrier of both CTAs (cluster-scope release, 128 arrivals a phase); each chain arrives on
-// the empty mbarrier of both CTAs (2 arrivals a phase) once it is done with the buffer, and a
-// builder waits on its own CTA's empty mbarrier, which so says that neither copy is still read. The
-// bits are the one pass's (kernel.cuh Config<1, 3>, bf16 chain): the same builds, and per value row
-// the same products in the same order.
+// Hand-over: buffer c % kRing of both CTAs holds sub-chunk c. Its builder writes the record into
+// its own CTA's buffer with ordinary stores (the one pass's build, the same bits), fences them
+// for the async proxy, and after its barrier one thread arrives on its own full mbarrier and
+// copies the whole record (23,040 B) into the peer's buffer by bulk copy, announced on the
+// peer's full mbarrier (cluster.cuh copy_to_peer: an arrival expecting the bytes). Each chain
+// frees the buffer in both CTAs once its step's products are waited for: it stores how many
+// sub-chunks it has finished into both CTAs (six builders on five or three buffers: a builder
+// can be two of a buffer's phases behind, which an mbarrier's phase parity cannot tell apart; a
+// count can; tests/kda/test_onepass_handover.cpp). No
+// cluster-scope release or acquire is in the loop: each is a MEMBAR.ALL.GPU or a CCTL.IVALL
+// (cluster.cuh), and dd78659's builders, which mirrored every store into the peer and released
+// them per thread, ran the step at one CTA a chain's speed.
+// The bits are the one pass's (kernel.cuh Config<1, 3>, bf16 chain): the same builds, and per
+// value row the same products in the same order.
 #pragma once
 
 #include <cstdint>
@@ -34,33 +39,29 @@
 namespace kda::detail::onepass {
 
 // kStaged (the lab's one_pass16_halves_staged): each build stages QP, KG, AQK and A in its
-// scratch (build16.cuh StagedRecord) and takes a ring buffer only for phase 5 and the chain's
-// step, so four buffers serve six builders; otherwise a buffer is held for a whole build and a
-// step, and six buffers bound the step at ~(build + step) / 6.
+// scratch (build16.cuh StagedRecord) and takes a ring buffer only for phase 5, the copy and the
+// chains' steps, so three buffers serve six builders; otherwise a buffer is held for a whole
+// build, the copy and the steps, and five buffers bound the step at ~(build + copy + step) / 5.
 template <bool kStaged>
 struct HalvesConfig {
   static constexpr int kBuilders = kHalvesBuilders / 2;  // a CTA's (onepass.h)
   static constexpr int kRing = kStaged ? kHalvesStagedRingBuffers : kHalvesRingBuffers;
-  static constexpr int kBuffer = 19 * 1024;  // a half record (18,944 B), 1024-byte aligned
-  static_assert(kBuffer >= kHalfRecordBytes, "a half record fits a buffer");
+  static constexpr int kBuffer = chain::kBuffer;  // a record (23,040 B), 1024-byte aligned
   static constexpr int kChainBuilders = 2 * kBuilders;  // per chain: both CTAs'
   static constexpr int kThreadsAll = 128 * (1 + kBuilders);
   static constexpr int kStage = kStaged ? build::kStageBytes : 0;  // after the work region
   static constexpr int kScratch = (build::kInBytes + build::kWorkBytes + kStage + 127) & ~127;
   static constexpr int kSScratch = kRing * kBuffer;
   static constexpr int kSO = kSScratch + kBuilders * kScratch;
-  static constexpr int kSFull = kSO + 2 * chain::kOTile;  // kRing mbarriers: record c % kRing built
-  static constexpr int kSEmpty = kSFull + 8 * kRing;      // and: both chains are done with it
-  // kStaged: instead of the empty mbarriers, how many sub-chunks each chain (rank 0, 1) has
-  // finished. With six builders on four buffers a builder can be two of a buffer's phases behind,
-  // which a phase parity cannot tell apart; a count can.
-  static constexpr int kSDone = kSEmpty;
-  static constexpr int kSBytes = kSEmpty + 8 * kRing + 1024;  // + the base's alignment slack
+  static constexpr int kSFull = kSO + 2 * chain::kOTile;  // kRing mbarriers: record c % kRing in
+  static constexpr int kSDone = kSFull + 8 * kRing;  // sub-chunks chain 0, chain 1 has finished
+  static constexpr int kSBytes = kSDone + 8 + 1024;  // + the base's alignment slack
   // The chain holds 64 state registers (the two-warpgroup step's ~136 a thread); the builders
   // get the rest.
   static constexpr int kChainRegisters = 152;
   static constexpr int kBuilderRegisters = 120;
   static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
+  static_assert(kRecordBytes % 16 == 0 && kBuffer % 1024 == 0, "the bulk copy's alignment");
   static_assert(128 * kChainRegisters + 128 * kBuilders * kBuilderRegisters <= 65536,
                 "the register file");
 };
@@ -82,16 +83,13 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
   const ChainTokens tokens = chain_tokens(a, row);
   const int s = tokens.seq;
   const int64_t begin = tokens.begin, end = tokens.end, chunks = tokens.chunks;
-  const uint32_t full = base + C::kSFull, empty = base + C::kSEmpty;
+  const uint32_t full = base + C::kSFull;
   if (tid == 0) {
     for (int b = 0; b < kRingSize; ++b) {
-      wgmma::mbarrier_init(full + 8 * b, kWarpgroup);  // every thread of the builder
-      if constexpr (!kStaged) wgmma::mbarrier_init(empty + 8 * b, 2);
+      wgmma::mbarrier_init(full + 8 * b, 1);  // the builder's, or its copy's from the peer
     }
-    if constexpr (kStaged) {  // the counts take the empty mbarriers' place (never initialized)
-      *reinterpret_cast<uint32_t*>(smem + C::kSDone) = 0;
-      *reinterpret_cast<uint32_t*>(smem + C::kSDone + 4) = 0;
-    }
+    *reinterpret_cast<uint32_t*>(smem + C::kSDone) = 0;
+    *reinterpret_cast<uint32_t*>(smem + C::kSDone + 4) = 0;
     wgmma::fence_mbarrier_init();
   }
   cluster::sync();  // both CTAs' mbarriers exist before either arrives on the other's
@@ -109,29 +107,22 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
       chain::copy_out(smem + C::kSO + (c & 1) * chain::kOTile, a.out, a.out_stride, h,
                       begin + c * kSub, end, unit);
     };
-    const uint32_t peer_empty = cluster::peer_shared(empty, peer);
-    const uint32_t done = base + C::kSDone + 4 * rank;  // kStaged: this chain's count, both CTAs
+    const uint32_t done = base + C::kSDone + 4 * rank;  // this chain's count, in both CTAs
     const uint32_t peer_done = cluster::peer_shared(done, peer);
     for (int64_t c = 0; c < chunks; ++c) {
       named_sync(1, kWarpgroup);  // every chain warp is done with sub-chunk c - 1
       if (c > 0) {
-        if (tid == 0) {
-          if constexpr (kStaged) {  // c sub-chunks done, in both CTAs' counts
-            cluster::store_release(done, static_cast<uint32_t>(c));
-            cluster::store_release_remote(peer_done, static_cast<uint32_t>(c));
-          } else {
-            const uint32_t b = 8 * static_cast<uint32_t>((c - 1) % kRingSize);
-            cluster::mbarrier_arrive(empty + b);
-            cluster::mbarrier_arrive_remote(peer_empty + b);
-          }
+        if (tid == 0) {  // c sub-chunks done, in both CTAs' counts
+          cluster::store_count(done, static_cast<uint32_t>(c));
+          cluster::store_count_remote(peer_done, static_cast<uint32_t>(c));
         }
         copy_out(c - 1);
       }
       const uint32_t b = static_cast<uint32_t>(c % kRingSize);
-      cluster::mbarrier_wait(full + 8 * b, static_cast<uint32_t>((c / kRingSize) & 1));
+      wgmma::mbarrier_wait(full + 8 * b, static_cast<uint32_t>((c / kRingSize) & 1));
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 977u + tid);
-      chain::step<true>(st, base + b * C::kBuffer, smem + b * C::kBuffer,
-                        smem + C::kSO + (c & 1) * chain::kOTile, ctid);
+      chain::step(st, base + b * C::kBuffer, smem + b * C::kBuffer,
+                  smem + C::kSO + (c & 1) * chain::kOTile, ctid);
     }
     named_sync(1, kWarpgroup);
     if (chunks > 0) copy_out(chunks - 1);
@@ -142,7 +133,7 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
     unsigned char* const scratch = smem + C::kSScratch + builder * C::kScratch;
     unsigned char* const work = scratch + build::kInBytes;
     unsigned char* const stage = work + build::kWorkBytes;  // kStaged only
-    unsigned char* const peer_smem = cluster::peer_pointer(smem, peer);
+    const uint32_t peer_base = cluster::peer_shared(base, peer);  // the peer's ring, same offsets
     const uint32_t peer_full = cluster::peer_shared(full, peer);
     auto sub_chunk = [&](int64_t c) { return tokens.sub_chunk(c); };
     // The loads ahead, in place, as kernel.cuh's three builders (build16.cuh load_ahead).
@@ -152,23 +143,18 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
     for (int64_t c = first; c < chunks; c += C::kChainBuilders) {
       build::issue_v(a.in, sub_chunk(c), h, btid, scratch);
       const uint32_t b = static_cast<uint32_t>(c % kRingSize);
-      const int64_t round = c / kRingSize;
       // Buffer b of both CTAs free again (both chains are done with sub-chunk c - kRing).
       const auto wait_buffer = [&] {
-        if (round == 0) return;
-        if constexpr (kStaged) {
-          const uint32_t need = static_cast<uint32_t>(c - kRingSize + 1);
-          const uint32_t counts = base + C::kSDone;  // chain 0's, chain 1's
-          while (cluster::load_acquire(counts) < need || cluster::load_acquire(counts + 4) < need) {
-            __nanosleep(32);
-          }
-        } else {
-          cluster::mbarrier_wait(empty + 8 * b, static_cast<uint32_t>((round - 1) & 1));
+        if (c < kRingSize) return;
+        const uint32_t need = static_cast<uint32_t>(c - kRingSize + 1);
+        const uint32_t counts = base + C::kSDone;  // chain 0's, chain 1's
+        while (cluster::load_count(counts) < need || cluster::load_count(counts + 4) < need) {
+          __nanosleep(32);
         }
       };
       if constexpr (!kStaged) wait_buffer();
       const auto sync = [bar] { named_sync(bar, kWarpgroup); };
-      const build::MirroredRecord target{smem + b * C::kBuffer, peer_smem + b * C::kBuffer, rank};
+      const build::OneRecord target{smem + b * C::kBuffer};
       const auto load_ahead = [&] {
         if (c + C::kChainBuilders < chunks) {
           build::issue_ahead(a.in, sub_chunk(c + C::kChainBuilders), h, btid, scratch, set ^ 1);
@@ -177,7 +163,7 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
         }
       };
       if constexpr (kStaged) {
-        const build::StagedRecord<build::MirroredRecord> record{stage, target};
+        const build::StagedRecord<build::OneRecord> record{stage, target};
         const auto acquire = [&] {
           wait_buffer();
           build::copy_staged(stage, target, btid);
@@ -190,12 +176,13 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
                                          target, sync, false, build::NoPrologue{}, load_ahead, set);
       }
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 131u + btid);
-      // Each thread releases its own stores of both copies (no cross-scope cumulativity to rely
-      // on), fenced for the async proxy (the chains' wgmma reads).
-      cluster::fence_proxy_async_all();
-      cluster::mbarrier_arrive(full + 8 * b);
-      cluster::mbarrier_arrive_remote(peer_full + 8 * b);
-      named_sync(bar, kWarpgroup);  // the scratch is free again (phase 5's reads of v are done)
+      ptx::fence_proxy_async_shared();  // the record's stores, for the wgmma reads and the copy
+      named_sync(bar, kWarpgroup);  // the record is written; the scratch is free again
+      if (btid == 0) {
+        wgmma::mbarrier_arrive(full + 8 * b);
+        cluster::copy_to_peer(peer_base + b * C::kBuffer, base + b * C::kBuffer,
+                              static_cast<uint32_t>(kRecordBytes), peer_full + 8 * b);
+      }
       set ^= 1;
     }
   }

@@ -51,8 +51,8 @@ inline constexpr int kLibraryBuilders = 3;  // the library's configuration: kern
 // sizes): buffers a CTA, builders a chain.
 inline constexpr int kRingBuffers = 4;            // kernel.cuh (one CTA, kLibraryBuilders)
 inline constexpr int kHalvesBuilders = 6;         // halves.cuh: three in each CTA of the pair
-inline constexpr int kHalvesRingBuffers = 6;      // its buffers, builds unstaged
-inline constexpr int kHalvesStagedRingBuffers = 4;  // and staged
+inline constexpr int kHalvesRingBuffers = 5;        // its whole-record buffers, builds unstaged
+inline constexpr int kHalvesStagedRingBuffers = 3;  // and staged (beside the stages)
 
 // The library's configuration (the raw-input kernel when args.raw.any()): grid num_seqs x heads
 // (rank-major), 512 threads; returns the launch's error (cudaErrorInvalidValue for strides beyond

@@ -68,21 +68,6 @@ KDA_ONEPASS_HD constexpr int64_t rec_aqk(int i, int j) {
 KDA_ONEPASS_HD constexpr int64_t rec_ut(int d, int i) { return kRecUT + 4 * (d * kSub + i); }
 KDA_ONEPASS_HD constexpr int64_t rec_a(int d) { return kRecA + 4 * d; }
 
-// The value-halves record (onepass.h value_halves: a cluster of two CTAs per chain, each with
-// half the state's value rows): W, QP, KG and AQK as above, then A, then U^T of the CTA's 64
-// values only, [64 values][16 tokens] fp32; 18,944 bytes, so six buffers fit beside three
-// builders (halves.cuh).
-inline constexpr int kHalfValues = kDim / 2;
-inline constexpr int64_t kHalfRecA = kRecUT;
-inline constexpr int64_t kHalfRecUT = kHalfRecA + kDim * 4;                       // 14,848
-inline constexpr int64_t kHalfRecordBytes = kHalfRecUT + kHalfValues * kSub * 4;  // 18,944
-static_assert(kHalfRecordBytes == 18944, "3 x 4 KB + 2 KB + 512 B + 4 KB");
-// Byte offset of U^T's entry (value d of the whole 128, token i) in the record of the CTA that
-// holds value half d / 64.
-KDA_ONEPASS_HD constexpr int64_t rec_ut_half(int d, int i) {
-  return kHalfRecUT + 4 * ((d & (kHalfValues - 1)) * kSub + i);
-}
-
 // How the chain's state products round their register operands, the state S^T and V_new^T
 // (both carry v's unbounded range), and the record's tiles that meet them:
 //   bf16        bf16 operands and tiles (the library's): out rel-RMS 3.7e-3 fused, 4.0-4.3e-3
