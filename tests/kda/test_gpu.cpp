@@ -27,6 +27,7 @@
 #include "kda/lab/variants.h"
 #include "kda/ref/reference.h"
 #include "kernel_choice.h"  // lib/kda/src: the library's choice of forward kernel
+#include "onepass/onepass.h"  // lib/kda/src: value_halves_resident_clusters
 #include "scan/scan_ctas.h"  // lib/kda/src: the library SCAN's choice (scan_value_halves_pay)
 #include "scans.h"            // lab/src: v2_mma's SCAN choice (transposed_scan_pays)
 
@@ -1550,6 +1551,48 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   EXPECT_TRUE(bitwise_equal(raw_lib.out, raw_two.out)) << "raw: output";
   EXPECT_TRUE(bitwise_equal(raw_lib.final_state, raw_two.final_state)) << "raw: final state";
   EXPECT_FALSE(bitwise_equal(raw_lib.out, raw_one.out)) << "raw: the one pass's output";
+}
+
+// The library takes the value halves for few long chains on the fused contract path: its plan on
+// this device says so (the clusters the device runs at once, asked as chunk_forward asks), and its
+// output and final state are one_pass16_halves' bit for bit, fused and through the stages. The
+// explicit path (fp16 operands, which the halves do not run) stays on the two kernels. Long
+// memories and states, so the carried state is most of the output.
+TEST_F(KdaGpu, LibraryTakesTheValueHalvesForFewLongChains) {
+  KDA_REQUIRE_VARIANT(halves, "one_pass16_halves");
+  KDA_REQUIRE_VARIANT(two_kernel, "v2w_two_kernel");
+  const int clusters = kda::detail::onepass::value_halves_resident_clusters();
+  ASSERT_GT(clusters, 0) << "no value-halves cluster fits this device";
+  ForwardCase c;
+  c.tokens = 4096;
+  c.heads = std::min(64, clusters);  // one round of clusters
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 1e-3f;
+  kda::ForwardParams p;
+  p.batch = 1;
+  p.tokens = c.tokens;
+  p.heads = c.heads;
+  p.fuse_q_l2norm = true;
+  ASSERT_EQ(kda::detail::library_forward_kernel(p), kda::detail::ForwardKernel::one_pass_halves)
+      << c.heads << " chains of " << c.tokens << " tokens, " << clusters << " clusters";
+  p.fuse_q_l2norm = false;
+  ASSERT_EQ(kda::detail::library_forward_kernel(p), kda::detail::ForwardKernel::two_kernel);
+  const Inputs in = make_inputs(c, 51);
+  const DeviceProblem lib(in, kda::lab::shipping_variant());
+  const DeviceProblem value_halves(in, *halves);
+  const DeviceProblem two(in, *two_kernel);
+  for (const Path path : {Path::fused, Path::fused_stages}) {
+    SCOPED_TRACE(static_cast<int>(path));
+    const Outputs a = lib.run(path);
+    const Outputs b = value_halves.run(path);
+    EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "output";
+    EXPECT_TRUE(bitwise_equal(a.final_state, b.final_state)) << "final state";
+  }
+  const Outputs a = lib.run(Path::explicit_norm);
+  const Outputs t = two.run(Path::explicit_norm);
+  EXPECT_TRUE(bitwise_equal(a.out, t.out)) << "explicit: output";
+  EXPECT_TRUE(bitwise_equal(a.final_state, t.final_state)) << "explicit: final state";
 }
 
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, each

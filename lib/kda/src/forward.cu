@@ -266,6 +266,11 @@ constexpr ForwardLaunches kLibraryLaunches{library_prep, library_scan, library_o
                                            KernelChoice::by_model};
 }  // namespace
 
+ForwardKernel library_forward_kernel(const ForwardParams& p) {
+  current_device("library_forward_kernel");
+  return make_plan(p, kLibraryLaunches).kernel;
+}
+
 void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream) {
   current_device("chunk_forward");
   const Plan plan = make_plan(p, kernels);

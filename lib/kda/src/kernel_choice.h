@@ -42,14 +42,14 @@ bool one_pass_reads(const ForwardParams& p);
 inline constexpr double kOnePassStepUs = 1.8;
 inline constexpr double kOnePassF16StepUs = 2.15;
 inline constexpr double kOnePassF16RawStepUs = 3.8;
-// The value-halves cluster's step: six builders and six ring buffers a chain, the half chain's
-// step ~0.85 us (docs/perf-notes.md "The value-halves cluster for few chains": the prediction,
-// not yet measured).
-inline constexpr double kValueHalvesStepUs = 1.1;
-// Whether chunk_forward offers the value halves to the choice (forward.cu make_plan). Off until
-// a GPU run has measured them (the lab's one_pass16_halves): the model then chooses as
-// choose_forward_kernel says, with the measured step above.
-inline constexpr bool kLibraryTakesValueHalves = false;
+// The value-halves cluster's step: six builders and five ring buffers a chain, each record
+// copied to the peer CTA by bulk copy; measured on an H100 at 4f12d43 (h64-fixed fused 544.9 us:
+// (544.9 - 4) / 512; results/h200/2026-12-07-4f12d43-halves-bulk-h100). On chip, like the one
+// pass, so the H200's should be the same.
+inline constexpr double kValueHalvesStepUs = 1.06;
+// Whether chunk_forward offers the value halves to the choice (forward.cu make_plan); the model
+// then chooses as choose_forward_kernel says.
+inline constexpr bool kLibraryTakesValueHalves = true;
 
 // The two kernels move their records through DRAM (1,440 B a token-head written and read), so on
 // a device of less DRAM bandwidth they take longer while the one pass (on chip) does not: their
@@ -105,5 +105,9 @@ double one_pass_step_us(const ForwardParams& p);
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
                                     double dram_bytes_per_s = kH200DramBytesPerS,
                                     int halves_clusters = 0);
+// The kernel the library's chunk_forward runs for validated `p` on the current device: its plan
+// (forward.cu make_plan, which asks the device for its SMs, DRAM bandwidth and, where the value
+// halves could run, their resident clusters). Defined in forward.cu (CUDA calls); for tests.
+ForwardKernel library_forward_kernel(const ForwardParams& p);
 
 }  // namespace kda::detail
