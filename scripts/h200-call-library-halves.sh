@@ -17,7 +17,7 @@ for s in contract contract-mixed; do
     --no-verify --min-time 0.25 --md $r/bench-$s.md --csv $r/bench-$s.csv --force
 done
 for s in smoke edge long-memory contract-mixed; do
-  step 60 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
+  step 100 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --force
 done
 step 40 sanitizer-library-memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
