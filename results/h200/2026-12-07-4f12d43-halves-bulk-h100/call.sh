@@ -6,6 +6,7 @@
 #   on smoke, edge and long-memory at 4e-3; memcheck, synccheck and racecheck of the halves; then,
 #   if the deadline allows, Nsight Compute of the halves on h64-fixed.
 #   run(command="bash scripts/h200-call-halves.sh", carry=[".device/new"], timeout_s=420)
+#   (this copy is the record; the script left scripts/ once it had run)
 set -u
 B=.device/new/bin
 DEADLINE=${DEADLINE:-330}
