@@ -110,6 +110,12 @@ constexpr Variant ladder_variant(const char* name, const char* summary, bool raw
 #endif  // KDA_LAB_LADDER
 
 void validate_library(const ForwardParams& p) { kda::validate(p); }
+// The value halves refuse raw inputs at validation as their launch does, so kda-check and
+// kda-bench report the raw path as unsupported by the variant instead of stopping at a launch.
+void validate_value_halves(const ForwardParams& p) {
+  kda::validate(p);
+  detail::refuse_raw_on_value_halves(p, "chunk_forward");
+}
 
 // The library's kernels with the SCAN always in whole chains (scan_ctas.h): what the library ran
 // for every chain count before it took value halves for few chains.
@@ -219,7 +225,7 @@ const Variant kVariants[] = {
      "peer CTA by bulk copy): for few chains; the same bits as one_pass16_bf16; contract inputs "
      "only",
      /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassHalves>,
+     kda::forward_workspace_bytes, validate_value_halves, library_record_forward<kOnePassHalves>,
      library_record_forward_stage<kOnePassHalves>},
     {"one_pass16_halves_staged",
      "one_pass16_halves with each build's QP, KG, AQK and A staged in the builder's scratch and a "
@@ -227,7 +233,8 @@ const Variant kVariants[] = {
      "the six builders (one_pass16_halves holds a buffer for a whole build: five buffers); the "
      "same bits",
      /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassHalvesStaged>,
+     kda::forward_workspace_bytes, validate_value_halves,
+     library_record_forward<kOnePassHalvesStaged>,
      library_record_forward_stage<kOnePassHalvesStaged>},
     {"v2w_mma",
      "the library's chunk_forward: per call the one pass (one_pass16) or the two kernels "

@@ -167,6 +167,21 @@ TEST(LabVariants, RawInputs) {
     p.beta_dtype = kda::DType::f32;
     EXPECT_NO_THROW(v.validate(p)) << name;
   }
+  // The value halves refuse every raw input at validation (before any CUDA call), each one alone
+  // too, so kda-check reports their raw path as unsupported instead of stopping at its launch;
+  // the contract's inputs pass.
+  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged"}) {
+    const Variant& v = variant(name);
+    const char* fragment = "the value-halves cluster reads the contract's inputs only";
+    expect_error([&] { v.validate(raw_forward(v)); }, ErrorCode::unsupported, fragment);
+    kda::ForwardParams one = dense_forward(v);
+    one.fuse_k_l2norm = true;
+    expect_error([&] { v.validate(one); }, ErrorCode::unsupported, fragment);
+    one = dense_forward(v);
+    one.beta_input = kda::BetaInput::logits;
+    expect_error([&] { v.validate(one); }, ErrorCode::unsupported, fragment);
+    EXPECT_NO_THROW(v.validate(dense_forward(v))) << name;
+  }
 }
 
 // The library's contract checks come first, for every variant alike.

@@ -215,13 +215,7 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
   a.raw = raw_prep_args(p);
   a.operands = operands;
   a.staged = form == OnePassForm::value_halves_staged;
-  if (value_halves && a.raw.any()) {
-    throw Error(ErrorCode::unsupported,
-                std::string(kWhere) +
-                    ": the value-halves cluster reads the contract's inputs only (a cumulative "
-                    "log2 gate, beta probabilities in fp32, normalized k): run one_pass16 or the "
-                    "library's chunk_forward for raw inputs");
-  }
+  if (value_halves) refuse_raw_on_value_halves(p, kWhere);
   // Packed sequences run longest first (dense ones are all the same length): their order goes
   // to the workspace's first num_seqs int32 (validation sized it for the records, far more).
   if (plan.packed) {
@@ -253,6 +247,15 @@ void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream
 }
 void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::f16_scaled, stream);
+}
+void refuse_raw_on_value_halves(const ForwardParams& p, const char* where) {
+  if (raw_prep_args(p).any()) {
+    throw Error(ErrorCode::unsupported,
+                std::string(where) +
+                    ": the value-halves cluster reads the contract's inputs only (a cumulative "
+                    "log2 gate, beta probabilities in fp32, normalized k): run one_pass16 or the "
+                    "library's chunk_forward for raw inputs");
+  }
 }
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves);

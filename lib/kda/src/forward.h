@@ -82,6 +82,9 @@ void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t 
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, six
 // builders a chain) on bf16 operands; throws unsupported for raw inputs.
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
+// Throws unsupported (naming `where`) for inputs the value halves do not read: any raw input
+// (raw_prep_args(p).any()). The lab's halves variants call it at validation too.
+void refuse_raw_on_value_halves(const ForwardParams& p, const char* where);
 // The same with each build staged (onepass.h OnepassArgs::staged: three ring buffers serve six
 // builders); the lab's one_pass16_halves_staged.
 void one_pass_value_halves_staged(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
