@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The library with the value halves (4b9a76c), one device call (~330 s of command time):
+# The library with the value halves (4b9a76c; binaries of 7aba5a8), one device call (~330 s of command time):
 #   GPU tests (the library takes the halves for few long chains, bit for bit); kda-check of the
 #   library (every path) on smoke, edge, long-memory and contract-mixed at 4e-3; memcheck of the
 #   library on smoke; kda-bench of the library on contract and contract-mixed (fused, explicit,
@@ -20,6 +20,9 @@ for s in smoke edge long-memory contract-mixed; do
   step 100 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --force
 done
+# The halves' raw path reported as unsupported (7aba5a8), every other row at the 5e-3 gate.
+step 20 check-halves-smoke $B/kda-check --variant one_pass16_halves --shapes shapes/smoke.yaml \
+  --md $r/check-halves-smoke.md --force
 step 40 sanitizer-library-memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/kda-check --shapes shapes/smoke.yaml
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
