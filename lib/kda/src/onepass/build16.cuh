@@ -136,44 +136,39 @@ struct OneRecord {
   __device__ __forceinline__ void put_u(int d, int i, float x) const { put(rec_ut(d, i), x); }
 };
 // A record whose value-independent parts before phase 5 (QP, KG, AQK, A: written in phases 2
-// and 3) go to the builder's own staging area, and W and U^T (phase 5) to `target` (a
-// OneRecord): a ring buffer is then needed only from phase 5 on (build_sub_chunk's `acquire`,
-// which waits for it and copies the staged parts in: copy_staged), not for the whole build.
-// Staging layout: QP, KG, AQK's tile as in the record from kRecQP on, then A.
+// and 3) go to the builder's own staging area, and W and U^T (phase 5) to `target`: a ring buffer
+// is then needed only from phase 5 on (build_sub_chunk's `acquire`, which waits for it and copies
+// the staged parts in: copy_staged), not for the whole build. Staging layout: QP, KG, AQK's tile
+// as in the record from kRecQP on, then A.
 inline constexpr int kStageA = kRecUT - kRecQP;               // 10,240
 inline constexpr int kStageBytes = kStageA + kDim * 4;        // 10,752
-template <class Target>
 struct StagedRecord {
   unsigned char* stage;  // kStageBytes, 16-byte aligned
-  Target target;
+  OneRecord target;
   template <class T>
   __device__ __forceinline__ void put(int64_t offset, T x) const {
     *reinterpret_cast<T*>(stage + (offset - kRecQP)) = x;
   }
   template <class T>
   __device__ __forceinline__ void put_w(int64_t offset, T x) const {
-    target.put_w(offset, x);
+    target.put(offset, x);
   }
   __device__ __forceinline__ void put_a(int d, float4 x) const {
     *reinterpret_cast<float4*>(stage + kStageA + 4 * d) = x;
   }
   __device__ __forceinline__ void put_u(int d, int i, float x) const { target.put_u(d, i, x); }
 };
-// The staged parts into `target`'s buffer by thread tid (0 .. 127) of the builder: 16-byte
-// units, the tiles' at their record offsets, A's through the target's put_a.
-template <class Target>
-__device__ __forceinline__ void copy_staged(const unsigned char* stage, const Target& target,
+// The staged parts into `target` by thread tid (0 .. 127) of the builder: 16-byte units, the
+// tiles' at their record offsets, A at the record's A.
+__device__ __forceinline__ void copy_staged(const unsigned char* stage, const OneRecord& target,
                                             int tid) {
   constexpr int kUnits = kStageBytes / 16;  // 672
 #pragma unroll
   for (int it = 0; it < (kUnits + kWarpgroup - 1) / kWarpgroup; ++it) {
     const int u = tid + kWarpgroup * it;
     if (u < kUnits) {
-      if (16 * u < kStageA) {
-        target.put(kRecQP + 16 * u, *reinterpret_cast<const uint4*>(stage + 16 * u));
-      } else {
-        target.put_a((16 * u - kStageA) / 4, *reinterpret_cast<const float4*>(stage + 16 * u));
-      }
+      const uint4 x = *reinterpret_cast<const uint4*>(stage + 16 * u);
+      target.put(16 * u < kStageA ? kRecQP + 16 * u : rec_a(0) + (16 * u - kStageA), x);
     }
   }
 }

@@ -15,10 +15,10 @@
 // frees the buffer in both CTAs once its step's products are waited for: it stores how many
 // sub-chunks it has finished into both CTAs (six builders on five or three buffers: a builder
 // can be two of a buffer's phases behind, which an mbarrier's phase parity cannot tell apart; a
-// count can; tests/kda/test_onepass_handover.cpp). No
-// cluster-scope release or acquire is in the loop: each is a MEMBAR.ALL.GPU or a CCTL.IVALL
-// (cluster.cuh), and dd78659's builders, which mirrored every store into the peer and released
-// them per thread, ran the step at one CTA a chain's speed.
+// count can; tests/kda/test_onepass_handover.cpp). No cluster-scope release or acquire is in
+// the loop: each is a MEMBAR.ALL.GPU or a CCTL.IVALL (cluster.cuh), and dd78659's builders,
+// which mirrored every store into the peer and released them per thread, ran the step at one
+// CTA a chain's speed.
 // The bits are the one pass's (kernel.cuh Config<1, 3>, bf16 chain): the same builds, and per
 // value row the same products in the same order.
 #pragma once
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
         }
       };
       if constexpr (kStaged) {
-        const build::StagedRecord<build::OneRecord> record{stage, target};
+        const build::StagedRecord record{stage, target};
         const auto acquire = [&] {
           wait_buffer();
           build::copy_staged(stage, target, btid);

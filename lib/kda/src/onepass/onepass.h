@@ -49,8 +49,8 @@ struct OnepassArgs {
 inline constexpr int kLibraryBuilders = 3;  // the library's configuration: kernel.cuh Config<1, 3>
 // The record rings' hand-over (tests/kda/test_onepass_handover.cpp simulates each with these
 // sizes): buffers a CTA, builders a chain.
-inline constexpr int kRingBuffers = 4;            // kernel.cuh (one CTA, kLibraryBuilders)
-inline constexpr int kHalvesBuilders = 6;         // halves.cuh: three in each CTA of the pair
+inline constexpr int kRingBuffers = 4;              // kernel.cuh (one CTA, kLibraryBuilders)
+inline constexpr int kHalvesBuilders = 6;           // halves.cuh: three in each CTA of the pair
 inline constexpr int kHalvesRingBuffers = 5;        // its whole-record buffers, builds unstaged
 inline constexpr int kHalvesStagedRingBuffers = 3;  // and staged (beside the stages)
 
