@@ -9,7 +9,7 @@
 #   against the two kernels the library ran before, predicted ~545 against ~700 us on an H200,
 #   ~776 on an H100); memcheck of the library; then the peers (cuDNN-FE 1.32 sm90, both gate
 #   regimes, through scripts/peers/run-all-h200.sh).
-#   Full: ~330 s of command time plus the peers' ~110 (timeout_s=560). Short (~150 s, no
+#   Full: ~330 s of command time plus the peers' ~110 and a profile's ~80 (timeout_s=600). Short (~150 s, no
 #   contract-mixed check, no memcheck): SHORT=1.
 # Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree; rebuild
 # after committing, the binaries carry the commit):
@@ -55,3 +55,9 @@ finish
 PEERS=cudnn FLA=0 CHECK_SHAPES=none DEADLINE=130 BUILD_WAIT=30 CHECKS_DONE=$([[ $SHORT == 1 ]] && echo 10 || echo 50) \
   BIN=$B bash scripts/peers/run-all-h200.sh > /dev/null 2>&1
 cat "$OUT/peers-summary.txt" 2>/dev/null | head -40
+# The builders on a many-chain shape (the geomean's bulk: ~1.7 us a sub-chunk per SM): the one
+# pass the library runs there, profiled for the next step (text pages only).
+[[ ${PROFILE:-1} == 1 ]] || exit 0
+BIN=$B KERNELS=onepass VARIANT=one_pass16_bf16 KEEP_REPORTS=0 TAG=onepass-uniform8 \
+  timeout 110 bash scripts/h200-profile.sh h64-uniform8 > /dev/null 2>&1
+echo "profile rc=$?"
