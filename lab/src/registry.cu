@@ -110,11 +110,12 @@ constexpr Variant ladder_variant(const char* name, const char* summary, bool raw
 #endif  // KDA_LAB_LADDER
 
 void validate_library(const ForwardParams& p) { kda::validate(p); }
-// The value halves refuse raw inputs at validation as their launch does, so kda-check and
-// kda-bench report the raw path as unsupported by the variant instead of stopping at a launch.
-void validate_value_halves(const ForwardParams& p) {
+// The one pass's clusters (value halves, helpers) refuse raw inputs at validation as their launch
+// does, so kda-check and kda-bench report the raw path as unsupported by the variant instead of
+// stopping at a launch.
+void validate_clusters(const ForwardParams& p) {
   kda::validate(p);
-  detail::refuse_raw_on_value_halves(p, "chunk_forward");
+  detail::refuse_raw_on_clusters(p, "chunk_forward");
 }
 
 // The library's kernels with the SCAN always in whole chains (scan_ctas.h): what the library ran
@@ -145,6 +146,9 @@ constexpr detail::ForwardLaunches kOnePassHalvesStaged{detail::library_prep, det
 constexpr detail::ForwardLaunches kOnePassHalves{detail::library_prep, detail::library_scan,
                                                  detail::one_pass_value_halves,
                                                  detail::KernelChoice::one_pass};
+constexpr detail::ForwardLaunches kOnePassHelpers{detail::library_prep, detail::library_scan,
+                                                  detail::one_pass_helpers,
+                                                  detail::KernelChoice::one_pass};
 
 // kda.h's entry points for the library's record and validation on other launches.
 template <const detail::ForwardLaunches& kLaunches>
@@ -225,7 +229,7 @@ const Variant kVariants[] = {
      "peer CTA by bulk copy): for few chains; the same bits as one_pass16_bf16; contract inputs "
      "only",
      /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_value_halves, library_record_forward<kOnePassHalves>,
+     kda::forward_workspace_bytes, validate_clusters, library_record_forward<kOnePassHalves>,
      library_record_forward_stage<kOnePassHalves>},
     {"one_pass16_halves_staged",
      "one_pass16_halves with each build's QP, KG, AQK and A staged in the builder's scratch and a "
@@ -233,9 +237,17 @@ const Variant kVariants[] = {
      "the six builders (one_pass16_halves holds a buffer for a whole build: five buffers); the "
      "same bits",
      /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_value_halves,
+     kda::forward_workspace_bytes, validate_clusters,
      library_record_forward<kOnePassHalvesStaged>,
      library_record_forward_stage<kOnePassHalvesStaged>},
+    {"one_pass16_helpers",
+     "one_pass16_bf16 in clusters of three chain CTAs and one helper CTA, whose three builders "
+     "build every fourth sub-chunk of each of the three chains (staged, copied whole into the "
+     "chain's ring by bulk copy): for few chains (96 on 132 SMs); the same bits as "
+     "one_pass16_bf16; contract inputs only",
+     /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_clusters, library_record_forward<kOnePassHelpers>,
+     library_record_forward_stage<kOnePassHelpers>},
     {"v2w_mma",
      "the library's chunk_forward: per call the one pass (one_pass16) or the two kernels "
      "(v2w_two_kernel), by kernel_choice.h's time model",

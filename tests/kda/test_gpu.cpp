@@ -1656,7 +1656,70 @@ TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
     ADD_FAILURE() << "raw inputs ran on the value-halves cluster";
   } catch (const kda::Error& e) {
     EXPECT_EQ(e.code(), kda::ErrorCode::unsupported);
-    EXPECT_NE(std::string(e.what()).find("value-halves cluster reads the contract's inputs only"),
+    EXPECT_NE(std::string(e.what()).find("clusters (value halves, helpers) read the contract's "
+                                         "inputs only"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The one pass's helper cluster (onepass.h launch_helpers: three chain CTAs and a helper CTA
+// whose builders build every fourth sub-chunk of each chain, staged, copied into the chain's ring
+// by bulk copy) runs the same builds and steps as the one pass on bf16 operands: its output and
+// final state are one_pass16_bf16's bit for bit, on both paths and through the stages.
+// Dense with a tail, long memories and value rows 2^30 apart (6 chains: two clusters); packed
+// with an empty sequence, a one-token one and strides (10 chains: the last cluster has one);
+// chains of very different lengths in one cluster (the helper skips the short ones' rounds); and
+// more clusters than the device runs at once (a second wave). Raw inputs are refused.
+TEST_F(KdaGpu, OnePassHelpersAreTheOnePassBitForBit) {
+  KDA_REQUIRE_VARIANT(helpers, "one_pass16_helpers");
+  KDA_REQUIRE_VARIANT(bf16, "one_pass16_bf16");
+  const int clusters = kda::detail::onepass::helper_resident_clusters();
+  ASSERT_GT(clusters, 0) << "no helper cluster fits this device";
+  ForwardCase dense;
+  dense.batch = 2;
+  dense.tokens = 1000;  // 62 whole sub-chunks and an 8-row tail
+  dense.heads = 3;
+  dense.initial_state = true;
+  dense.final_state = true;
+  dense.decay_scale = 1e-3f;
+  dense.value_spread = true;
+  ForwardCase uneven;
+  uneven.tokens = 3000;
+  uneven.cu = {0, 2200, 2240, 2241, 3000};  // 138, 3, 1 and 48 sub-chunks
+  uneven.heads = 3;
+  uneven.initial_state = true;
+  uneven.final_state = true;
+  uneven.decay_scale = 1e-3f;
+  ForwardCase waves;
+  waves.tokens = 300;
+  waves.heads = 3 * clusters + 5;  // a second wave of clusters
+  waves.final_state = true;
+  uint64_t seed = 61;
+  for (const ForwardCase& c : {dense, packed_agree_case(), uneven, waves}) {
+    const Inputs in = make_inputs(c, seed++);
+    const DeviceProblem a(in, *helpers);
+    const DeviceProblem b(in, *bf16);
+    for (const Path path : {Path::fused, Path::fused_stages, Path::explicit_norm}) {
+      SCOPED_TRACE(static_cast<int>(path));
+      const Outputs x = a.run(path);
+      const Outputs y = b.run(path);
+      EXPECT_TRUE(bitwise_equal(x.out, y.out)) << "output, case of seed " << seed - 1;
+      EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state))
+          << "final state, case of seed " << seed - 1;
+    }
+  }
+  RawCase r;
+  r.tokens = 64;
+  r.heads = 3;
+  const RawInputs raw_in = make_raw_inputs(r, 50);
+  try {
+    (void)RawDeviceProblem(raw_in, *helpers).run(RawRun{});
+    ADD_FAILURE() << "raw inputs ran on the helper cluster";
+  } catch (const kda::Error& e) {
+    EXPECT_EQ(e.code(), kda::ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("clusters (value halves, helpers) read the contract's "
+                                         "inputs only"),
               std::string::npos)
         << e.what();
   }

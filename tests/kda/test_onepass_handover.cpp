@@ -1,7 +1,8 @@
-// The one pass's record hand-over (lib/kda/src/onepass/kernel.cuh, halves.cuh), simulated on the
-// CPU with random build and step times: builders build sub-chunks c = builder, builder + B, ...
-// into ring buffer c % R of every CTA of the chain (the value halves: into their own CTA's and,
-// by bulk copy, the peer's), and each CTA's chain consumes them in order.
+// The one pass's record hand-over (lib/kda/src/onepass/kernel.cuh, halves.cuh, helpers.cuh),
+// simulated on the CPU with random build and step times: builders build sub-chunks c = builder,
+// builder + B, ... into ring buffer c % R of every CTA of the chain (the value halves: into their
+// own CTA's and, by bulk copy, the peer's), and each CTA's chain consumes them in order; the
+// helper cluster's schedule is simulated on its own (simulate_helpers).
 // A builder may write buffer b only once every chain has finished the buffer's previous record
 // (c - R), and a chain may read record c only once it is built. The waits are modelled as the
 // kernels do them: an mbarrier's try_wait.parity (true when the phase in progress has the other
@@ -167,6 +168,194 @@ TEST(OnePassHandover, ValueHalvesNeedCounts) {
     parity.wait = Wait::parity;
     EXPECT_GT(worst_over_seeds(parity).violations, 0);
   }
+}
+
+// The helper cluster (helpers.cuh): kHelperChains chains, each with its CTA's kLibraryBuilders
+// builders (sub-chunks c with c % kHelperRound = j, built in place into ring buffer
+// c % kHelperRingBuffers after a count wait), and one helper CTA whose builders build round r's
+// sub-chunk helper_sub_chunk(r) of chain helper_chain(j, r): staged (its own record buffer is
+// taken again before phase 5 once the chain it last served has finished that sub-chunk), then
+// one thread waits for the chain's buffer and copies the record, which lands some ticks later.
+// Chains of different lengths (a cluster's last may have none). Returns the ticks to the end.
+struct HelperOutcome {
+  int64_t violations = 0;  // a buffer written before it was free, or read before it held c
+  bool deadlock = false;
+  int64_t ticks = 0;
+};
+HelperOutcome simulate_helpers(const std::vector<int64_t>& chunks, uint32_t seed, int build_lo,
+                               int build_hi, int step_hi, int copy_hi) {
+  constexpr int kChains = op::kHelperChains, kRing = op::kHelperRingBuffers;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> build_time(build_lo, build_hi), step_time(step_hi / 2, step_hi),
+      copy_time(2, copy_hi);
+  const auto prefix = [&](int t) { return t * 4 / 5; };  // phases 1-4 of a staged build
+  struct Ring {
+    std::vector<Mbarrier> full = std::vector<Mbarrier>(kRing);
+    std::vector<int64_t> holds = std::vector<int64_t>(kRing, -1);  // the sub-chunk written
+    int64_t done = 0;  // the chain's count
+    int64_t c = 0;     // the chain's next step
+    int64_t busy_until = 0;
+    bool stepping = false;
+  };
+  std::vector<Ring> chain(kChains);
+  struct Landing {
+    int64_t at;
+    int chain;
+    int slot;
+    int64_t c;
+  };
+  std::vector<Landing> landings;
+  HelperOutcome out;
+  const auto write = [&](int i, int64_t c) {  // a record for sub-chunk c into chain i's ring
+    const int slot = static_cast<int>(c % kRing);
+    if (c >= kRing && chain[i].done < c - kRing + 1) ++out.violations;
+    chain[i].holds[slot] = c;
+    return slot;
+  };
+  // The chain CTAs' builders: (chain, j, c, busy until, waited).
+  struct Local {
+    int chain;
+    int64_t c;
+    int64_t busy_until = 0;
+    bool building = false;
+  };
+  std::vector<Local> local;
+  for (int i = 0; i < kChains; ++i) {
+    for (int j = 0; j < op::kLibraryBuilders; ++j) local.push_back({i, j});
+  }
+  struct Helper {
+    int64_t round = 0;
+    int phase = 0;  // 0 ready, 1 prefix, 2 waiting for its record buffer, 3 suffix, 4 ring wait
+    int64_t busy_until = 0;
+    int last_chain = -1;
+    int64_t last_c = 0;
+    bool copy_landed = true;  // the last copy from its record buffer has landed
+    int build = 0;
+  };
+  std::vector<Helper> helpers(op::kHelperBuilders);
+  const auto next_round = [&](int j, int64_t r) -> int64_t {
+    for (int t = 0; t < kChains; ++t) {
+      if (op::helper_sub_chunk(r + t) < chunks[op::helper_chain(j, r + t)]) return r + t;
+    }
+    return -1;
+  };
+  for (int j = 0; j < op::kHelperBuilders; ++j) helpers[j].round = next_round(j, 0);
+  for (int64_t now = 0; now < 400000; ++now) {
+    bool all_done = true;
+    for (int i = 0; i < kChains; ++i) all_done = all_done && chain[i].c >= chunks[i];
+    if (all_done) {
+      out.ticks = now;
+      return out;
+    }
+    for (auto it = landings.begin(); it != landings.end();) {
+      if (it->at <= now) {
+        chain[it->chain].full[it->slot].arrive();
+        for (Helper& h : helpers) {
+          if (h.last_chain == it->chain && h.last_c == it->c) h.copy_landed = true;
+        }
+        it = landings.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (Local& b : local) {
+      Ring& r = chain[b.chain];
+      if (b.c >= chunks[b.chain] || now < b.busy_until) continue;
+      if (b.building) {  // built: arrive on the buffer's full barrier
+        r.full[b.c % kRing].arrive();
+        b.building = false;
+        b.c += op::kHelperRound;
+        continue;
+      }
+      if (b.c >= kRing && r.done < b.c - kRing + 1) continue;  // the count wait
+      write(b.chain, b.c);
+      b.building = true;
+      b.busy_until = now + build_time(rng);
+    }
+    for (int j = 0; j < op::kHelperBuilders; ++j) {
+      Helper& h = helpers[j];
+      if (h.round < 0 || now < h.busy_until) continue;
+      const int i = op::helper_chain(j, h.round);
+      const int64_t c = op::helper_sub_chunk(h.round);
+      if (h.phase == 0) {
+        h.build = build_time(rng);
+        h.busy_until = now + prefix(h.build);
+        h.phase = 1;
+      } else if (h.phase == 1 || h.phase == 2) {  // acquire: the last copy's chain is past it
+        if (h.last_chain >= 0 && chain[h.last_chain].done < h.last_c + 1) {
+          h.phase = 2;
+          continue;
+        }
+        if (!h.copy_landed) ++out.violations;  // its record buffer still being read
+        h.busy_until = now + h.build - prefix(h.build);
+        h.phase = 3;
+      } else if (h.phase == 3 || h.phase == 4) {  // thread 0: the chain's buffer, the copy
+        if (c >= kRing && chain[i].done < c - kRing + 1) {
+          h.phase = 4;
+          continue;
+        }
+        const int slot = write(i, c);
+        landings.push_back({now + copy_time(rng), i, slot, c});
+        h.copy_landed = false;
+        h.last_chain = i;
+        h.last_c = c;
+        h.phase = 0;
+        h.round = next_round(j, h.round + 1);
+      }
+    }
+    for (int i = 0; i < kChains; ++i) {
+      Ring& r = chain[i];
+      if (r.c >= chunks[i] || now < r.busy_until) continue;
+      const int slot = static_cast<int>(r.c % kRing);
+      if (r.stepping) {
+        r.stepping = false;
+        r.done = ++r.c;
+        continue;
+      }
+      if (r.full[slot].try_wait_parity(r.c / kRing)) {
+        if (r.holds[slot] != r.c) ++out.violations;
+        r.stepping = true;
+        r.busy_until = now + step_time(rng);
+      }
+    }
+  }
+  out.deadlock = true;
+  return out;
+}
+
+// Every schedule of the helper cluster's hand-over at random build, step and copy times (copies
+// up to longer than a build, so that a helper taking its record buffer back too early would show),
+// chains equal, ragged and missing: no buffer written before its chain is done with it, no record
+// read before it is in, no record buffer of the helper reused before its copy landed, no deadlock.
+TEST(OnePassHandover, HelperClusterIsSafe) {
+  const std::vector<std::vector<int64_t>> lengths = {
+      {97, 97, 97}, {512, 40, 3}, {5, 0, 0}, {1, 2, 3}, {64, 64, 0}, {4, 8, 301}};
+  for (const auto& chunks : lengths) {
+    SCOPED_TRACE(::testing::PrintToString(chunks));
+    for (uint32_t seed = 1; seed <= 60; ++seed) {
+      for (const int step_hi : {10, 60}) {  // chain-bound and builder-bound
+        const HelperOutcome o = simulate_helpers(chunks, seed, 60, 140, step_hi, 200);
+        ASSERT_FALSE(o.deadlock) << "seed " << seed;
+        ASSERT_EQ(o.violations, 0) << "seed " << seed;
+      }
+    }
+  }
+}
+
+// With short steps the chains get four builders' worth of records: the step within 12 % of a
+// quarter of the mean build (100 ticks), where one CTA's three builders give a third.
+TEST(OnePassHandover, HelperClusterGivesFourBuilders) {
+  double ticks = 0;
+  constexpr int kSeeds = 20;
+  constexpr int64_t kChunks = 400;
+  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    const HelperOutcome o = simulate_helpers({kChunks, kChunks, kChunks}, seed, 90, 110, 20, 12);
+    ASSERT_FALSE(o.deadlock);
+    ticks += static_cast<double>(o.ticks);
+  }
+  const double step = ticks / kSeeds / kChunks;
+  EXPECT_LT(step, 1.12 * 100.0 / 4) << step;
+  EXPECT_GT(step, 100.0 / 4 * 0.95) << step;  // not faster than four builders can build
 }
 
 }  // namespace

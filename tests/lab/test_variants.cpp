@@ -53,7 +53,8 @@ TEST(LabVariants, TheLadderInOrderTheLibrarysLast) {
   const std::vector<std::string> names = {
       "v0_fp32",         "v1_mma",           "v2_mma",         "v2t_mma", "v2w_whole_chains",
       "v2w_two_kernel",  "one_pass16",       "one_pass16_bf16", "one_pass16_pairs",
-      "one_pass16_f16",  "one_pass16_halves", "one_pass16_halves_staged", "v2w_mma"};
+      "one_pass16_f16",  "one_pass16_halves", "one_pass16_halves_staged", "one_pass16_helpers",
+      "v2w_mma"};
   EXPECT_EQ(kda::lab::variant_names(), names);
   ASSERT_EQ(kda::lab::variants().size(), names.size());
   for (const Variant& v : kda::lab::variants()) {
@@ -82,8 +83,9 @@ TEST(LabVariants, Capabilities) {
     EXPECT_TRUE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
-  // The value-halves cluster reads the contract's inputs only; its fused q norm is the one pass's.
-  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged"}) {
+  // The clusters (value halves, helpers) read the contract's inputs only; their fused q norm is
+  // the one pass's.
+  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged", "one_pass16_helpers"}) {
     EXPECT_FALSE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
@@ -167,12 +169,13 @@ TEST(LabVariants, RawInputs) {
     p.beta_dtype = kda::DType::f32;
     EXPECT_NO_THROW(v.validate(p)) << name;
   }
-  // The value halves refuse every raw input at validation (before any CUDA call), each one alone
+  // The clusters refuse every raw input at validation (before any CUDA call), each one alone
   // too, so kda-check reports their raw path as unsupported instead of stopping at its launch;
   // the contract's inputs pass.
-  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged"}) {
+  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged", "one_pass16_helpers"}) {
     const Variant& v = variant(name);
-    const char* fragment = "the value-halves cluster reads the contract's inputs only";
+    const char* fragment =
+        "the one pass's clusters (value halves, helpers) read the contract's inputs only";
     expect_error([&] { v.validate(raw_forward(v)); }, ErrorCode::unsupported, fragment);
     kda::ForwardParams one = dense_forward(v);
     one.fuse_k_l2norm = true;
@@ -213,7 +216,7 @@ TEST(LabVariants, ScanGridLimit) {
   }
   for (const char* name : {"v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_bf16",
                            "one_pass16_pairs", "one_pass16_f16", "one_pass16_halves",
-                           "one_pass16_halves_staged", "v2w_mma"}) {
+                           "one_pass16_halves_staged", "one_pass16_helpers", "v2w_mma"}) {
     kda::ForwardParams p = dense_forward(variant(name));
     p.batch = int64_t{1} << 30;
     p.tokens = 1;

@@ -29,9 +29,10 @@
 namespace kda::detail {
 
 namespace {
-// How many value-halves clusters the current device runs at once (onepass.h
-// value_halves_resident_clusters), queried once per device, then cached.
-int value_halves_clusters(const char* where) {
+// How many clusters of a kind the current device runs at once (onepass.h
+// value_halves_resident_clusters, helper_resident_clusters), queried once per device, then cached.
+template <int (*kQuery)()>
+int resident_clusters(const char* where) {
   static std::mutex mutex;
   static std::vector<std::pair<int, int>> known;
   const int device = current_device(where);
@@ -39,7 +40,7 @@ int value_halves_clusters(const char* where) {
   for (const auto& [d, clusters] : known) {
     if (d == device) return clusters;
   }
-  const int clusters = onepass::value_halves_resident_clusters();
+  const int clusters = kQuery();
   known.emplace_back(device, clusters);
   return clusters;
 }
@@ -56,13 +57,18 @@ Plan make_plan(const ForwardParams& p, const ForwardLaunches& kernels) {
     case KernelChoice::two_kernel: plan.kernel = ForwardKernel::two_kernel; break;
     case KernelChoice::one_pass: plan.kernel = ForwardKernel::one_pass; break;
     case KernelChoice::by_model: {
-      // The clusters are asked for only where the value halves could run (bf16 operands).
-      const int clusters =
-          kLibraryTakesValueHalves && one_pass_operands(p) == onepass::ChainOperands::bf16
-              ? value_halves_clusters("chunk_forward")
+      // The clusters are asked for only where they could run (bf16 operands) and are offered.
+      const bool bf16 = one_pass_operands(p) == onepass::ChainOperands::bf16;
+      const int halves = kLibraryTakesValueHalves && bf16
+                             ? resident_clusters<onepass::value_halves_resident_clusters>(
+                                   "chunk_forward")
+                             : 0;
+      const int helpers =
+          kLibraryTakesHelpers && bf16
+              ? resident_clusters<onepass::helper_resident_clusters>("chunk_forward")
               : 0;
       plan.kernel = choose_forward_kernel(p, multiprocessor_count("chunk_forward"),
-                                          dram_bandwidth("chunk_forward"), clusters);
+                                          dram_bandwidth("chunk_forward"), halves, helpers);
       break;
     }
   }
@@ -175,15 +181,15 @@ void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
 
 namespace {
 
-// Which one-pass kernel: the library's, or its value-halves cluster (onepass.h
+// Which one-pass kernel: the library's, its value-halves cluster (onepass.h
 // launch_value_halves: bf16 operands and the contract's inputs only), its builds unstaged or
-// staged (OnepassArgs::staged).
-enum class OnePassForm { single, value_halves, value_halves_staged };
+// staged (OnepassArgs::staged), or the helper cluster (launch_helpers: the same inputs).
+enum class OnePassForm { single, value_halves, value_halves_staged, helpers };
 
 // The one pass on `operands` in `form`.
 void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperands operands,
                   cudaStream_t stream, OnePassForm form = OnePassForm::single) {
-  const bool value_halves = form != OnePassForm::single;
+  const bool clustered = form != OnePassForm::single;
   constexpr const char* kWhere = "chunk_forward: one_pass";
   if (!one_pass_reads(p)) {
     throw Error(ErrorCode::unsupported,
@@ -215,7 +221,7 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
   a.raw = raw_prep_args(p);
   a.operands = operands;
   a.staged = form == OnePassForm::value_halves_staged;
-  if (value_halves) refuse_raw_on_value_halves(p, kWhere);
+  if (clustered) refuse_raw_on_clusters(p, kWhere);
   // Packed sequences run longest first (dense ones are all the same length): their order goes
   // to the workspace's first num_seqs int32 (validation sized it for the records, far more).
   if (plan.packed) {
@@ -225,8 +231,9 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
     if (e != cudaSuccess) throw_cuda(std::string(kWhere) + " (order_by_length)", e);
     a.order = order;
   }
-  const cudaError_t e =
-      value_halves ? onepass::launch_value_halves(a, stream) : onepass::launch(a, stream);
+  const cudaError_t e = form == OnePassForm::single    ? onepass::launch(a, stream)
+                        : form == OnePassForm::helpers ? onepass::launch_helpers(a, stream)
+                                                       : onepass::launch_value_halves(a, stream);
   if (e != cudaSuccess) throw_cuda(kWhere, e);
 }
 
@@ -235,6 +242,8 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   if (plan.kernel == ForwardKernel::one_pass_halves) {
     run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves);
+  } else if (plan.kernel == ForwardKernel::one_pass_helpers) {
+    run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::helpers);
   } else {
     run_one_pass(p, plan, one_pass_operands(p), stream);
   }
@@ -248,13 +257,13 @@ void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream
 void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::f16_scaled, stream);
 }
-void refuse_raw_on_value_halves(const ForwardParams& p, const char* where) {
+void refuse_raw_on_clusters(const ForwardParams& p, const char* where) {
   if (raw_prep_args(p).any()) {
     throw Error(ErrorCode::unsupported,
                 std::string(where) +
-                    ": the value-halves cluster reads the contract's inputs only (a cumulative "
-                    "log2 gate, beta probabilities in fp32, normalized k): run one_pass16 or the "
-                    "library's chunk_forward for raw inputs");
+                    ": the one pass's clusters (value halves, helpers) read the contract's inputs "
+                    "only (a cumulative log2 gate, beta probabilities in fp32, normalized k): run "
+                    "one_pass16 or the library's chunk_forward for raw inputs");
   }
 }
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
@@ -262,6 +271,9 @@ void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_
 }
 void one_pass_value_halves_staged(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves_staged);
+}
+void one_pass_helpers(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::helpers);
 }
 
 namespace {

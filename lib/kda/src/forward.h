@@ -68,7 +68,8 @@ void library_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
 void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The one pass: the sequences' longest-first order into the workspace (packed inputs), then the
 // kernel, its chain on the operands kernel_choice.h's one_pass_operands picks for the inputs, or
-// the value-halves cluster where the plan's kernel is one_pass_halves.
+// the value-halves or helper cluster where the plan's kernel is one_pass_halves or
+// one_pass_helpers.
 // Throws unsupported for inputs it does not read (one_pass_reads).
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The one pass with the chain's operands fixed for every call: bf16 (the lab's one_pass16_bf16:
@@ -82,12 +83,17 @@ void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t 
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, six
 // builders a chain) on bf16 operands; throws unsupported for raw inputs.
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
-// Throws unsupported (naming `where`) for inputs the value halves do not read: any raw input
-// (raw_prep_args(p).any()). The lab's halves variants call it at validation too.
-void refuse_raw_on_value_halves(const ForwardParams& p, const char* where);
+// Throws unsupported (naming `where`) for inputs the one pass's clusters (value halves, helpers)
+// do not read: any raw input (raw_prep_args(p).any()). The lab's variants of them call it at
+// validation too.
+void refuse_raw_on_clusters(const ForwardParams& p, const char* where);
 // The same with each build staged (onepass.h OnepassArgs::staged: three ring buffers serve six
 // builders); the lab's one_pass16_halves_staged.
 void one_pass_value_halves_staged(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
+// The one pass's helper cluster (onepass.h launch_helpers: three chain CTAs and a helper CTA
+// whose builders lend each chain one build in four) on bf16 operands; the lab's
+// one_pass16_helpers. Throws unsupported for raw inputs.
+void one_pass_helpers(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // chunk_forward's body: every stage in order on one plan.
 void run_forward(const ForwardParams& p, const ForwardLaunches& kernels, cudaStream_t stream);
 // chunk_forward_stage's body (the stage already checked).

@@ -1,8 +1,10 @@
-// The library's one-pass forward (onepass.h): kernel.cuh's Config<1, 3>, and the longest-first
-// order of its grid's sequences.
+// The library's one-pass forward (onepass.h): kernel.cuh's Config<1, 3>, the value-halves and
+// helper clusters for few chains (halves.cuh, helpers.cuh), and the longest-first order of the
+// grid's sequences.
 #include <cstdint>
 
 #include "onepass/halves.cuh"
+#include "onepass/helpers.cuh"
 #include "onepass/kernel.cuh"
 #include "onepass/onepass.h"
 
@@ -72,6 +74,38 @@ int value_halves_resident_clusters() {
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, onepass_halves_kernel<false>, &config) !=
       cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return clusters;
+}
+
+cudaError_t launch_helpers(const OnepassArgs& args, cudaStream_t stream) {
+  if (!row_offsets_fit(args.in) || args.raw.any() || args.operands != ChainOperands::bf16) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t chains = static_cast<int64_t>(args.in.num_seqs) * args.in.heads;
+  const int64_t clusters = (chains + kHelperChains - 1) / kHelperChains;
+  if (chains <= 0 || clusters * kHelperClusterCtas > 0x7fffffff) return cudaErrorInvalidValue;
+  cudaLaunchAttribute attribute[1];
+  cudaLaunchConfig_t config;
+  cudaError_t e = helpers_launch_config(static_cast<unsigned>(clusters * kHelperClusterCtas),
+                                        stream, attribute, config);
+  if (e != cudaSuccess) return e;
+  e = cudaLaunchKernelEx(&config, onepass_helpers_kernel, args);
+  if (e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+int helper_resident_clusters() {
+  cudaLaunchAttribute attribute[1];
+  cudaLaunchConfig_t config;
+  if (helpers_launch_config(kHelperClusterCtas, nullptr, attribute, config) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, onepass_helpers_kernel, &config) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }

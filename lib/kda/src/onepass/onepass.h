@@ -54,6 +54,31 @@ inline constexpr int kHalvesBuilders = 6;           // halves.cuh: three in each
 inline constexpr int kHalvesRingBuffers = 5;        // its whole-record buffers, builds unstaged
 inline constexpr int kHalvesStagedRingBuffers = 3;  // and staged (beside the stages)
 
+// The helper cluster (helpers.cuh) for few chains: kHelperChains chain CTAs (the library's CTA:
+// the chain and three builders) and one helper CTA of kHelperBuilders builders and no chain, which
+// lends each chain one build a round. A chain's sub-chunks go in rounds of kHelperRound: its own
+// builders build c % kHelperRound = 0, 1, 2 of each, the helper the last; helper builder j's build
+// of round r is for chain (j + r) % kHelperChains, so every chain gets one helper build a round and
+// the three helper builders serve the three chains in turn.
+inline constexpr int kHelperChains = 3;                 // chain CTAs a cluster
+inline constexpr int kHelperBuilders = 3;               // the helper CTA's builders
+inline constexpr int kHelperClusterCtas = kHelperChains + 1;
+inline constexpr int kHelperRank = kHelperChains;       // the helper CTA's rank in its cluster
+inline constexpr int kHelperRound = kLibraryBuilders + 1;
+inline constexpr int kHelperRingBuffers = 5;            // a chain CTA's whole-record buffers
+static_assert(kHelperBuilders == kHelperChains, "one helper build a chain a round");
+// Whether the helper builds chain sub-chunk c (else the chain CTA's builder c % kHelperRound).
+KDA_ONEPASS_HD constexpr bool helper_builds(int64_t c) {
+  return c % kHelperRound == kHelperRound - 1;
+}
+// The chain a helper builder's build of round r is for, and the sub-chunk.
+KDA_ONEPASS_HD constexpr int helper_chain(int builder, int64_t round) {
+  return static_cast<int>((builder + round) % kHelperChains);
+}
+KDA_ONEPASS_HD constexpr int64_t helper_sub_chunk(int64_t round) {
+  return kHelperRound * round + kHelperRound - 1;
+}
+
 // The library's configuration (the raw-input kernel when args.raw.any()): grid num_seqs x heads
 // (rank-major), 512 threads; returns the launch's error (cudaErrorInvalidValue for strides beyond
 // row_offsets_fit).
@@ -68,6 +93,19 @@ cudaError_t launch_value_halves(const OnepassArgs& args, cudaStream_t stream);
 // How many of the value-halves clusters the current device runs at once (0 when it runs none, or
 // the query fails: the error is cleared).
 int value_halves_resident_clusters();
+
+// The helper cluster (helpers.cuh) for few chains: clusters of kHelperChains chain CTAs (the
+// library's CTA: its chain and three builders) and one helper CTA whose three builders build every
+// kHelperRound-th sub-chunk of those chains, copied by bulk copy into the chain's ring; staged
+// builds in the helper (build16.cuh StagedRecord). bf16 chain operands, the contract's inputs only
+// (else cudaErrorInvalidValue). The same bits as launch's bf16 chain. Grid kHelperClusterCtas x
+// ceil(num_seqs x heads / kHelperChains) in clusters of kHelperClusterCtas; chain (row, head)
+// r * heads + h on chain CTA (r * heads + h) % kHelperChains of cluster (r * heads + h) /
+// kHelperChains.
+cudaError_t launch_helpers(const OnepassArgs& args, cudaStream_t stream);
+// How many helper clusters the current device runs at once (0 when it runs none, or the query
+// fails: the error is cleared).
+int helper_resident_clusters();
 
 // order[r] = the sequence of rank r by decreasing length (cu[s + 1] - cu[s]), ties by index: a
 // deterministic longest-first schedule for the one-pass grid. `order` holds num_seqs int32.
