@@ -8,9 +8,10 @@
 #   kda-check of the library (every path) and of the helpers (fused) on smoke, edge and
 #   long-memory at the 4e-3 bar, the library on contract-mixed; the helpers under memcheck,
 #   synccheck and racecheck; the peers (cuDNN-FE 1.32 sm90, both gate regimes, ours beside them
-#   through scripts/peers/run-all-h200.sh); then a profile of the one pass on h64-uniform8.
-#   Full: ~300 s of steps, the peers' ~130, the profile's ~80 (timeout_s=600). Short (~120 s:
-#   tests, the benches, smoke checks): SHORT=1.
+#   through scripts/peers/run-all-h200.sh); PROFILE=1: then a profile of the one pass on
+#   h64-uniform8. Also V_new as a bf16 pair (one_pass16_vpairs) against the bf16 chain on every
+#   path, timed and checked. Full: ~370 s of steps and the peers' ~130 (timeout_s=600). Short
+#   (~150 s: tests, the benches, smoke checks): SHORT=1.
 # Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree; rebuild
 # after committing, the binaries carry the commit):
 #   cmake --build --preset release -j 2 && scripts/stage-device.sh new   (.whl: scripts/peers/README.md)
@@ -19,7 +20,7 @@
 set -u
 B=.device/new/bin
 SHORT=${SHORT:-0}
-DEADLINE=${DEADLINE:-$([[ $SHORT == 1 ]] && echo 110 || echo 290)}
+DEADLINE=${DEADLINE:-$([[ $SHORT == 1 ]] && echo 150 || echo 380)}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
 H=(--variant one_pass16_helpers)
@@ -35,6 +36,15 @@ step 30 bench-contract-helpers $B/kda-bench "${H[@]}" --shapes shapes/contract.y
   --paths fused,explicit --no-verify --min-time 0.25 --csv $r/bench-contract-helpers.csv --force
 step 10 compare-helpers-library $B/kda-bench compare $r/bench-contract.csv \
   $r/bench-contract-helpers.csv --md $r/compare-helpers-library.md
+# V_new as a bf16 pair (one_pass16_vpairs) against the bf16 chain, every path: within ~3 % on the
+# builder-bound shapes (the chain's slack) is the prediction; if so the library takes it for the
+# explicit and raw paths.
+step 40 bench-contract-vpairs $B/kda-bench --variant one_pass16_vpairs --shapes shapes/contract.yaml \
+  --paths fused,explicit,raw --no-verify --min-time 0.25 --csv $r/bench-contract-vpairs.csv --force
+step 40 bench-contract-bf16 $B/kda-bench --variant one_pass16_bf16 --shapes shapes/contract.yaml \
+  --paths fused,explicit,raw --no-verify --min-time 0.25 --csv $r/bench-contract-bf16.csv --force
+step 10 compare-vpairs-bf16 $B/kda-bench compare $r/bench-contract-bf16.csv \
+  $r/bench-contract-vpairs.csv --md $r/compare-vpairs-bf16.md
 step 25 bench-contract-two-kernel $B/kda-bench --variant v2w_two_kernel \
   --shapes shapes/contract.yaml --paths fused --no-verify --min-time 0.25 \
   --csv $r/bench-contract-two-kernel.csv --force
@@ -47,6 +57,8 @@ for s in "${checks[@]}"; do
     --md $r/check-$s.md --csv $r/check-$s.csv --force
   step 30 check-helpers-$s $B/kda-check "${H[@]}" --backend fused --rms-limit 4e-3 \
     --shapes shapes/$s.yaml --md $r/check-helpers-$s.md --force
+  step 40 check-vpairs-$s $B/kda-check --variant one_pass16_vpairs --rms-limit 4e-3 \
+    --shapes shapes/$s.yaml --md $r/check-vpairs-$s.md --force
 done
 if [[ $SHORT != 1 ]]; then
   step 60 check-contract-mixed $B/kda-check --rms-limit 4e-3 --shapes shapes/contract-mixed.yaml \
@@ -66,7 +78,7 @@ PEERS=cudnn FLA=0 CHECK_SHAPES=none DEADLINE=135 BUILD_WAIT=30 CHECKS_DONE=50 \
 cat "$OUT/peers-summary.txt" 2>/dev/null | head -40
 # The builders on a many-chain shape (the geomean's bulk: ~1.7 us a sub-chunk per SM): the one
 # pass the library runs there, profiled for the next step (text pages only).
-[[ ${PROFILE:-1} == 1 ]] || exit 0
+[[ ${PROFILE:-0} == 1 ]] || exit 0
 BIN=$B KERNELS=onepass VARIANT=one_pass16_bf16 KEEP_REPORTS=0 TAG=onepass-uniform8 \
   timeout 100 bash scripts/h200-profile.sh h64-uniform8 > /dev/null 2>&1
 echo "profile rc=$?"

@@ -140,6 +140,9 @@ constexpr detail::ForwardLaunches kOnePassPairs{detail::library_prep, detail::li
 constexpr detail::ForwardLaunches kOnePassF16{detail::library_prep, detail::library_scan,
                                               detail::one_pass_f16_scaled,
                                               detail::KernelChoice::one_pass};
+constexpr detail::ForwardLaunches kOnePassVnewPairs{detail::library_prep, detail::library_scan,
+                                                    detail::one_pass_vnew_pairs,
+                                                    detail::KernelChoice::one_pass};
 constexpr detail::ForwardLaunches kOnePassHalvesStaged{detail::library_prep, detail::library_scan,
                                                        detail::one_pass_value_halves_staged,
                                                        detail::KernelChoice::one_pass};
@@ -223,6 +226,13 @@ const Variant kVariants[] = {
      /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassF16>,
      library_record_forward_stage<kOnePassF16>},
+    {"one_pass16_vpairs",
+     "one_pass16_bf16 with V_new as a bf16 hi + lo pair (the B phase's two products twice) on "
+     "every path: 3.4 / 3.7e-3 worst fused / explicit on the long-memory problems in the CPU "
+     "replay against 3.9 / 4.2e-3, for the chain's slack on builder-bound shapes",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassVnewPairs>,
+     library_record_forward_stage<kOnePassVnewPairs>},
     {"one_pass16_halves",
      "one_pass16_bf16 as a cluster of two CTAs per chain, each with half the state's value rows, "
      "both building the chain's sub-chunks (six builders a chain, each record copied whole to the "

@@ -53,8 +53,8 @@ TEST(LabVariants, TheLadderInOrderTheLibrarysLast) {
   const std::vector<std::string> names = {
       "v0_fp32",         "v1_mma",           "v2_mma",         "v2t_mma", "v2w_whole_chains",
       "v2w_two_kernel",  "one_pass16",       "one_pass16_bf16", "one_pass16_pairs",
-      "one_pass16_f16",  "one_pass16_halves", "one_pass16_halves_staged", "one_pass16_helpers",
-      "v2w_mma"};
+      "one_pass16_f16",  "one_pass16_vpairs", "one_pass16_halves", "one_pass16_halves_staged",
+      "one_pass16_helpers", "v2w_mma"};
   EXPECT_EQ(kda::lab::variant_names(), names);
   ASSERT_EQ(kda::lab::variants().size(), names.size());
   for (const Variant& v : kda::lab::variants()) {
@@ -79,7 +79,7 @@ TEST(LabVariants, Capabilities) {
   }
   for (const char* name :
        {"v2_mma", "v2t_mma", "v2w_whole_chains", "v2w_two_kernel", "one_pass16", "one_pass16_bf16",
-        "one_pass16_pairs", "one_pass16_f16", "v2w_mma"}) {
+        "one_pass16_pairs", "one_pass16_f16", "one_pass16_vpairs", "v2w_mma"}) {
     EXPECT_TRUE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
@@ -161,7 +161,7 @@ TEST(LabVariants, RawInputs) {
   }
   for (const char* name :
        {"v2_mma", "v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_bf16", "one_pass16_pairs",
-        "one_pass16_f16", "v2w_mma"}) {
+        "one_pass16_f16", "one_pass16_vpairs", "v2w_mma"}) {
     const Variant& v = variant(name);
     kda::ForwardParams p = raw_forward(v);
     EXPECT_NO_THROW(v.validate(p)) << name;
@@ -215,7 +215,8 @@ TEST(LabVariants, ScanGridLimit) {
                  "sequences exceed the scan grid limit of (2^31 - 1) / 4");
   }
   for (const char* name : {"v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_bf16",
-                           "one_pass16_pairs", "one_pass16_f16", "one_pass16_halves",
+                           "one_pass16_pairs", "one_pass16_f16", "one_pass16_vpairs",
+                           "one_pass16_halves",
                            "one_pass16_halves_staged", "one_pass16_helpers", "v2w_mma"}) {
     kda::ForwardParams p = dense_forward(variant(name));
     p.batch = int64_t{1} << 30;

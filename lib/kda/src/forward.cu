@@ -257,6 +257,9 @@ void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream
 void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::f16_scaled, stream);
 }
+void one_pass_vnew_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, onepass::ChainOperands::bf16_vnew_pairs, stream);
+}
 void refuse_raw_on_clusters(const ForwardParams& p, const char* where) {
   if (raw_prep_args(p).any()) {
     throw Error(ErrorCode::unsupported,

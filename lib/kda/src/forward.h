@@ -80,6 +80,9 @@ void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t str
 void one_pass_bf16(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 void one_pass_operand_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
+// The one pass with bf16 operands and V_new as a bf16 hi + lo pair (the B phase's two products
+// twice: record16.h ChainOperands::bf16_vnew_pairs); the lab's one_pass16_vpairs.
+void one_pass_vnew_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, six
 // builders a chain) on bf16 operands; throws unsupported for raw inputs.
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream);

@@ -270,10 +270,11 @@ __device__ __forceinline__ void decay_one_group(float (&st)[2][16][4], const uns
 
 // step() for the one-warpgroup chain: per half, A's products and their wait (the A fragments of
 // one half at a time, for the registers) and V_new; then B for both halves in one group. With
-// kPairs the state and V_new are bf16 hi + lo pairs (every product twice, into the same fp32
-// accumulators): out rel-RMS 2.7e-3 fused / 3.2e-3 explicit on long-memory problems instead of
-// 3.7 / 4.1e-3 (the CPU replay, docs/perf-notes.md "The one pass's error taken apart").
-template <bool kPairs = false>
+// kStatePairs the state, with kVnewPairs V_new, is a bf16 hi + lo pair (its products twice, into
+// the same fp32 accumulators): both give out rel-RMS 2.7e-3 fused / 3.2e-3 explicit on
+// long-memory problems instead of 3.7 / 4.1e-3, V_new's alone 3.2 / 3.6e-3 for the B phase's two
+// products twice (the CPU replay, docs/perf-notes.md "The one pass's error taken apart").
+template <bool kStatePairs = false, bool kVnewPairs = kStatePairs>
 __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t buf,
                                                const unsigned char* rec, unsigned char* otile,
                                                int tid) {
@@ -284,9 +285,9 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float acc[2][4];
-    products_a<kPairs>(st[h], desc_sw128(buf + kRecW, 16, kSBO),
-                       desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc[h]);
-    v_new<kPairs>(rec, acc, 64 * h + 16 * warp + (lane >> 2), t2, av[h], av_low[h]);
+    products_a<kStatePairs>(st[h], desc_sw128(buf + kRecW, 16, kSBO),
+                            desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc[h]);
+    v_new<kVnewPairs>(rec, acc, 64 * h + 16 * warp + (lane >> 2), t2, av[h], av_low[h]);
   }
   decay_one_group(st, rec, t2);
   wg::fence();
@@ -294,7 +295,7 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
   for (int h = 0; h < 2; ++h) {
     m64n16k16<true>(pacc[h], av[h], desc_sw128(buf + kRecAQK, 16, kSBO));
     wg::m64n128k16_rs_mn<true>(st[h], av[h], desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
-    if constexpr (kPairs) {
+    if constexpr (kVnewPairs) {
       m64n16k16<true>(pacc[h], av_low[h], desc_sw128(buf + kRecAQK, 16, kSBO));
       wg::m64n128k16_rs_mn<true>(st[h], av_low[h],
                                  desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));

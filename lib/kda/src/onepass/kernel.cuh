@@ -195,7 +195,9 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
                                   smem + kSO + (c & 1) * kOTile,
                                   reinterpret_cast<float2*>(smem + C::kSAnchor), tid);
       } else {
-        chain::step_one_group<kOps == ChainOperands::bf16_pairs>(
+        constexpr bool kStatePairs = kOps == ChainOperands::bf16_pairs;
+        constexpr bool kVnewPairs = kStatePairs || kOps == ChainOperands::bf16_vnew_pairs;
+        chain::step_one_group<kStatePairs, kVnewPairs>(
             st, base + b * kBuffer, smem + b * kBuffer, smem + kSO + (c & 1) * kOTile, tid);
       }
     }

@@ -49,6 +49,9 @@ cudaError_t launch(const OnepassArgs& args, cudaStream_t stream) {
     case ChainOperands::bf16_pairs:
       return raw ? launch_config<1, kB, true, ChainOperands::bf16_pairs>(args, stream)
                  : launch_config<1, kB, false, ChainOperands::bf16_pairs>(args, stream);
+    case ChainOperands::bf16_vnew_pairs:
+      return raw ? launch_config<1, kB, true, ChainOperands::bf16_vnew_pairs>(args, stream)
+                 : launch_config<1, kB, false, ChainOperands::bf16_vnew_pairs>(args, stream);
     case ChainOperands::f16_scaled:
       return raw ? launch_config<1, kB, true, ChainOperands::f16_scaled>(args, stream)
                  : launch_config<1, kB, false, ChainOperands::f16_scaled>(args, stream);

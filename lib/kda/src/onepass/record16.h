@@ -76,7 +76,11 @@ KDA_ONEPASS_HD constexpr int64_t rec_a(int d) { return kRecA + 4 * d; }
 //               3.2e-3, but 1.5-1.7x the time on the H200 (the chain becomes the bound)
 //   f16_scaled  fp16 operands under a power-of-two scale per value row, fp16 tiles (the lab's
 //               one_pass16_f16; the two kernels' SCAN way): 1.8 / 2.4e-3 in the CPU replay
-enum class ChainOperands { bf16, bf16_pairs, f16_scaled };
+//   bf16_vnew_pairs  bf16 operands, V_new as a bf16 hi + lo pair (the B phase's two products
+//               twice; the lab's one_pass16_vpairs): 3.4 / 3.7e-3 worst fused / explicit on the
+//               long-memory problems in the CPU replay (kda-error-budget --plan one-pass --set
+//               v_new=bf16x2) against 3.9 / 4.2e-3
+enum class ChainOperands { bf16, bf16_pairs, f16_scaled, bf16_vnew_pairs };
 
 // What a builder reads: the contract's inputs (normalized k, the cumulative log2 gate, beta
 // probabilities) and the sequences.
