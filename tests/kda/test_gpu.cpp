@@ -1578,7 +1578,10 @@ TEST_F(KdaGpu, LibraryTakesTheValueHalvesForFewLongChains) {
   // 66 clusters) the model takes the halves (kernel_choice.h; test_kernel_choice.cpp pins it).
   const int sms = current_device_sms();
   const double dram = current_device_dram_bandwidth();
-  const auto expected = kda::detail::choose_forward_kernel(p, sms, dram, clusters);
+  const int helpers = kda::detail::kLibraryTakesHelpers
+                          ? kda::detail::onepass::helper_resident_clusters()
+                          : 0;
+  const auto expected = kda::detail::choose_forward_kernel(p, sms, dram, clusters, helpers);
   ASSERT_EQ(kda::detail::library_forward_kernel(p), expected);
   if (expected != kda::detail::ForwardKernel::one_pass_halves) {
     GTEST_SKIP() << "on " << sms << " SMs and " << clusters << " clusters the model does not "
@@ -1602,6 +1605,52 @@ TEST_F(KdaGpu, LibraryTakesTheValueHalvesForFewLongChains) {
   const Outputs t = two.run(Path::explicit_norm);
   EXPECT_TRUE(bitwise_equal(a.out, t.out)) << "explicit: output";
   EXPECT_TRUE(bitwise_equal(a.final_state, t.final_state)) << "explicit: final state";
+}
+
+// The library takes the helper cluster for chains that leave about a quarter of the SMs idle
+// (96 long chains on 132 SMs) on the fused contract path once kernel_choice.h offers it
+// (kLibraryTakesHelpers): its plan on this device is the model's on the device's facts, and where
+// that is the helpers its output and final state are one_pass16_helpers' bit for bit, fused and
+// through the stages. Skips, saying why, where the model does not take them (the switch off, or
+// too few clusters).
+TEST_F(KdaGpu, LibraryTakesTheHelpersForChainsThatLeaveSmsIdle) {
+  KDA_REQUIRE_VARIANT(helpers, "one_pass16_helpers");
+  namespace op = kda::detail::onepass;
+  const int helper_clusters = op::helper_resident_clusters();
+  ASSERT_GT(helper_clusters, 0) << "no helper cluster fits this device";
+  ForwardCase c;
+  c.tokens = 4096;
+  c.heads = std::min(96, op::kHelperChains * helper_clusters);
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 1e-3f;
+  kda::ForwardParams p;
+  p.batch = 1;
+  p.tokens = c.tokens;
+  p.heads = c.heads;
+  p.fuse_q_l2norm = true;
+  const int sms = current_device_sms();
+  const double dram = current_device_dram_bandwidth();
+  const int halves = kda::detail::kLibraryTakesValueHalves ? op::value_halves_resident_clusters() : 0;
+  const int offered = kda::detail::kLibraryTakesHelpers ? helper_clusters : 0;
+  const auto expected = kda::detail::choose_forward_kernel(p, sms, dram, halves, offered);
+  ASSERT_EQ(kda::detail::library_forward_kernel(p), expected);
+  if (expected != kda::detail::ForwardKernel::one_pass_helpers) {
+    GTEST_SKIP() << "the model does not take the helpers for " << c.heads << " chains of "
+                 << c.tokens << " tokens on " << sms << " SMs ("
+                 << (kda::detail::kLibraryTakesHelpers ? "" : "kLibraryTakesHelpers is off; ")
+                 << helper_clusters << " helper clusters)";
+  }
+  const Inputs in = make_inputs(c, 52);
+  const DeviceProblem lib(in, kda::lab::shipping_variant());
+  const DeviceProblem forced(in, *helpers);
+  for (const Path path : {Path::fused, Path::fused_stages}) {
+    SCOPED_TRACE(static_cast<int>(path));
+    const Outputs a = lib.run(path);
+    const Outputs b = forced.run(path);
+    EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "output";
+    EXPECT_TRUE(bitwise_equal(a.final_state, b.final_state)) << "final state";
+  }
 }
 
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, each
