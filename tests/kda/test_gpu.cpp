@@ -1607,6 +1607,25 @@ TEST_F(KdaGpu, LibraryTakesTheValueHalvesForFewLongChains) {
   EXPECT_TRUE(bitwise_equal(a.final_state, t.final_state)) << "explicit: final state";
 }
 
+// A one-pass cluster variant (value halves, helpers) refuses raw inputs before any launch, with
+// the library's message.
+void expect_cluster_refuses_raw_inputs(const Variant& cluster) {
+  RawCase r;
+  r.tokens = 64;
+  r.heads = 3;
+  const RawInputs raw_in = make_raw_inputs(r, 50);
+  try {
+    (void)RawDeviceProblem(raw_in, cluster).run(RawRun{});
+    ADD_FAILURE() << "raw inputs ran on " << cluster.name;
+  } catch (const kda::Error& e) {
+    EXPECT_EQ(e.code(), kda::ErrorCode::unsupported) << cluster.name;
+    EXPECT_NE(std::string(e.what()).find("clusters (value halves, helpers) read the contract's "
+                                         "inputs only"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The library takes the helper cluster for chains that leave about a quarter of the SMs idle
 // (96 long chains on 132 SMs) on the fused contract path once kernel_choice.h offers it
 // (kLibraryTakesHelpers): its plan on this device is the model's on the device's facts, and where
@@ -1696,20 +1715,7 @@ TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
       }
     }
   }
-  RawCase r;
-  r.tokens = 64;
-  r.heads = 2;
-  const RawInputs raw_in = make_raw_inputs(r, 50);
-  try {
-    (void)RawDeviceProblem(raw_in, *halves).run(RawRun{});
-    ADD_FAILURE() << "raw inputs ran on the value-halves cluster";
-  } catch (const kda::Error& e) {
-    EXPECT_EQ(e.code(), kda::ErrorCode::unsupported);
-    EXPECT_NE(std::string(e.what()).find("clusters (value halves, helpers) read the contract's "
-                                         "inputs only"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_cluster_refuses_raw_inputs(*halves);
 }
 
 // The one pass's helper cluster (onepass.h launch_helpers: three chain CTAs and a helper CTA
@@ -1758,20 +1764,7 @@ TEST_F(KdaGpu, OnePassHelpersAreTheOnePassBitForBit) {
           << "final state, case of seed " << seed - 1;
     }
   }
-  RawCase r;
-  r.tokens = 64;
-  r.heads = 3;
-  const RawInputs raw_in = make_raw_inputs(r, 50);
-  try {
-    (void)RawDeviceProblem(raw_in, *helpers).run(RawRun{});
-    ADD_FAILURE() << "raw inputs ran on the helper cluster";
-  } catch (const kda::Error& e) {
-    EXPECT_EQ(e.code(), kda::ErrorCode::unsupported);
-    EXPECT_NE(std::string(e.what()).find("clusters (value halves, helpers) read the contract's "
-                                         "inputs only"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_cluster_refuses_raw_inputs(*helpers);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// Thread-block cluster primitives (sm_90) for the one pass's value-halves cluster
-// (onepass/halves.cuh): the CTA's rank, the cluster-wide barrier, the peer CTA's shared memory, the
-// bulk copy of a record into the peer's shared memory and the hand-overs around it. PTX ISA facts
-// used:
+// Thread-block cluster primitives (sm_90) for the one pass's clusters (onepass/halves.cuh,
+// onepass/helpers.cuh): the CTA's rank, the cluster-wide barrier, a peer CTA's shared memory, the
+// bulk copy of a record into a peer's shared memory and the hand-overs around it, and the host's
+// launch configuration. PTX ISA facts used:
 //   - %cluster_ctarank is the CTA's rank in its cluster (0 .. size - 1); a grid launched with
 //     cluster dimension (2, 1, 1) pairs blocks 2 i and 2 i + 1, ranks 0 and 1;
 //   - mapa.shared::cluster maps a shared::cta address to the same offset in CTA `rank`'s shared
@@ -26,6 +26,8 @@
 // 2026-12-07-dd78659-halves-h100); nothing here uses them in a loop: the record crosses by bulk
 // copy, the counts are relaxed.
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 
@@ -81,6 +83,30 @@ __device__ __forceinline__ uint32_t load_count(uint32_t addr) {
                : "r"(addr)
                : "memory");
   return value;
+}
+
+// The launch configuration of `kernel` over `grid` CTAs of `threads` threads in clusters of
+// `cluster_ctas` along x, each with `smem` bytes of dynamic shared memory (`attribute` holds the
+// cluster dimension the configuration points at); returns the error of allowing that much
+// shared memory.
+template <class Kernel>
+inline cudaError_t launch_config(Kernel kernel, unsigned grid, unsigned threads, int smem,
+                                 unsigned cluster_ctas, cudaStream_t stream,
+                                 cudaLaunchAttribute (&attribute)[1], cudaLaunchConfig_t& config) {
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  config = cudaLaunchConfig_t{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = static_cast<size_t>(smem);
+  config.stream = stream;
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = cluster_ctas;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return e;
 }
 
 }  // namespace kda::detail::cluster

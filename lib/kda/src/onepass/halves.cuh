@@ -189,27 +189,15 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
   cluster::sync();  // neither CTA leaves while the other may still write its ring or barriers
 }
 
-// The kernel's launch configuration for `grid` CTAs in clusters of two (`attribute` holds the
-// cluster dimension the configuration points at); returns the error of allowing its shared memory.
+// The kernel's launch configuration for `grid` CTAs in clusters of two (cluster.cuh
+// launch_config).
 template <bool kStaged>
 inline cudaError_t halves_launch_config(unsigned grid, cudaStream_t stream,
                                         cudaLaunchAttribute (&attribute)[1],
                                         cudaLaunchConfig_t& config) {
   using C = HalvesConfig<kStaged>;
-  const cudaError_t e = cudaFuncSetAttribute(
-      onepass_halves_kernel<kStaged>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
-  config = cudaLaunchConfig_t{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(C::kThreadsAll);
-  config.dynamicSmemBytes = C::kSBytes;
-  config.stream = stream;
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = 2;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return e;
+  return cluster::launch_config(onepass_halves_kernel<kStaged>, grid, C::kThreadsAll, C::kSBytes,
+                                2, stream, attribute, config);
 }
 
 // Launches the value-halves cluster on `args` (bf16 chain operands, the contract's inputs; the

@@ -296,25 +296,13 @@ __global__ void __launch_bounds__(HelpersConfig::kThreadsAll, 1)
 }
 
 // The kernel's launch configuration for `grid` CTAs in clusters of kHelperClusterCtas
-// (`attribute` holds the cluster dimension the configuration points at); returns the error of
-// allowing its shared memory.
+// (cluster.cuh launch_config).
 inline cudaError_t helpers_launch_config(unsigned grid, cudaStream_t stream,
                                          cudaLaunchAttribute (&attribute)[1],
                                          cudaLaunchConfig_t& config) {
-  const cudaError_t e = cudaFuncSetAttribute(
-      onepass_helpers_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, HelpersConfig::kSBytes);
-  config = cudaLaunchConfig_t{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(HelpersConfig::kThreadsAll);
-  config.dynamicSmemBytes = HelpersConfig::kSBytes;
-  config.stream = stream;
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = kHelperClusterCtas;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return e;
+  return cluster::launch_config(onepass_helpers_kernel, grid, HelpersConfig::kThreadsAll,
+                                HelpersConfig::kSBytes, kHelperClusterCtas, stream, attribute,
+                                config);
 }
 
 }  // namespace kda::detail::onepass
