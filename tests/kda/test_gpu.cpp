@@ -1553,6 +1553,36 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   EXPECT_FALSE(bitwise_equal(raw_lib.out, raw_one.out)) << "raw: the one pass's output";
 }
 
+// One sequence of `tokens` tokens and `heads` heads, long memories and states (the carried state
+// is most of the output), and its fused-path params.
+struct FewLongChains {
+  ForwardCase c;
+  kda::ForwardParams p;
+};
+FewLongChains few_long_chains(int heads, int64_t tokens = 4096) {
+  FewLongChains f;
+  f.c.tokens = tokens;
+  f.c.heads = heads;
+  f.c.initial_state = true;
+  f.c.final_state = true;
+  f.c.decay_scale = 1e-3f;
+  f.p.batch = 1;
+  f.p.tokens = tokens;
+  f.p.heads = heads;
+  f.p.fuse_q_l2norm = true;
+  return f;
+}
+// The kernel the model picks for `p` on this device's facts, as chunk_forward asks them (its SMs,
+// DRAM bandwidth, and the clusters of each kind it runs at once where the library offers them).
+kda::detail::ForwardKernel model_kernel_on_this_device(const kda::ForwardParams& p) {
+  namespace op = kda::detail::onepass;
+  const int halves =
+      kda::detail::kLibraryTakesValueHalves ? op::value_halves_resident_clusters() : 0;
+  const int helpers = kda::detail::kLibraryTakesHelpers ? op::helper_resident_clusters() : 0;
+  return kda::detail::choose_forward_kernel(p, current_device_sms(),
+                                            current_device_dram_bandwidth(), halves, helpers);
+}
+
 // The library takes the value halves for few long chains on the fused contract path: its plan on
 // this device says so (the clusters the device runs at once, asked as chunk_forward asks), and its
 // output and final state are one_pass16_halves' bit for bit, fused and through the stages. The
@@ -1563,30 +1593,17 @@ TEST_F(KdaGpu, LibraryTakesTheValueHalvesForFewLongChains) {
   KDA_REQUIRE_VARIANT(two_kernel, "v2w_two_kernel");
   const int clusters = kda::detail::onepass::value_halves_resident_clusters();
   ASSERT_GT(clusters, 0) << "no value-halves cluster fits this device";
-  ForwardCase c;
-  c.tokens = 4096;
-  c.heads = std::min(64, clusters);  // one round of clusters
-  c.initial_state = true;
-  c.final_state = true;
-  c.decay_scale = 1e-3f;
-  kda::ForwardParams p;
-  p.batch = 1;
-  p.tokens = c.tokens;
-  p.heads = c.heads;
-  p.fuse_q_l2norm = true;
-  // The plan asks the device what the model is given here; on the H100 and the H200 (132 SMs,
-  // 66 clusters) the model takes the halves (kernel_choice.h; test_kernel_choice.cpp pins it).
-  const int sms = current_device_sms();
-  const double dram = current_device_dram_bandwidth();
-  const int helpers = kda::detail::kLibraryTakesHelpers
-                          ? kda::detail::onepass::helper_resident_clusters()
-                          : 0;
-  const auto expected = kda::detail::choose_forward_kernel(p, sms, dram, clusters, helpers);
+  // One round of clusters; on the H100 and the H200 (132 SMs, 66 clusters) the model takes the
+  // halves (kernel_choice.h; test_kernel_choice.cpp pins it).
+  const FewLongChains f = few_long_chains(std::min(64, clusters));
+  const ForwardCase& c = f.c;
+  kda::ForwardParams p = f.p;
+  const auto expected = model_kernel_on_this_device(p);
   ASSERT_EQ(kda::detail::library_forward_kernel(p), expected);
   if (expected != kda::detail::ForwardKernel::one_pass_halves) {
-    GTEST_SKIP() << "on " << sms << " SMs and " << clusters << " clusters the model does not "
-                 << "take the value halves for " << c.heads << " chains of " << c.tokens
-                 << " tokens";
+    GTEST_SKIP() << "on " << current_device_sms() << " SMs and " << clusters
+                 << " clusters the model does not take the value halves for " << c.heads
+                 << " chains of " << c.tokens << " tokens";
   }
   p.fuse_q_l2norm = false;
   ASSERT_EQ(kda::detail::library_forward_kernel(p), kda::detail::ForwardKernel::two_kernel);
@@ -1637,26 +1654,14 @@ TEST_F(KdaGpu, LibraryTakesTheHelpersForChainsThatLeaveSmsIdle) {
   namespace op = kda::detail::onepass;
   const int helper_clusters = op::helper_resident_clusters();
   ASSERT_GT(helper_clusters, 0) << "no helper cluster fits this device";
-  ForwardCase c;
-  c.tokens = 4096;
-  c.heads = std::min(96, op::kHelperChains * helper_clusters);
-  c.initial_state = true;
-  c.final_state = true;
-  c.decay_scale = 1e-3f;
-  kda::ForwardParams p;
-  p.batch = 1;
-  p.tokens = c.tokens;
-  p.heads = c.heads;
-  p.fuse_q_l2norm = true;
-  const int sms = current_device_sms();
-  const double dram = current_device_dram_bandwidth();
-  const int halves = kda::detail::kLibraryTakesValueHalves ? op::value_halves_resident_clusters() : 0;
-  const int offered = kda::detail::kLibraryTakesHelpers ? helper_clusters : 0;
-  const auto expected = kda::detail::choose_forward_kernel(p, sms, dram, halves, offered);
+  const FewLongChains f = few_long_chains(std::min(96, op::kHelperChains * helper_clusters));
+  const ForwardCase& c = f.c;
+  const kda::ForwardParams& p = f.p;
+  const auto expected = model_kernel_on_this_device(p);
   ASSERT_EQ(kda::detail::library_forward_kernel(p), expected);
   if (expected != kda::detail::ForwardKernel::one_pass_helpers) {
     GTEST_SKIP() << "the model does not take the helpers for " << c.heads << " chains of "
-                 << c.tokens << " tokens on " << sms << " SMs ("
+                 << c.tokens << " tokens on " << current_device_sms() << " SMs ("
                  << (kda::detail::kLibraryTakesHelpers ? "" : "kLibraryTakesHelpers is off; ")
                  << helper_clusters << " helper clusters)";
   }
