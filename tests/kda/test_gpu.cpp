@@ -1553,6 +1553,21 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   EXPECT_FALSE(bitwise_equal(raw_lib.out, raw_one.out)) << "raw: the one pass's output";
 }
 
+// Two sequences of 1,000 tokens (62 whole sub-chunks and an 8-row tail), 3 heads, long memories
+// (the carried state dominates), value rows 2^30 apart and states: the one pass's clusters
+// against the one pass.
+ForwardCase dense_tail_long_memory_case() {
+  ForwardCase c;
+  c.batch = 2;
+  c.tokens = 1000;
+  c.heads = 3;
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 1e-3f;
+  c.value_spread = true;
+  return c;
+}
+
 // One sequence of `tokens` tokens and `heads` heads, long memories and states (the carried state
 // is most of the output), and its fused-path params.
 struct FewLongChains {
@@ -1691,14 +1706,7 @@ TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
   KDA_REQUIRE_VARIANT(bf16, "one_pass16_bf16");
   const int sms = current_device_sms();
   ASSERT_GT(sms, 0);
-  ForwardCase dense;
-  dense.batch = 2;
-  dense.tokens = 1000;  // 62 whole sub-chunks and an 8-row tail
-  dense.heads = 3;
-  dense.initial_state = true;
-  dense.final_state = true;
-  dense.decay_scale = 1e-3f;
-  dense.value_spread = true;
+  const ForwardCase dense = dense_tail_long_memory_case();
   ForwardCase waves;
   waves.tokens = 333;
   waves.heads = sms;  // 2 x SMs CTAs: more clusters than run at once
@@ -1736,14 +1744,7 @@ TEST_F(KdaGpu, OnePassHelpersAreTheOnePassBitForBit) {
   KDA_REQUIRE_VARIANT(bf16, "one_pass16_bf16");
   const int clusters = kda::detail::onepass::helper_resident_clusters();
   ASSERT_GT(clusters, 0) << "no helper cluster fits this device";
-  ForwardCase dense;
-  dense.batch = 2;
-  dense.tokens = 1000;  // 62 whole sub-chunks and an 8-row tail
-  dense.heads = 3;
-  dense.initial_state = true;
-  dense.final_state = true;
-  dense.decay_scale = 1e-3f;
-  dense.value_spread = true;
+  const ForwardCase dense = dense_tail_long_memory_case();
   ForwardCase uneven;
   uneven.tokens = 3000;
   uneven.cu = {0, 2200, 2240, 2241, 3000};  // 138, 3, 1 and 48 sub-chunks
