@@ -11,7 +11,7 @@
 #   through scripts/peers/run-all-h200.sh); PROFILE=1: then a profile of the one pass on
 #   h64-uniform8. Also V_new as a bf16 pair (one_pass16_vpairs) against the bf16 chain on every
 #   path, timed and checked. Full: ~370 s of steps and the peers' ~130 (timeout_s=600). Short
-#   (~150 s: tests, the benches, smoke checks): SHORT=1.
+#   (~170 s: tests, the benches, smoke and long-memory checks; no peers): SHORT=1.
 # Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree; rebuild
 # after committing, the binaries carry the commit):
 #   cmake --build --preset release -j 2 && scripts/stage-device.sh new   (.whl: scripts/peers/README.md)
@@ -20,7 +20,7 @@
 set -u
 B=.device/new/bin
 SHORT=${SHORT:-0}
-DEADLINE=${DEADLINE:-$([[ $SHORT == 1 ]] && echo 150 || echo 380)}
+DEADLINE=${DEADLINE:-$([[ $SHORT == 1 ]] && echo 200 || echo 380)}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
 H=(--variant one_pass16_helpers)
@@ -50,8 +50,8 @@ step 25 bench-contract-two-kernel $B/kda-bench --variant v2w_two_kernel \
   --csv $r/bench-contract-two-kernel.csv --force
 step 10 compare-contract-two-kernel $B/kda-bench compare $r/bench-contract-two-kernel.csv \
   $r/bench-contract.csv --md $r/compare-contract-two-kernel.md
-checks=(smoke)
-[[ $SHORT == 1 ]] || checks+=(edge long-memory)
+checks=(smoke long-memory)
+[[ $SHORT == 1 ]] || checks+=(edge)
 for s in "${checks[@]}"; do
   step 60 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --force
