@@ -200,6 +200,12 @@ __device__ __forceinline__ void write_o(unsigned char* otile, const float (&pacc
   }
 }
 
+// The decays of key columns 8 j + t2, + 1 (j = 0 .. 15) from the record.
+__device__ __forceinline__ void load_decays(const unsigned char* rec, int t2, float2 (&d)[16]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) d[j] = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
+}
+
 // One sub-chunk on the record at shared address `buf` (1024-byte aligned; `rec` the same bytes
 // by pointer), chain thread tid (0 .. 255); the output rows go to `otile` as [token][value] bf16.
 // The value-halves cluster (halves.cuh) runs it on one warpgroup with tid + 128 x its half (the
@@ -213,17 +219,20 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
   const int lane = tid & 31, warp = tid >> 5;
   const int t2 = 2 * (lane & 3), row0 = 16 * warp + (lane >> 2);
   float acc[2][4], pacc[2][4];
-  products_a(st, desc_sw128(buf + kRecW, 16, kSBO), desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc);
+  // The decays are read while A's products run (the state itself is the products' and cannot
+  // change before their wait: ptxas would wait first).
+  float2 d[16];
+  products_a(st, desc_sw128(buf + kRecW, 16, kSBO), desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc,
+             [&] { load_decays(rec, t2, d); });
   uint32_t av[4];
   v_new(rec, acc, row0, t2, av);
   // S^T diag(A): key column 8 j + t2 (+1) times its decay.
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
-    const float2 d = *reinterpret_cast<const float2*>(rec + rec_a(8 * j + t2));
-    st[j][0] *= d.x;
-    st[j][1] *= d.y;
-    st[j][2] *= d.x;
-    st[j][3] *= d.y;
+    st[j][0] *= d[j].x;
+    st[j][1] *= d[j].y;
+    st[j][2] *= d[j].x;
+    st[j][3] *= d[j].y;
   }
   // B: pacc += V_new^T AQK^T; S^T += V_new^T KG (64 keys per 128-byte row: LBO = a key half).
   wg::fence();
@@ -282,6 +291,8 @@ __device__ __forceinline__ void step_one_group(float (&st)[2][16][4], uint32_t b
   const int t2 = 2 * (lane & 3);
   float pacc[2][2][4];
   uint32_t av[2][4], av_low[2][4];
+  // (Reading the decays while the A products run, as step() does, spills 8-112 B in these
+  // kernels: 32 more registers beside the whole state.)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float acc[2][4];
