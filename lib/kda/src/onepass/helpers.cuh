@@ -79,16 +79,18 @@ struct HelpersConfig {
                 "the register file");
 };
 
-// Chain `i` (0 .. kHelperChains - 1) of cluster `cluster`: its tokens and head, or no sub-chunks
-// where the grid's last cluster has fewer chains.
+// Chain `i` (0 .. kHelperChains - 1) of cluster `cluster`: its tokens and head; none (no
+// sub-chunks, no state) where the grid's last cluster has fewer chains.
 struct ClusterChain {
   ChainTokens tokens;
   int h;
+  bool exists;
 };
 __device__ __forceinline__ ClusterChain cluster_chain(const OnepassArgs& a, int cluster, int i) {
   ClusterChain ch{};
   const int q = cluster * kHelperChains + i;
-  if (q < a.in.num_seqs * a.in.heads) {
+  ch.exists = q < a.in.num_seqs * a.in.heads;
+  if (ch.exists) {
     ch.tokens = chain_tokens(a, q / a.in.heads);
     ch.h = q % a.in.heads;
   } else {
@@ -136,7 +138,8 @@ __global__ void __launch_bounds__(HelpersConfig::kThreadsAll, 1)
       const int64_t state_offset =
           (static_cast<int64_t>(tokens.seq) * a.in.heads + h) * kDim * kDim;
       float st[2][16][4];
-      if (chunks > 0) chain::load_state_one_group(st, a.initial_state, state_offset, tid);
+      // An empty sequence's chain still passes its initial state (or zeros) to its final state.
+      if (mine.exists) chain::load_state_one_group(st, a.initial_state, state_offset, tid);
       auto copy_out = [&](int64_t c) {
 #pragma unroll
         for (int u = tid; u < 256; u += kWarpgroup) {
@@ -170,9 +173,9 @@ __global__ void __launch_bounds__(HelpersConfig::kThreadsAll, 1)
       if (chunks > 0) {
         finished(chunks);  // the helper may wait for its last build for this chain
         copy_out(chunks - 1);
-        if (a.final_state != nullptr) {
-          chain::store_state_one_group(st, a.final_state, state_offset, tid);
-        }
+      }
+      if (mine.exists && a.final_state != nullptr) {
+        chain::store_state_one_group(st, a.final_state, state_offset, tid);
       }
     } else {  // ---- builder j = group - 1: sub-chunks j, j + kHelperRound, ...
       registers_down<C::kBuilderRegisters>();
