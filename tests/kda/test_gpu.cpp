@@ -1474,8 +1474,9 @@ TEST_F(KdaGpu, ScanValueHalvesAreTheWholeChainScanBitForBit) {
 // operands on the fused path and on fp16 ones under row scales on the explicit path
 // (one_pass_operands): chunk_forward's output and final state are one_pass16's bit for bit on
 // both, and differ from the two kernels' and from the other chain's (another kernel ran); raw
-// inputs (mixed gates) stay on the two kernels (the one pass's raw step is twice the fused
-// one's), bit for bit v2w_two_kernel's. Packed sequences of unequal lengths in an order that is
+// inputs (mixed gates, the fused q norm) take the one pass too, on bf16 operands with V_new as a
+// pair: bit for bit one_pass16_vpairs', not the two kernels'. Packed sequences of unequal lengths
+// in an order that is
 // not longest first, an empty one and a 5-token one, so the longest-first grid order matters;
 // long memories and states, so the carried state does.
 TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
@@ -1516,7 +1517,7 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   p.beta_input = kda::BetaInput::logits;
   p.fuse_k_l2norm = true;
   ASSERT_EQ(kda::detail::choose_forward_kernel(p, sms, dram),
-            kda::detail::ForwardKernel::two_kernel);
+            kda::detail::ForwardKernel::one_pass);
   const Inputs in = make_inputs(c, 45);
   const DeviceProblem lib(in, library);
   const DeviceProblem forced(in, *one_pass);
@@ -1538,7 +1539,8 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
     EXPECT_FALSE(bitwise_equal(a.out, other_chain.out)) << "the other chain's output";
     EXPECT_FALSE(bitwise_equal(a.out, t.out)) << "the two kernels' output: the same kernel ran";
   }
-  // Raw inputs on the same sequences: the two kernels.
+  // Raw inputs on the same sequences: the one pass with V_new as a pair.
+  KDA_REQUIRE_VARIANT(one_pass_vpairs, "one_pass16_vpairs");
   RawCase r;
   r.cu = c.cu;
   r.tokens = c.tokens;
@@ -1547,10 +1549,12 @@ TEST_F(KdaGpu, LibraryTakesTheOnePassWhenChainsFillTheSms) {
   const RawInputs raw_in = make_raw_inputs(r, 46);
   const Outputs raw_lib = RawDeviceProblem(raw_in, library).run(RawRun{});
   const Outputs raw_two = RawDeviceProblem(raw_in, *two_kernel).run(RawRun{});
-  const Outputs raw_one = RawDeviceProblem(raw_in, *one_pass).run(RawRun{});
-  EXPECT_TRUE(bitwise_equal(raw_lib.out, raw_two.out)) << "raw: output";
-  EXPECT_TRUE(bitwise_equal(raw_lib.final_state, raw_two.final_state)) << "raw: final state";
-  EXPECT_FALSE(bitwise_equal(raw_lib.out, raw_one.out)) << "raw: the one pass's output";
+  const Outputs raw_pairs = RawDeviceProblem(raw_in, *one_pass_vpairs).run(RawRun{});
+  const Outputs raw_bf16 = RawDeviceProblem(raw_in, *one_pass_bf16).run(RawRun{});
+  EXPECT_TRUE(bitwise_equal(raw_lib.out, raw_pairs.out)) << "raw: output";
+  EXPECT_TRUE(bitwise_equal(raw_lib.final_state, raw_pairs.final_state)) << "raw: final state";
+  EXPECT_FALSE(bitwise_equal(raw_lib.out, raw_two.out)) << "raw: the two kernels' output";
+  EXPECT_FALSE(bitwise_equal(raw_lib.out, raw_bf16.out)) << "raw: the bf16 chain's output";
 }
 
 // Two sequences of 1,000 tokens (62 whole sub-chunks and an 8-row tail), 3 heads, long memories

@@ -158,13 +158,17 @@ bool contract_inputs(const ForwardParams& p) {
 }  // namespace
 
 onepass::ChainOperands one_pass_operands(const ForwardParams& p) {
-  return p.fuse_q_l2norm && contract_inputs(p) ? onepass::ChainOperands::bf16
-                                               : onepass::ChainOperands::f16_scaled;
+  if (!p.fuse_q_l2norm) return onepass::ChainOperands::f16_scaled;
+  return contract_inputs(p) ? onepass::ChainOperands::bf16
+                            : onepass::ChainOperands::bf16_vnew_pairs;
 }
 
 double one_pass_step_us(const ForwardParams& p) {
-  if (one_pass_operands(p) == onepass::ChainOperands::bf16) return kOnePassStepUs;
-  return contract_inputs(p) ? kOnePassF16StepUs : kOnePassF16RawStepUs;
+  switch (one_pass_operands(p)) {
+    case onepass::ChainOperands::bf16: return kOnePassStepUs;
+    case onepass::ChainOperands::bf16_vnew_pairs: return kOnePassVnewPairsRawStepUs;
+    default: return contract_inputs(p) ? kOnePassF16StepUs : kOnePassF16RawStepUs;
+  }
 }
 
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
@@ -181,9 +185,10 @@ ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
     groups.push_back({p.tokens, p.batch});
   }
   const bool bf16 = one_pass_operands(p) == onepass::ChainOperands::bf16;
-  const ForwardEstimate e = estimate_forward_grouped(
+  ForwardEstimate e = estimate_forward_grouped(
       std::move(groups), p.heads, sm_count, one_pass_step_us(p), dram_bytes_per_s,
       bf16 ? halves_clusters : 0, bf16 ? helper_clusters : 0);
+  if (!contract_inputs(p)) e.two_kernel_us *= kRawTwoKernelFactor;
   const bool one_pass = e.one_pass_us < kOnePassMargin * e.two_kernel_us;
   const double best = one_pass ? e.one_pass_us : e.two_kernel_us;
   const bool halves = e.value_halves_us <= e.helpers_us;

@@ -45,6 +45,14 @@ bool one_pass_reads(const ForwardParams& p);
 inline constexpr double kOnePassStepUs = 1.8;
 inline constexpr double kOnePassF16StepUs = 2.15;
 inline constexpr double kOnePassF16RawStepUs = 3.8;
+// Raw inputs with the fused q norm on bf16 operands and V_new as a bf16 pair (ChainOperands::
+// bf16_vnew_pairs): measured on an H100 at f067e65 (results/h200/2026-12-07-f067e65-helpers-
+// vpairs-h100: h96-uniform8 911 us, h64-uniform8 616 us: 6 and 4 rounds of 64 steps).
+inline constexpr double kOnePassVnewPairsRawStepUs = 2.33;
+// Raw inputs cost the two kernels this much more than the contract's (the gate's activation and
+// k's norm in PREP): 1.10 on every contract shape at f067e65 (H100; library raw against
+// v2w_two_kernel fused).
+inline constexpr double kRawTwoKernelFactor = 1.10;
 // The value-halves cluster's step: six builders and five ring buffers a chain, each record
 // copied to the peer CTA by bulk copy; measured on an H100 at 4f12d43 (h64-fixed fused 544.9 us:
 // (544.9 - 4) / 512; results/h200/2026-12-07-4f12d43-halves-bulk-h100). On chip, like the one
@@ -87,8 +95,8 @@ struct LengthGroup {
   int64_t length = 0;  // tokens
   int64_t count = 0;   // sequences
 };
-// The two kernels' estimate is the contract inputs' (raw inputs cost their PREP ~12 % more), at
-// `dram_bytes_per_s` (two_kernel_slowdown).
+// The two kernels' estimate is the contract inputs' (choose_forward_kernel multiplies it by
+// kRawTwoKernelFactor for raw inputs), at `dram_bytes_per_s` (two_kernel_slowdown).
 ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
                                          double step_us = kOnePassStepUs,
                                          double dram_bytes_per_s = kH200DramBytesPerS,
@@ -101,8 +109,11 @@ ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads,
 // The chain operands that keep the one pass within the long-memory bar (out and final state
 // rel-RMS <= 4e-3 on every checked problem) for these inputs. bf16 operands give 3.7 - 3.9e-3 on
 // the fused path (q's norm folded in fp32) but 4.0 - 4.3e-3 on the explicit path (q rounded to
-// bf16 after its norm) and with raw inputs (H100, 6a46b5f and b0125ab), so: bf16 (the faster
-// chain) for the fused path with the contract's gate, beta and normalized k; fp16 under row scales
+// bf16 after its norm) and with raw inputs (H100, 6a46b5f and b0125ab); V_new as a bf16 pair
+// (bf16_vnew_pairs) gives 3.81e-3 worst with raw inputs and the fused q norm, but 3.996e-3 on the
+// explicit path (f067e65: no margin). So: bf16 (the faster chain) for the fused path with the
+// contract's gate, beta and normalized k; bf16_vnew_pairs for raw inputs with the fused q norm
+// (0.92-0.94x the bf16 chain's time there: its builders do not spill); fp16 under row scales
 // (worst 3.6e-3 explicit, 3.1e-3 raw; b0125ab) for every other call.
 onepass::ChainOperands one_pass_operands(const ForwardParams& p);
 // The one pass's step for those operands and inputs (kOnePass*StepUs).
