@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# PREPARED (2026-12-07, fourth session; binaries staged from the tree's HEAD). The next device
-# call, in order of what matters most (the deadline skips what does not fit):
+# RAN at f067e65 (results/h200/2026-12-07-f067e65-helpers-vpairs-h100). Next session: first
+# scripts/h200-verify-call.sh (the helpers' empty-sequence fix, the library's raw path on V_new's
+# pair, bit for bit), then this call again for the library's raw rows beside cuDNN-FE's. In order of
+# what matters most (the deadline skips what does not fit):
 #   GPU tests (the library takes the value halves for few long chains; the helper cluster bit for
 #   bit one_pass16_bf16; the clusters' raw refusal); kda-bench of the library on contract (fused,
 #   explicit, l2norm, raw) beside one_pass16_helpers (fused, explicit: h96-fixed predicted
