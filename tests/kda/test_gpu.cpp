@@ -1592,14 +1592,13 @@ FewLongChains few_long_chains(int heads, int64_t tokens = 4096) {
   return f;
 }
 // The kernel the model picks for `p` on this device's facts, as chunk_forward asks them (its SMs,
-// DRAM bandwidth, and the clusters of each kind it runs at once where the library offers them).
+// DRAM bandwidth, and the value-halves clusters it runs at once where the library offers them).
 kda::detail::ForwardKernel model_kernel_on_this_device(const kda::ForwardParams& p) {
-  namespace op = kda::detail::onepass;
-  const int halves =
-      kda::detail::kLibraryTakesValueHalves ? op::value_halves_resident_clusters() : 0;
-  const int helpers = kda::detail::kLibraryTakesHelpers ? op::helper_resident_clusters() : 0;
+  const int halves = kda::detail::kLibraryTakesValueHalves
+                         ? kda::detail::onepass::value_halves_resident_clusters()
+                         : 0;
   return kda::detail::choose_forward_kernel(p, current_device_sms(),
-                                            current_device_dram_bandwidth(), halves, helpers);
+                                            current_device_dram_bandwidth(), halves);
 }
 
 // The library takes the value halves for few long chains on the fused contract path: its plan on
@@ -1659,40 +1658,6 @@ void expect_cluster_refuses_raw_inputs(const Variant& cluster) {
                                          "inputs only"),
               std::string::npos)
         << e.what();
-  }
-}
-
-// The library takes the helper cluster for chains that leave about a quarter of the SMs idle
-// (96 long chains on 132 SMs) on the fused contract path once kernel_choice.h offers it
-// (kLibraryTakesHelpers): its plan on this device is the model's on the device's facts, and where
-// that is the helpers its output and final state are one_pass16_helpers' bit for bit, fused and
-// through the stages. Skips, saying why, where the model does not take them (the switch off, or
-// too few clusters).
-TEST_F(KdaGpu, LibraryTakesTheHelpersForChainsThatLeaveSmsIdle) {
-  KDA_REQUIRE_VARIANT(helpers, "one_pass16_helpers");
-  namespace op = kda::detail::onepass;
-  const int helper_clusters = op::helper_resident_clusters();
-  ASSERT_GT(helper_clusters, 0) << "no helper cluster fits this device";
-  const FewLongChains f = few_long_chains(std::min(96, op::kHelperChains * helper_clusters));
-  const ForwardCase& c = f.c;
-  const kda::ForwardParams& p = f.p;
-  const auto expected = model_kernel_on_this_device(p);
-  ASSERT_EQ(kda::detail::library_forward_kernel(p), expected);
-  if (expected != kda::detail::ForwardKernel::one_pass_helpers) {
-    GTEST_SKIP() << "the model does not take the helpers for " << c.heads << " chains of "
-                 << c.tokens << " tokens on " << current_device_sms() << " SMs ("
-                 << (kda::detail::kLibraryTakesHelpers ? "" : "kLibraryTakesHelpers is off; ")
-                 << helper_clusters << " helper clusters)";
-  }
-  const Inputs in = make_inputs(c, 52);
-  const DeviceProblem lib(in, kda::lab::shipping_variant());
-  const DeviceProblem forced(in, *helpers);
-  for (const Path path : {Path::fused, Path::fused_stages}) {
-    SCOPED_TRACE(static_cast<int>(path));
-    const Outputs a = lib.run(path);
-    const Outputs b = forced.run(path);
-    EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "output";
-    EXPECT_TRUE(bitwise_equal(a.final_state, b.final_state)) << "final state";
   }
 }
 

@@ -245,44 +245,6 @@ TEST(KernelChoice, ValueHalvesForFewChains) {
   EXPECT_TRUE(std::isinf(estimate_forward(kFixed, 64, kH200Sms).value_halves_us));
 }
 
-// The helper cluster (three chain CTAs and a helper, kHelpersStepUs a sub-chunk) where the device
-// runs enough of them: h96-fixed (96 chains: 32 clusters on 128 SMs) takes it; h64-fixed keeps
-// the value halves (the shorter step), the many-chain shapes the one pass; no helper clusters, or
-// another chain's operands, never take it; too few clusters for the chains (a second round)
-// lose to the two kernels.
-TEST(KernelChoice, HelpersForChainsThatLeaveSmsIdle) {
-  constexpr int kHalves = kH200Sms / 2, kHelpers = kH200Sms / 4;  // 66, 33
-  constexpr double kDram = kda::detail::kH200DramBytesPerS;
-  const std::vector<int32_t> fixed = offsets(kFixed), ragged = offsets(kRagged6),
-                             uniform = offsets(kUniform8);
-  const kda::ForwardParams h96_fixed = contract_call(fixed, 96);
-  EXPECT_EQ(choose_forward_kernel(h96_fixed, kH200Sms, kDram, kHalves, kHelpers),
-            ForwardKernel::one_pass_helpers);
-  EXPECT_EQ(choose_forward_kernel(h96_fixed, kH200Sms, kDram, kHalves, 0),
-            ForwardKernel::two_kernel);
-  EXPECT_EQ(choose_forward_kernel(h96_fixed, kH200Sms, kDram, kHalves, 16),  // two rounds
-            ForwardKernel::two_kernel);
-  kda::ForwardParams explicit_path = h96_fixed;
-  explicit_path.fuse_q_l2norm = false;
-  EXPECT_EQ(choose_forward_kernel(explicit_path, kH200Sms, kDram, kHalves, kHelpers),
-            ForwardKernel::two_kernel);
-  EXPECT_EQ(choose_forward_kernel(contract_call(fixed, 64), kH200Sms, kDram, kHalves, kHelpers),
-            ForwardKernel::one_pass_halves);
-  for (const int heads : {96, 64}) {
-    for (const auto* cu : {&ragged, &uniform}) {
-      EXPECT_EQ(choose_forward_kernel(contract_call(*cu, heads), kH200Sms, kDram, kHalves,
-                                      kHelpers),
-                ForwardKernel::one_pass)
-          << heads;
-    }
-  }
-  // The estimate: one round of 96 chains on 99 chain slots; none without clusters.
-  const auto e = estimate_forward(kFixed, 96, kH200Sms, kda::detail::kOnePassStepUs, kDram, 0,
-                                  kHelpers);
-  EXPECT_DOUBLE_EQ(e.helpers_us, 512 * kda::detail::kHelpersStepUs + 4.0);
-  EXPECT_TRUE(std::isinf(estimate_forward(kFixed, 96, kH200Sms).helpers_us));
-}
-
 // List scheduling, longest first: one chain per SM at a time, so chains beyond the SM count wait
 // for the earliest to finish; empty sequences cost only their state.
 TEST(KernelChoice, OnePassSchedule) {

@@ -29,10 +29,9 @@
 namespace kda::detail {
 
 namespace {
-// How many clusters of a kind the current device runs at once (onepass.h
-// value_halves_resident_clusters, helper_resident_clusters), queried once per device, then cached.
-template <int (*kQuery)()>
-int resident_clusters(const char* where) {
+// How many value-halves clusters the current device runs at once (onepass.h
+// value_halves_resident_clusters), queried once per device, then cached.
+int value_halves_clusters(const char* where) {
   static std::mutex mutex;
   static std::vector<std::pair<int, int>> known;
   const int device = current_device(where);
@@ -40,7 +39,7 @@ int resident_clusters(const char* where) {
   for (const auto& [d, clusters] : known) {
     if (d == device) return clusters;
   }
-  const int clusters = kQuery();
+  const int clusters = onepass::value_halves_resident_clusters();
   known.emplace_back(device, clusters);
   return clusters;
 }
@@ -57,18 +56,13 @@ Plan make_plan(const ForwardParams& p, const ForwardLaunches& kernels) {
     case KernelChoice::two_kernel: plan.kernel = ForwardKernel::two_kernel; break;
     case KernelChoice::one_pass: plan.kernel = ForwardKernel::one_pass; break;
     case KernelChoice::by_model: {
-      // The clusters are asked for only where they could run (bf16 operands) and are offered.
-      const bool bf16 = one_pass_operands(p) == onepass::ChainOperands::bf16;
-      const int halves = kLibraryTakesValueHalves && bf16
-                             ? resident_clusters<onepass::value_halves_resident_clusters>(
-                                   "chunk_forward")
-                             : 0;
-      const int helpers =
-          kLibraryTakesHelpers && bf16
-              ? resident_clusters<onepass::helper_resident_clusters>("chunk_forward")
+      // The clusters are asked for only where the value halves could run (bf16 operands).
+      const int clusters =
+          kLibraryTakesValueHalves && one_pass_operands(p) == onepass::ChainOperands::bf16
+              ? value_halves_clusters("chunk_forward")
               : 0;
       plan.kernel = choose_forward_kernel(p, multiprocessor_count("chunk_forward"),
-                                          dram_bandwidth("chunk_forward"), halves, helpers);
+                                          dram_bandwidth("chunk_forward"), clusters);
       break;
     }
   }
@@ -242,8 +236,6 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   if (plan.kernel == ForwardKernel::one_pass_halves) {
     run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves);
-  } else if (plan.kernel == ForwardKernel::one_pass_helpers) {
-    run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::helpers);
   } else {
     run_one_pass(p, plan, one_pass_operands(p), stream);
   }

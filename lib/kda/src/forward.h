@@ -68,8 +68,7 @@ void library_prep(const ForwardParams& p, const Plan& plan, cudaStream_t stream)
 void library_scan(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The one pass: the sequences' longest-first order into the workspace (packed inputs), then the
 // kernel, its chain on the operands kernel_choice.h's one_pass_operands picks for the inputs, or
-// the value-halves or helper cluster where the plan's kernel is one_pass_halves or
-// one_pass_helpers.
+// the value-halves cluster where the plan's kernel is one_pass_halves.
 // Throws unsupported for inputs it does not read (one_pass_reads).
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The one pass with the chain's operands fixed for every call: bf16 (the lab's one_pass16_bf16:

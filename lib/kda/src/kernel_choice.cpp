@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "onepass/onepass.h"  // kHelperChains
 #include "onepass/record16.h"
 
 namespace kda::detail {
@@ -97,7 +96,7 @@ double list_schedule_us(const std::vector<LengthGroup>& groups, int heads, doubl
 
 ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
                                          double step_us, double dram_bytes_per_s,
-                                         int halves_clusters, int helper_clusters) {
+                                         int halves_clusters) {
   ForwardEstimate e;
   const double sms = std::max(sm_count, 1);
   // Longest first; the totals over every sequence.
@@ -131,23 +130,16 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
                           ? list_schedule_us(groups, heads, halves_clusters, chains,
                                              chain_us(kValueHalvesStepUs))
                           : std::numeric_limits<double>::infinity();
-  e.helpers_us = helper_clusters > 0
-                     ? list_schedule_us(groups, heads,
-                                        static_cast<double>(helper_clusters) *
-                                            onepass::kHelperChains,
-                                        chains, chain_us(kHelpersStepUs))
-                     : std::numeric_limits<double>::infinity();
   return e;
 }
 
 ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
-                                 double step_us, double dram_bytes_per_s, int halves_clusters,
-                                 int helper_clusters) {
+                                 double step_us, double dram_bytes_per_s, int halves_clusters) {
   std::vector<LengthGroup> groups;
   groups.reserve(lengths.size());
   for (const int64_t len : lengths) groups.push_back({len, 1});
   return estimate_forward_grouped(std::move(groups), heads, sm_count, step_us, dram_bytes_per_s,
-                                  halves_clusters, helper_clusters);
+                                  halves_clusters);
 }
 
 namespace {
@@ -172,8 +164,7 @@ double one_pass_step_us(const ForwardParams& p) {
 }
 
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
-                                    double dram_bytes_per_s, int halves_clusters,
-                                    int helper_clusters) {
+                                    double dram_bytes_per_s, int halves_clusters) {
   if (!one_pass_reads(p)) return ForwardKernel::two_kernel;
   std::vector<LengthGroup> groups;
   if (p.cu_seqlens != nullptr) {
@@ -185,16 +176,13 @@ ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
     groups.push_back({p.tokens, p.batch});
   }
   const bool bf16 = one_pass_operands(p) == onepass::ChainOperands::bf16;
-  ForwardEstimate e = estimate_forward_grouped(
-      std::move(groups), p.heads, sm_count, one_pass_step_us(p), dram_bytes_per_s,
-      bf16 ? halves_clusters : 0, bf16 ? helper_clusters : 0);
+  ForwardEstimate e =
+      estimate_forward_grouped(std::move(groups), p.heads, sm_count, one_pass_step_us(p),
+                               dram_bytes_per_s, bf16 ? halves_clusters : 0);
   if (!contract_inputs(p)) e.two_kernel_us *= kRawTwoKernelFactor;
   const bool one_pass = e.one_pass_us < kOnePassMargin * e.two_kernel_us;
   const double best = one_pass ? e.one_pass_us : e.two_kernel_us;
-  const bool halves = e.value_halves_us <= e.helpers_us;
-  if (std::min(e.value_halves_us, e.helpers_us) < kOnePassMargin * best) {
-    return halves ? ForwardKernel::one_pass_halves : ForwardKernel::one_pass_helpers;
-  }
+  if (e.value_halves_us < kOnePassMargin * best) return ForwardKernel::one_pass_halves;
   return one_pass ? ForwardKernel::one_pass : ForwardKernel::two_kernel;
 }
 

@@ -17,18 +17,16 @@
 namespace kda::detail {
 
 // one_pass_halves: the one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs
-// per chain, six builders a chain) for few chains on the fused contract path; one_pass_helpers:
-// its helper cluster (launch_helpers: three chain CTAs and a helper CTA, four builders' worth a
-// chain) for chains that leave about a quarter of the SMs without one.
-enum class ForwardKernel { two_kernel, one_pass, one_pass_halves, one_pass_helpers };
+// per chain, six builders a chain) for few chains on the fused contract path. (The lab's helper
+// cluster, one_pass16_helpers, is no candidate: measured slower than the two kernels at f067e65.)
+enum class ForwardKernel { two_kernel, one_pass, one_pass_halves };
 
-// The kernels' estimated time for one problem (microseconds on an H200-class SM); the clusters'
-// are +inf where they do not run (other operands, or no cluster fits the device).
+// The kernels' estimated time for one problem (microseconds on an H200-class SM); the value
+// halves' is +inf where they do not run (other operands, or no cluster fits the device).
 struct ForwardEstimate {
   double one_pass_us = 0;
   double two_kernel_us = 0;
   double value_halves_us = 0;
-  double helpers_us = 0;
 };
 
 // Whether the one-pass kernel reads these inputs: every input option (the contract's and the raw
@@ -61,12 +59,6 @@ inline constexpr double kValueHalvesStepUs = 1.06;
 // Whether chunk_forward offers the value halves to the choice (forward.cu make_plan); the model
 // then chooses as choose_forward_kernel says.
 inline constexpr bool kLibraryTakesValueHalves = true;
-// The helper cluster's step: four builders' records a chain (its CTA's three and a third of the
-// helper's), five ring buffers; PREDICTED, not measured: three quarters of the one pass's step
-// (its builds on busy SMs: kOnePassStepUs x 3 builders) and the hand-over simulation's ~2.5 %
-// (tests/kda/test_onepass_handover.cpp). Not offered to the choice until a device measures it.
-inline constexpr double kHelpersStepUs = 1.38;
-inline constexpr bool kLibraryTakesHelpers = false;
 
 // The two kernels move their records through DRAM (1,440 B a token-head written and read), so on
 // a device of less DRAM bandwidth they take longer while the one pass (on chip) does not: their
@@ -87,9 +79,7 @@ double two_kernel_slowdown(double dram_bytes_per_s);
 //   two kernels PREP 7.3 SM-us a 64-token chunk-head, then SCAN the larger of its latency
 //               (2.07 us a chunk of the longest chain) and its throughput (2.8 SM-us a chunk-head);
 //   value halves the one pass's schedule on `halves_clusters` cluster slots (the clusters the
-//               device runs at once; 0: none) at kValueHalvesStepUs a sub-chunk;
-//   helpers     the same on kHelperChains chain slots per cluster the device runs at once
-//               (`helper_clusters`; 0: none) at kHelpersStepUs a sub-chunk.
+//               device runs at once; 0: none) at kValueHalvesStepUs a sub-chunk.
 // `lengths` may also come as groups of equal lengths (a dense batch is one group).
 struct LengthGroup {
   int64_t length = 0;  // tokens
@@ -100,11 +90,11 @@ struct LengthGroup {
 ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
                                          double step_us = kOnePassStepUs,
                                          double dram_bytes_per_s = kH200DramBytesPerS,
-                                         int halves_clusters = 0, int helper_clusters = 0);
+                                         int halves_clusters = 0);
 ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
                                  double step_us = kOnePassStepUs,
                                  double dram_bytes_per_s = kH200DramBytesPerS,
-                                 int halves_clusters = 0, int helper_clusters = 0);
+                                 int halves_clusters = 0);
 
 // The chain operands that keep the one pass within the long-memory bar (out and final state
 // rel-RMS <= 4e-3 on every checked problem) for these inputs. bf16 operands give 3.7 - 3.9e-3 on
@@ -120,17 +110,16 @@ onepass::ChainOperands one_pass_operands(const ForwardParams& p);
 double one_pass_step_us(const ForwardParams& p);
 
 // The kernel chunk_forward runs for validated params on a device of `sm_count` SMs,
-// `dram_bytes_per_s` of DRAM bandwidth and room for `halves_clusters` value-halves and
-// `helper_clusters` helper clusters at once: the one pass when it reads the inputs and its
-// estimate (one_pass_step_us) is below 0.95x the two kernels'; a cluster, on bf16 operands
-// (one_pass_operands), when its estimate is below 0.95x the better of those two (the faster of
-// the two clusters).
+// `dram_bytes_per_s` of DRAM bandwidth and room for `halves_clusters` value-halves clusters at
+// once: the one pass when it reads the inputs and its estimate (one_pass_step_us) is below 0.95x
+// the two kernels' (raw inputs: times kRawTwoKernelFactor); the value halves, on bf16 operands
+// (one_pass_operands), when theirs is below 0.95x the better of those two.
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
                                     double dram_bytes_per_s = kH200DramBytesPerS,
-                                    int halves_clusters = 0, int helper_clusters = 0);
+                                    int halves_clusters = 0);
 // The kernel the library's chunk_forward runs for validated `p` on the current device: its plan
-// (forward.cu make_plan, which asks the device for its SMs, DRAM bandwidth and, where the
-// clusters could run, how many of each it runs at once). Defined in forward.cu (CUDA calls); for tests.
+// (forward.cu make_plan, which asks the device for its SMs, DRAM bandwidth and, where the value
+// halves could run, their resident clusters). Defined in forward.cu (CUDA calls); for tests.
 ForwardKernel library_forward_kernel(const ForwardParams& p);
 
 }  // namespace kda::detail
