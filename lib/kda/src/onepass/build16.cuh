@@ -355,9 +355,6 @@ struct GateCarry {
 // rows), which raw_prologue turns into G once every thread has read its channel's raw values.
 constexpr int kSRawGate = kSG;
 static_assert(kSub * kDim * 4 <= kSGs - kSG, "the raw gate tile fits in G's region");
-// Where raw_prologue keeps the activated gate ([16][128] fp32): the work region's start.
-constexpr int kSActivatedGate = 0;
-static_assert(kSActivatedGate + kSub * kDim * 4 <= kSA, "the activated gate fits before A_kk");
 
 // Phase 1 ahead for raw inputs (issue_ahead's counterpart, for build_sub_chunk's load_ahead): q, k
 // (raw when fuse_k_l2norm), the raw gate's rows < n into G's region (or G and Gs as the
@@ -411,37 +408,43 @@ __device__ __forceinline__ float issue_raw_ahead(const BuildInputs& a, const Raw
 // The raw-input prologue of sub-chunk c (index within its sequence) by thread tid = channel tid,
 // between the load barrier and phase 2: beta (rows >= n: 0), and with the raw gate this channel's
 // G rows from the raw tile, the row before Gs, and its running sum handed on to c + 1. The raw
-// tile lies in G's region: each thread first activates its channel's 16 raw values into the work
-// region (free until phase 2; the same thread reads them back), and only after `sync()` (every
-// thread has read its raw values) continues the running sums and writes G over the tile; the
-// activations so also stay off the chain of running sums from sub-chunk to sub-chunk (the
-// carry's wait comes after them).
+// tile lies in G's region: each thread first activates all 16 of its channel's raw values into
+// registers, and only after `sync()` (every thread has read its raw values) continues the running
+// sums and writes G over the tile; the activations so also stay off the chain of running sums
+// from sub-chunk to sub-chunk (the carry's wait comes after them).
+// The 16 activations are independent: the loads go out back to back and the MUFU pairs overlap,
+// with no branch between them (a row-by-row `if (i < n)` made each row one load -> FFMA -> EX2
+// -> FADD -> RCP latency chain, ~16 x 80 cycles a build). Rows >= n activate whatever the tile
+// holds there (an earlier build's values, or NaN: never added, the running sum selects past them).
 // `channel`, `scale`: gate_activation.cuh's gate_channel(A_log[h], dt_bias[h, tid]) and
 // gate_scale(lower_bound).
 template <class Sync>
 __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel channel,
                                              float scale, int64_t c, int n, float beta,
                                              const GateCarry& carry, int tid, unsigned char* in,
-                                             unsigned char* work, const Sync& sync) {
+                                             const Sync& sync) {
   if (tid < kSub) {
     float b = 0.0f;
     if (tid < n) b = raw.beta_logits ? sigmoid_fast(beta) : beta;
     *reinterpret_cast<float*>(in + kSBeta + 4 * tid) = b;
   }
   if (!raw.raw_gate) return;  // uniform: G and Gs came with the copies
-  float* const activated = reinterpret_cast<float*>(work + kSActivatedGate) + tid;  // [i][128]
+  float activated[kSub];
+  const unsigned char* const tile = in + kSRawGate;
+  if (raw.gate_bf16) {  // uniform
 #pragma unroll
-  for (int i = 0; i < kSub; ++i) {
-    if (i < n) {
-      const unsigned char* const at = in + kSRawGate;
-      const float g =
-          raw.gate_bf16
-              ? kda::detail::load_as_float(
-                    reinterpret_cast<const __nv_bfloat16*>(at + 2 * (i * kDim + tid)))
-              : *reinterpret_cast<const float*>(at + 4 * (i * kDim + tid));
-      activated[i * kDim] = gate_sigmoid(g, channel);
+    for (int i = 0; i < kSub; ++i) {
+      activated[i] = kda::detail::load_as_float(
+          reinterpret_cast<const __nv_bfloat16*>(tile + 2 * (i * kDim + tid)));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kSub; ++i) {
+      activated[i] = *reinterpret_cast<const float*>(tile + 4 * (i * kDim + tid));
     }
   }
+#pragma unroll
+  for (int i = 0; i < kSub; ++i) activated[i] = gate_sigmoid(activated[i], channel);
   sync();  // the raw tile is read: G may go over it
   const int position = static_cast<int>(c & 3);  // in the 64-token chunk
   float running = 0.0f, base = -0.0f, gs = 0.0f;  // a chunk's first sub-chunk: Gs = 0
@@ -463,7 +466,7 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
   }
 #pragma unroll
   for (int i = 0; i < kSub; ++i) {  // rows >= n add nothing: G_{n-1} again
-    if (i < n) running = __fadd_rn(running, activated[i * kDim]);
+    running = i < n ? __fadd_rn(running, activated[i]) : running;
     *reinterpret_cast<float*>(in + sg(i, tid)) = gate_log2(running, scale, base);
   }
   *reinterpret_cast<float*>(in + kSGs + 4 * tid) = gs;

@@ -283,7 +283,7 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
         const float beta = beta_ahead;
         const auto prologue = [&] {
           build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
-                              work, sync);
+                              sync);
         };
         build::build_sub_chunk<1, kF16>(sc, a.in.fuse_q_l2norm, btid, scratch, work, record, sync,
                                         a.raw.fuse_k_l2norm, prologue, load_ahead);
