@@ -12,16 +12,24 @@
 # Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree; rebuild
 # after committing, the binaries carry the commit):
 #   cmake --build --preset release -j 2 && scripts/stage-device.sh new   (.whl: scripts/peers/README.md)
-#   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".whl"], timeout_s=600)
+#   baseline: xz of 06a483c's stripped kda-bench in .device/base/kda-bench.xz
+#   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".whl"], timeout_s=600)
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
-DEADLINE=${DEADLINE:-110}
+DEADLINE=${DEADLINE:-150}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
 step 45 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
 step 40 bench-contract $B/kda-bench --shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw \
   --no-verify --min-time 0.25 --md $r/bench-contract.md --csv $r/bench-contract.csv --force
+# The same library before the raw prologue's change (06a483c = 4686303's kernels), its raw rows
+# beside this build's: predicted -5 to -8 % on the many-chain shapes (perf-notes).
+xz -dc .device/base/kda-bench.xz > /tmp/kda-bench-base && chmod +x /tmp/kda-bench-base
+step 25 bench-contract-raw-base /tmp/kda-bench-base --shapes shapes/contract.yaml --paths raw \
+  --no-verify --min-time 0.25 --csv $r/bench-contract-raw-base.csv --force
+step 10 compare-raw-base $B/kda-bench compare --a-path raw --b-path raw $r/bench-contract-raw-base.csv \
+  $r/bench-contract.csv --md $r/compare-raw-base.md
 for s in smoke long-memory edge; do
   step 30 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --force
