@@ -95,14 +95,16 @@ struct SubChunk {
   bool at_chunk;  // the sub-chunk starts a 64-token chunk (its Gs is 0)
 };
 
-// 4 bf16 values (8 bytes) at byte `byte` of `s`, as floats.
-__device__ __forceinline__ void load4_bf16(const unsigned char* s, int byte, float (&x)[4]) {
-  const uint2 w = *reinterpret_cast<const uint2*>(s + byte);
+// 4 bf16 values (8 bytes, one uint2) as floats; load4_bf16: those at byte `byte` of `s`.
+__device__ __forceinline__ void unpack4_bf16(uint2 w, float (&x)[4]) {
   const float2 lo = unpack_bf16(w.x), hi = unpack_bf16(w.y);
   x[0] = lo.x;
   x[1] = lo.y;
   x[2] = hi.x;
   x[3] = hi.y;
+}
+__device__ __forceinline__ void load4_bf16(const unsigned char* s, int byte, float (&x)[4]) {
+  unpack4_bf16(*reinterpret_cast<const uint2*>(s + byte), x);
 }
 // 4 values as bf16 (kF16 false) or fp16 in 8 bytes; store4: one 8-byte store at `dst` (shared
 // or global).
@@ -537,18 +539,51 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
                                 ex2_approx(ge.z - gs.z), ex2_approx(ge.w - gs.w)));
     }
     // The fused q norm's and raw k's norm factors of the warp's 4 rows (batched_row_norms; a
-    // warp holding a huge or non-finite row takes deferred_row_norm row by row instead).
+    // warp holding a huge or non-finite row takes deferred_row_norm row by row instead). The bf16
+    // tiles' build computes both on every build, without a branch, and a path that does not
+    // fuse a norm takes the factor 1 by selection: behind `if (fuse)` each reduction's shuffle
+    // chain (~350 cycles) was a basic block of its own, run after the other and before any of
+    // the rows' work below; branch-free, the two chains and the rows' q-independent work
+    // overlap. The fp16 tiles' build (the library's explicit path: q is not fused) keeps the
+    // branch, so as not to pay for a norm it discards.
     float qnorm[4] = {1.0f, 1.0f, 1.0f, 1.0f}, knorm[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-    const bool qnorm_by_row = fuse_q_l2norm && batched_row_norms(in, kSQ, warp, d0, qnorm);
-    const bool knorm_by_row = fuse_k_l2norm && batched_row_norms(in, kSK, warp, d0, knorm);
+    bool q_huge = false, k_huge = false;
+    if (!kF16Tiles || fuse_q_l2norm) q_huge = batched_row_norms(in, kSQ, warp, d0, qnorm);
+    if (!kF16Tiles || fuse_k_l2norm) k_huge = batched_row_norms(in, kSK, warp, d0, knorm);
+    const bool qnorm_by_row = fuse_q_l2norm && q_huge;
+    const bool knorm_by_row = fuse_k_l2norm && k_huge;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      qnorm[r] = fuse_q_l2norm ? qnorm[r] : 1.0f;
+      knorm[r] = fuse_k_l2norm ? knorm[r] : 1.0f;
+    }
+    // Row r + 1's q, k, G and beta are loaded before row r's stores (software pipelined: the
+    // stores go over loaded values, and a load behind them would wait for row r's whole
+    // computation, ptxas unable to prove the addresses apart: the 4 rows one latency chain
+    // after another). Not in the fp16 tiles' build, whose builders would spill the extra row.
+    constexpr bool kPipelineRows = !kF16Tiles;
+    struct Row {
+      uint2 q, k;
+      float4 g;
+      float beta;
+    };
+    const auto load_row = [&](int i) {
+      return Row{*reinterpret_cast<const uint2*>(in + s16(kSQ, i, d0)),
+                 *reinterpret_cast<const uint2*>(in + s16(kSK, i, d0)),
+                 *reinterpret_cast<const float4*>(in + sg(i, d0)),
+                 *reinterpret_cast<const float*>(in + beta_at + 4 * i)};
+    };
+    Row next{};
+    if constexpr (kPipelineRows) next = load_row(warp);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int i = warp + 4 * r;
+      const Row row = kPipelineRows ? next : load_row(i);
+      if (kPipelineRows && r + 1 < 4) next = load_row(i + 4);
       float q[4], k[4];
-      load4_bf16(in, s16(kSQ, i, d0), q);
-      load4_bf16(in, s16(kSK, i, d0), k);
-      const float4 g4 = *reinterpret_cast<const float4*>(in + sg(i, d0));
-      const float g[4] = {g4.x, g4.y, g4.z, g4.w};
+      unpack4_bf16(row.q, q);
+      unpack4_bf16(row.k, k);
+      const float g[4] = {row.g.x, row.g.y, row.g.z, row.g.w};
       float qscale = kda::detail::kScale;
       if (qnorm_by_row) {  // uniform, rare
         bool rescaled;
@@ -566,7 +601,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
 #pragma unroll
         for (int e = 0; e < 4; ++e) k[e] *= factor;
       }
-      const float beta = *reinterpret_cast<const float*>(in + beta_at + 4 * i);
+      const float beta = row.beta;
       float rk[4], rq[4], ck[4], rhs[4], qp[4], kg[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -580,7 +615,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
         qp[e] = rq[e] * cs[e];            // scale r q 2^(G_i - Gs)
         kg[e] = ck[e] * ce[e];            // k 2^(Ge - G_i) <= 1
       }
-      store4<false>(in + s16(kSRowK, i, d0), rk);  // over k's own values, read above
+      store4<false>(in + s16(kSRowK, i, d0), rk);  // over k's own values, loaded above
       store4<false>(in + s16(kSRowQ, i, d0), rq);  // over q's
       store4<false>(work + s16(kSColK, i, d0), ck);
       store4<true>(work + s16(kSRhsW, i, d0), rhs);

@@ -62,16 +62,16 @@ struct Config {
       1024;  // + the base's alignment slack
   // Registers per thread after setmaxnreg (0: none); two chain warpgroups need ~136, one ~215,
   // a builder ~78 alone, more with the prefetch's loop state (at 104 it spills a value).
-  // The raw-input builders hold their gate channel and carry beside the build: 96, the chain 224
-  // (the whole register file; at 216 the chain spills). The operand pairs' chain gets the same
-  // split: at 232 ptxas serializes its wgmmas (C7512), at 224 it does not. The fp16 chain too: at
-  // 88 its builders spill 84 B of loop state, at 96 40 B (the chain none). The raw
-  // builders spill 76 B beside the bf16 chain, 176 B beside the fp16 one.
-  static constexpr bool kWideBuilders = kRaw || kOps != ChainOperands::bf16;
+  // Beside the one-warpgroup chain every builder takes 96 and the chain 224 (the whole register
+  // file; at 216 the chain spills; the operand pairs' chain at 232 has ptxas serialize its
+  // wgmmas, C7512): the builders' phase 2 holds the next row's loads beside this row's work
+  // (build16.cuh), which spilled 32 B of the contract builders at 88. The fp16 chain's builders
+  // keep a row's loads to the row (their kF16Tiles build): at 96 they spill ~40 B of loop
+  // state, the raw ones beside them ~170 B (a lab configuration).
   static constexpr int kChainRegisters =
-      kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : kWideBuilders ? 224 : 232;
+      kBuilders == 1 ? 0 : kChainGroups == 2 ? 144 : 224;
   static constexpr int kBuilderRegisters =
-      kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : kWideBuilders ? 96 : 88;
+      kBuilders == 1 ? 0 : kChainGroups == 2 ? 112 : 96;
   static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
   static_assert(!kRaw || !kPrefetch,
                 "raw inputs: one input set per builder (issue_raw_loads' beta)");
