@@ -17,7 +17,7 @@
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
-DEADLINE=${DEADLINE:-170}
+DEADLINE=${DEADLINE:-190}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
 step 45 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
@@ -31,6 +31,10 @@ step 40 bench-contract-base /tmp/kda-bench-base --shapes shapes/contract.yaml \
   --paths fused,explicit,raw --no-verify --min-time 0.25 --csv $r/bench-contract-base.csv --force
 step 10 compare-base $B/kda-bench compare $r/bench-contract-base.csv $r/bench-contract.csv \
   --md $r/compare-base.md
+# Issue 15 target 4: the state in/out overhead (h96-fixed and h64-fixed with both states against
+# bench-contract's rows of the same shapes; <= 5 % is the target).
+step 20 bench-contract-states $B/kda-bench --shapes shapes/contract-states.yaml --paths fused,raw \
+  --no-verify --min-time 0.25 --md $r/bench-contract-states.md --csv $r/bench-contract-states.csv --force
 for s in smoke long-memory edge; do
   step 30 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --force
