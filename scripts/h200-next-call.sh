@@ -20,7 +20,13 @@ B=.device/new/bin
 DEADLINE=${DEADLINE:-190}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
-step 45 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
+# SHORT=1 (device time scarce): the GPU tests of the one pass only, no memcheck, no peers; one
+# profile (raw) if the run's limit leaves room.
+if [[ ${SHORT:-0} == 1 ]]; then
+  step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1 --gtest_filter='*OnePass*:*LibraryTakes*:*Raw*'
+else
+  step 45 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
+fi
 step 40 bench-contract $B/kda-bench --shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw \
   --no-verify --min-time 0.25 --md $r/bench-contract.md --csv $r/bench-contract.csv --force
 # The same library before this session's builder changes (06a483c = 4686303's kernels), its rows
@@ -39,18 +45,18 @@ for s in smoke long-memory edge; do
   step 30 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --force
 done
-step 20 sanitizer-raw-memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
+[[ ${SHORT:-0} == 1 ]] || step 20 sanitizer-raw-memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/kda-check --backend raw --shapes shapes/smoke.yaml
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
 finish
 # The peers beside this build: ours (kda-bench fused and raw, kda_torch) and cuDNN-FE, both files.
-[[ ${RUN_PEERS:-1} == 1 ]] && PEERS=cudnn FLA=0 CHECK_SHAPES=none DEADLINE=130 BUILD_WAIT=30 \
+[[ ${RUN_PEERS:-1} == 1 && ${SHORT:-0} != 1 ]] && PEERS=cudnn FLA=0 CHECK_SHAPES=none DEADLINE=130 BUILD_WAIT=30 \
   CHECKS_DONE=50 BIN=$B bash scripts/peers/run-all-h200.sh > /dev/null 2>&1
 cat "$OUT/peers-summary.txt" 2>/dev/null | head -40
 # The raw one pass's builders against the fused one's: the same kernel family and chain (V_new's
 # pair), the builders differing only in the raw inputs' work.
 [[ ${PROFILE:-1} == 1 ]] || exit 0
-for p in raw fused; do
+for p in raw $([[ ${SHORT:-0} == 1 ]] || echo fused); do
   BIN=$B KERNELS=onepass VARIANT=one_pass16_vpairs BACKEND=$p KEEP_REPORTS=0 TAG=vpairs-$p \
     timeout 75 bash scripts/h200-profile.sh h96-uniform8 > /dev/null 2>&1
   echo "profile $p rc=$?"
