@@ -20,28 +20,37 @@ B=.device/new/bin
 DEADLINE=${DEADLINE:-190}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
-# SHORT=1 (device time scarce): the GPU tests of the one pass only, no memcheck, no peers; one
-# profile (raw) if the run's limit leaves room.
+# SHORT=1 (device time scarce): kda-check of smoke and long memory first, the benches at a shorter
+# minimum time, then the GPU tests of the one pass only; no memcheck, no peers; one profile (raw)
+# if the run's limit leaves room.
+MIN_TIME=0.25
 if [[ ${SHORT:-0} == 1 ]]; then
-  step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1 --gtest_filter='*OnePass*:*LibraryTakes*:*Raw*'
+  MIN_TIME=0.12
+  for s in smoke long-memory; do
+    step 20 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
+      --md $r/check-$s.md --csv $r/check-$s.csv --force
+  done
 else
   step 45 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
 fi
 step 40 bench-contract $B/kda-bench --shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw \
-  --no-verify --min-time 0.25 --md $r/bench-contract.md --csv $r/bench-contract.csv --force
+  --no-verify --min-time $MIN_TIME --md $r/bench-contract.md --csv $r/bench-contract.csv --force
 # The same library before this session's builder changes (06a483c = 4686303's kernels), its rows
 # beside this build's: raw predicted -8 to -12 %, fused -2 to -4 % on the many-chain shapes,
 # explicit within 1 % (perf-notes).
 xz -dc .device/base/kda-bench.xz > /tmp/kda-bench-base && chmod +x /tmp/kda-bench-base
 step 40 bench-contract-base /tmp/kda-bench-base --shapes shapes/contract.yaml \
-  --paths fused,explicit,raw --no-verify --min-time 0.25 --csv $r/bench-contract-base.csv --force
+  --paths fused,explicit,raw --no-verify --min-time $MIN_TIME --csv $r/bench-contract-base.csv --force
 step 10 compare-base $B/kda-bench compare $r/bench-contract-base.csv $r/bench-contract.csv \
   --md $r/compare-base.md
 # Issue 15 target 4: the state in/out overhead (h96-fixed and h64-fixed with both states against
 # bench-contract's rows of the same shapes; <= 5 % is the target).
 step 20 bench-contract-states $B/kda-bench --shapes shapes/contract-states.yaml --paths fused,raw \
   --no-verify --min-time 0.25 --md $r/bench-contract-states.md --csv $r/bench-contract-states.csv --force
-for s in smoke long-memory edge; do
+if [[ ${SHORT:-0} == 1 ]]; then
+  step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1 --gtest_filter='*OnePass*:*LibraryTakes*:*Raw*'
+fi
+for s in $([[ ${SHORT:-0} == 1 ]] && echo edge || echo smoke long-memory edge); do
   step 30 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --force
 done
