@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
-# The fifth 2026-12-07 session's call (binaries of 1420ae7): verifies faf403f (the library's raw
-# path, fused q norm, on the one pass with V_new's bf16 pair where the model says so) and the helper
-# cluster's empty-sequence fix, times the library on contract (every path) with cuDNN-FE in the same
-# call (both gate regimes), and profiles the raw one pass's builders against the fused ones (the
-# same kernel family, one_pass16_vpairs, h96-uniform8: where the raw path's extra ~40 % a sub-chunk
-# goes). In order of what matters most (the deadline skips what does not fit):
-#   GPU tests (all); kda-bench of the library on contract (fused, explicit, l2norm, raw);
-#   kda-check of the library (every path) on smoke, long-memory and edge at the 4e-3 bar, the
-#   raw path under memcheck; the peers (cuDNN-FE 1.32 sm90, both regimes, ours beside them);
-#   then the two profiles (text pages only). ~350 s.
+# NOT YET RUN (written in the fifth 2026-12-07 session, whose fourteen device starts all failed).
+# Binaries of HEAD (1420ae7's kernels and later): verifies faf403f (the library's raw path, fused
+# q norm, on the one pass with V_new's bf16 pair where the model says so), the helper cluster's
+# empty-sequence fix, 20f7744 (the raw prologue) and 1420ae7 (phase 2's norms and rows) against
+# their predictions (docs/perf-notes.md) with 06a483c's and 20f7744's kda-bench in the same call,
+# times the library on contract (every path) and the state rows (issue 15 target 4) with cuDNN-FE
+# in the same call (both gate regimes), and profiles the raw one pass's builders against the fused
+# ones (one_pass16_vpairs, h96-uniform8: where the raw path's extra ~40 % a sub-chunk goes).
+# In order of what matters most (the deadline skips what does not fit):
+#   GPU tests (all); kda-bench of the library on contract (fused, explicit, l2norm, raw), the
+#   baselines' rows and comparisons; the state rows; kda-check of the library (every path) on
+#   smoke, long-memory and edge at the 4e-3 bar, the raw path under memcheck; the peers (cuDNN-FE
+#   1.32 sm90, both regimes, ours beside them); then the two profiles (text pages only). ~480 s
+#   (SHORT=1: ~150 s; RUN_PEERS=0, PROFILE=0 drop those parts). contract and contract-mixed's
+#   checks (~110 s each on the device's 16 cores) need a call of their own.
 # Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree; rebuild
 # after committing, the binaries carry the commit):
 #   cmake --build --preset release -j 2 && scripts/stage-device.sh new   (.whl: scripts/peers/README.md)
-#   baseline: xz of 06a483c's stripped kda-bench in .device/base/kda-bench.xz
+#   baselines: xz of 06a483c's and 20f7744's stripped kda-bench in .device/base/kda-bench.xz and
+#   kda-bench-mid.xz (git worktree add ../base COMMIT; cmake --preset release; cmake --build
+#   --preset release --target kda-bench; strip; xz -9)
 #   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".whl"], timeout_s=600)
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
-DEADLINE=${DEADLINE:-190}
+DEADLINE=${DEADLINE:-230}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
 # SHORT=1 (device time scarce): kda-check of smoke and long memory first, the benches at a shorter
@@ -43,6 +50,17 @@ step 40 bench-contract-base /tmp/kda-bench-base --shapes shapes/contract.yaml \
   --paths fused,explicit,raw --no-verify --min-time $MIN_TIME --csv $r/bench-contract-base.csv --force
 step 10 compare-base $B/kda-bench compare $r/bench-contract-base.csv $r/bench-contract.csv \
   --md $r/compare-base.md
+# 20f7744 (the raw prologue's change alone) between them, its raw rows: base -> mid is the
+# prologue's share (predicted -5 to -8 %), mid -> new phase 2's (-3 to -5 %).
+if [[ -f .device/base/kda-bench-mid.xz ]]; then
+  xz -dc .device/base/kda-bench-mid.xz > /tmp/kda-bench-mid && chmod +x /tmp/kda-bench-mid
+  step 25 bench-contract-mid /tmp/kda-bench-mid --shapes shapes/contract.yaml --paths raw \
+    --no-verify --min-time $MIN_TIME --csv $r/bench-contract-mid.csv --force
+  step 10 compare-mid-base $B/kda-bench compare --a-path raw --b-path raw \
+    $r/bench-contract-base.csv $r/bench-contract-mid.csv --md $r/compare-mid-base.md
+  step 10 compare-new-mid $B/kda-bench compare --a-path raw --b-path raw \
+    $r/bench-contract-mid.csv $r/bench-contract.csv --md $r/compare-new-mid.md
+fi
 # Issue 15 target 4: the state in/out overhead (h96-fixed and h64-fixed with both states against
 # bench-contract's rows of the same shapes; <= 5 % is the target).
 step 20 bench-contract-states $B/kda-bench --shapes shapes/contract-states.yaml --paths fused,raw \
