@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NOT YET RUN (written in the fifth 2026-12-07 session, whose fourteen device starts all failed).
+# NOT YET RUN (written in the fifth 2026-12-07 session, whose device starts all failed).
 # Binaries of HEAD (1420ae7's kernels and later): verifies faf403f (the library's raw path, fused
 # q norm, on the one pass with V_new's bf16 pair where the model says so), the helper cluster's
 # empty-sequence fix, 20f7744 (the raw prologue) and 1420ae7 (phase 2's norms and rows) against
