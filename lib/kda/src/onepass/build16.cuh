@@ -540,23 +540,18 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
     }
     // The fused q norm's and raw k's norm factors of the warp's 4 rows (batched_row_norms; a
     // warp holding a huge or non-finite row takes deferred_row_norm row by row instead). The bf16
-    // tiles' build computes both on every build, without a branch, and a path that does not
-    // fuse a norm takes the factor 1 by selection: behind `if (fuse)` each reduction's shuffle
-    // chain (~350 cycles) was a basic block of its own, run after the other and before any of
-    // the rows' work below; branch-free, the two chains and the rows' q-independent work
-    // overlap. The fp16 tiles' build (the library's explicit path: q is not fused) keeps the
-    // branch, so as not to pay for a norm it discards.
+    // tiles' build computes both on every build, without a branch (a path that does not fuse q's
+    // norm takes the factor 1 by selection below; k's is used only where fused): behind
+    // `if (fuse)` each reduction's shuffle chain (~350 cycles) was a basic block of its own, run
+    // after the other and before any of the rows' work below; branch-free, the two chains and the
+    // rows' q-independent work overlap. The fp16 tiles' build (the library's explicit path: q is
+    // not fused) keeps the branch, so as not to pay for a norm it discards.
     float qnorm[4] = {1.0f, 1.0f, 1.0f, 1.0f}, knorm[4] = {1.0f, 1.0f, 1.0f, 1.0f};
     bool q_huge = false, k_huge = false;
     if (!kF16Tiles || fuse_q_l2norm) q_huge = batched_row_norms(in, kSQ, warp, d0, qnorm);
     if (!kF16Tiles || fuse_k_l2norm) k_huge = batched_row_norms(in, kSK, warp, d0, knorm);
     const bool qnorm_by_row = fuse_q_l2norm && q_huge;
     const bool knorm_by_row = fuse_k_l2norm && k_huge;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      qnorm[r] = fuse_q_l2norm ? qnorm[r] : 1.0f;
-      knorm[r] = fuse_k_l2norm ? knorm[r] : 1.0f;
-    }
     // Row r + 1's q, k, G and beta are loaded before row r's stores (software pipelined: the
     // stores go over loaded values, and a load behind them would wait for row r's whole
     // computation, ptxas unable to prove the addresses apart: the 4 rows one latency chain
@@ -590,7 +585,7 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
         // huge rows: q rescaled
         qscale *= kda::detail::prep::deferred_row_norm<32, 4>(q, rescaled);
       } else {
-        qscale *= qnorm[r];
+        qscale *= fuse_q_l2norm ? qnorm[r] : 1.0f;
       }
       if (fuse_k_l2norm) {  // uniform: raw k normalized (huge rows rescaled first, exactly)
         float factor = knorm[r];
