@@ -253,6 +253,32 @@ bool run_check(const CheckCase& c, uint64_t seed) {
       fused_state = fst;
     }
   }
+  // The L2 helpers on the same inputs (27 chains: helper CTAs on the SMs left build most
+  // sub-chunks): with helpers, with one (it claims across all chains), with none, each also with
+  // every hand-over delayed; the same bits.
+  struct L2Run {
+    int helper_ctas, jitter_ns;
+  };
+  for (const L2Run run : {L2Run{-1, 0}, L2Run{1, 0}, L2Run{0, 0}, L2Run{-1, 3000},
+                          L2Run{1, 3000}, L2Run{0, 3000}}) {
+    fa.jitter_ns = run.jitter_ns;
+    check(cudaMemset(fa.out, 0xff, elems * 2), "poison out");
+    check(cudaMemset(fa.final_state, 0xff, p.initial_state.size() * 4), "poison final state");
+    check(f16::launch_l2_helpers(fa, run.helper_ctas, nullptr), "L2 helpers launch");
+    std::vector<__nv_bfloat16> fo(elems);
+    std::vector<float> fst(p.initial_state.size());
+    check(cudaMemcpy(fo.data(), fa.out, elems * 2, cudaMemcpyDeviceToHost), "L2 helpers out");
+    check(cudaMemcpy(fst.data(), fa.final_state, fst.size() * 4, cudaMemcpyDeviceToHost),
+          "L2 helpers final state");
+    const bool same = std::memcmp(fo.data(), out.data(), elems * 2) == 0 &&
+                      std::memcmp(fst.data(), final_state.data(), fst.size() * 4) == 0;
+    std::printf("L2 helpers with %s helper CTAs, hand-overs delayed up to %d ns: outputs and "
+                "final state %s factors16 then the chain's, bit for bit\n",
+                run.helper_ctas < 0 ? "all free SMs'" : std::to_string(run.helper_ctas).c_str(),
+                run.jitter_ns, same ? "equal" : "DIFFER FROM");
+    fused_same = fused_same && same;
+  }
+  fa.jitter_ns = 0;
   for (const void* ptr : {static_cast<const void*>(ca.out), static_cast<const void*>(ca.initial_state),
                           static_cast<const void*>(ca.final_state)}) {
     check(cudaFree(const_cast<void*>(ptr)), "cudaFree");

@@ -110,7 +110,7 @@ constexpr Variant ladder_variant(const char* name, const char* summary, bool raw
 #endif  // KDA_LAB_LADDER
 
 void validate_library(const ForwardParams& p) { kda::validate(p); }
-// The one pass's clusters (value halves, helpers) refuse raw inputs at validation as their launch
+// The one pass's few-chain forms (value halves, helper clusters, L2 helpers) refuse raw inputs at validation as their launch
 // does, so kda-check and kda-bench report the raw path as unsupported by the variant instead of
 // stopping at a launch.
 void validate_clusters(const ForwardParams& p) {
@@ -149,6 +149,13 @@ constexpr detail::ForwardLaunches kOnePassHalvesStaged{detail::library_prep, det
 constexpr detail::ForwardLaunches kOnePassHalves{detail::library_prep, detail::library_scan,
                                                  detail::one_pass_value_halves,
                                                  detail::KernelChoice::one_pass};
+constexpr detail::ForwardLaunches kOnePassL2Helpers{detail::library_prep, detail::library_scan,
+                                                    detail::one_pass_l2_helpers,
+                                                    detail::KernelChoice::one_pass};
+constexpr detail::ForwardLaunches kOnePassL2ChainsAlone{detail::library_prep,
+                                                        detail::library_scan,
+                                                        detail::one_pass_l2_chains_alone,
+                                                        detail::KernelChoice::one_pass};
 constexpr detail::ForwardLaunches kOnePassHelpers{detail::library_prep, detail::library_scan,
                                                   detail::one_pass_helpers,
                                                   detail::KernelChoice::one_pass};
@@ -258,6 +265,21 @@ const Variant kVariants[] = {
      /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
      kda::forward_workspace_bytes, validate_clusters, library_record_forward<kOnePassHelpers>,
      library_record_forward_stage<kOnePassHelpers>},
+    {"one_pass16_l2_helpers",
+     "one_pass16_bf16's CTA per chain and, on the SMs the chains leave, helper CTAs of three "
+     "builders; every builder claims a chain's next sub-chunk from a global counter, a helper's "
+     "record reaching the chain through a global ring (L2) and a bulk copy: for few chains (96 on "
+     "132 SMs), no cluster; the same bits as one_pass16_bf16; contract inputs only",
+     /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
+     detail::l2_helpers_workspace_bytes, validate_clusters,
+     library_record_forward<kOnePassL2Helpers>, library_record_forward_stage<kOnePassL2Helpers>},
+    {"one_pass16_l2_chains_alone",
+     "one_pass16_l2_helpers with no helper CTA (the chains' own builders claim every sub-chunk, "
+     "as when no helper becomes resident): its claims' cost against one_pass16_bf16",
+     /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
+     detail::l2_helpers_workspace_bytes, validate_clusters,
+     library_record_forward<kOnePassL2ChainsAlone>,
+     library_record_forward_stage<kOnePassL2ChainsAlone>},
     {"v2w_mma",
      "the library's chunk_forward: per call the one pass (one_pass16) or the two kernels "
      "(v2w_two_kernel), by kernel_choice.h's time model",

@@ -1654,8 +1654,8 @@ void expect_cluster_refuses_raw_inputs(const Variant& cluster) {
     ADD_FAILURE() << "raw inputs ran on " << cluster.name;
   } catch (const kda::Error& e) {
     EXPECT_EQ(e.code(), kda::ErrorCode::unsupported) << cluster.name;
-    EXPECT_NE(std::string(e.what()).find("clusters (value halves, helpers) read the contract's "
-                                         "inputs only"),
+    EXPECT_NE(std::string(e.what()).find("few-chain forms (value halves, helper clusters, L2 "
+                                         "helpers) read the contract's inputs only"),
               std::string::npos)
         << e.what();
   }
@@ -1742,6 +1742,55 @@ TEST_F(KdaGpu, OnePassHelpersAreTheOnePassBitForBit) {
     }
   }
   expect_cluster_refuses_raw_inputs(*helpers);
+}
+
+// The one pass's L2 helpers (onepass.h launch_l2_helpers: the library's CTA per chain, helper
+// CTAs on the SMs left, every builder claiming a chain's next sub-chunk, a helper's record through
+// a global ring) run the same builds and steps as the one pass on bf16 operands: output and final
+// state are one_pass16_bf16's bit for bit, with helpers and with none (the chains' own builders
+// claim everything, as when no helper becomes resident), on both paths and through the stages.
+// Dense with a tail, long memories and value rows 2^30 apart (6 chains: helpers build most
+// sub-chunks); packed with an empty sequence, a one-token one and strides; chains of very
+// different lengths (the helpers' claims pass over the finished ones); more chains than SMs (no
+// helper CTA, a second wave of chain CTAs); and a call right after another on the same workspace
+// (the ring's counters reset). Raw inputs are refused.
+TEST_F(KdaGpu, OnePassL2HelpersAreTheOnePassBitForBit) {
+  KDA_REQUIRE_VARIANT(l2, "one_pass16_l2_helpers");
+  KDA_REQUIRE_VARIANT(alone, "one_pass16_l2_chains_alone");
+  KDA_REQUIRE_VARIANT(bf16, "one_pass16_bf16");
+  const int sms = current_device_sms();
+  ASSERT_GT(sms, 0);
+  const ForwardCase dense = dense_tail_long_memory_case();
+  ForwardCase uneven;
+  uneven.tokens = 3000;
+  uneven.cu = {0, 2200, 2240, 2241, 3000};
+  uneven.heads = 2;
+  uneven.initial_state = true;
+  uneven.final_state = true;
+  uneven.decay_scale = 1e-3f;
+  ForwardCase waves;
+  waves.tokens = 200;
+  waves.heads = sms + 7;  // more chain CTAs than SMs: none left for helpers
+  waves.final_state = true;
+  uint64_t seed = 83;
+  for (const ForwardCase& c : {dense, packed_agree_case(), uneven, waves}) {
+    const Inputs in = make_inputs(c, seed++);
+    const DeviceProblem a(in, *l2);
+    const DeviceProblem a_alone(in, *alone);
+    const DeviceProblem b(in, *bf16);
+    for (const Path path : {Path::fused, Path::fused_stages, Path::explicit_norm}) {
+      SCOPED_TRACE(static_cast<int>(path));
+      const Outputs y = b.run(path);
+      for (const DeviceProblem* d : {&a, &a_alone, &a}) {  // twice: the ring reset between calls
+        const Outputs x = d->run(path);
+        const char* which = d == &a ? "with helpers" : "chains alone";
+        EXPECT_TRUE(bitwise_equal(x.out, y.out)) << "output, " << which << ", seed " << seed - 1;
+        EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state))
+            << "final state, " << which << ", seed " << seed - 1;
+      }
+    }
+  }
+  expect_cluster_refuses_raw_inputs(*l2);
 }
 
 }  // namespace

@@ -2,13 +2,15 @@
 // simulated on the CPU with random build and step times: builders build sub-chunks c = builder,
 // builder + B, ... into ring buffer c % R of every CTA of the chain (the value halves: into their
 // own CTA's and, by bulk copy, the peer's), and each CTA's chain consumes them in order; the
-// helper cluster's schedule is simulated on its own (simulate_helpers).
+// helper cluster's schedule (simulate_helpers) and the L2 helpers' claims (simulate_l2_helpers)
+// are simulated on their own.
 // A builder may write buffer b only once every chain has finished the buffer's previous record
 // (c - R), and a chain may read record c only once it is built. The waits are modelled as the
 // kernels do them: an mbarrier's try_wait.parity (true when the phase in progress has the other
 // parity, so a waiter two phases behind is let through), or the value halves' monotonic counts
 // of finished sub-chunks. Each configuration of the kernels is safe with its wait; the value
 // halves would not be with parity waits (the reason for halves.cuh kSDone).
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -356,6 +358,257 @@ TEST(OnePassHandover, HelperClusterGivesFourBuilders) {
   const double step = ticks / kSeeds / kChunks;
   EXPECT_LT(step, 1.12 * 100.0 / 4) << step;
   EXPECT_GT(step, 100.0 / 4 * 0.95) << step;  // not faster than four builders can build
+}
+
+// The L2 helpers (l2_helpers.cuh): chains of `chunks[i]` sub-chunks, each with its CTA's
+// kLibraryBuilders own builders and ring of kL2HelperRing buffers, and `helper_builders` helper
+// builders over all chains, which start at `helper_start` (never, when it is past the end: no
+// helper resident). Every builder claims sub-chunks two builds ahead from the chain's counter
+// (its first two at its start, then one when its build reaches the loads ahead, if the next one
+// is a sub-chunk), taking `claim_latency` ticks to learn the claim, and builds its claims in
+// order; an own builder waits for the chain to finish c - kRing before it writes buffer c % kRing,
+// a helper for c - kL2HelperSlots before it writes the global slot c % kL2HelperSlots, which it
+// publishes `publish` ticks after its build. The chain takes record c from its buffer (an own
+// build) or copies it from the slot (`copy` ticks; issued a step early when the flag was seen
+// during the previous step). A helper's claim after chain q tries q + helper_builders first, a
+// refused claim the next chain. Checks: no buffer or slot written while its previous record is
+// unfinished, every record read is the one claimed for it, no deadlock.
+struct L2Outcome {
+  int64_t violations = 0;
+  bool deadlock = false;
+  int64_t ticks = 0;
+};
+struct L2Timing {
+  int build_lo = 90, build_hi = 110;  // a build
+  int step_lo = 20, step_hi = 30;     // a chain step
+  int claim_latency = 5, copy = 10, publish = 8;
+  int load_ahead_at = 60;  // percent of a build before its loads ahead (and the claim)
+  int64_t helper_start = 0;
+};
+L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_builders,
+                              const L2Timing& t, uint32_t seed) {
+  constexpr int kRing = op::kL2HelperRing, kSlots = op::kL2HelperSlots;
+  const int chains = static_cast<int>(chunks.size());
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> build_time(t.build_lo, t.build_hi),
+      step_time(t.step_lo, t.step_hi);
+  std::vector<int64_t> claims(chains, 0);  // the global counters
+  struct Chain {
+    std::vector<int64_t> buffer = std::vector<int64_t>(kRing, -1);  // complete record, -1: none
+    std::vector<int64_t> landing = std::vector<int64_t>(kRing, 0);  // a copy's arrival
+    std::vector<int64_t> slot = std::vector<int64_t>(kSlots, -1);   // record written
+    std::vector<int64_t> flag = std::vector<int64_t>(kSlots, -1);   // record published
+    int64_t c = 0, done = 0, busy_until = 0;
+    int64_t copied = -1;     // the record whose copy the chain issued
+    bool seen_next = false;  // slot (c + 1)'s flag seen during the previous step
+    bool stepping = false;
+  };
+  std::vector<Chain> chain(chains);
+  struct Claim {
+    int chain;
+    int64_t c;
+    int64_t known_at;
+  };
+  enum class Phase { idle, building, publishing, stopped };
+  struct Builder {
+    bool helper = false;
+    int own_chain = -1;
+    int cursor = 0;
+    int64_t start = 0;
+    bool started = false;
+    std::vector<Claim> queue;  // claims in the order made; front: the one being built
+    Phase phase = Phase::idle;
+    int64_t busy_until = 0, ahead_at = 0;
+    bool claimed_ahead = false;
+  };
+  std::vector<Builder> builders;
+  for (int i = 0; i < chains; ++i) {
+    for (int j = 0; j < op::kLibraryBuilders; ++j) {
+      Builder b;
+      b.helper = false;
+      b.own_chain = i;
+      builders.push_back(b);
+    }
+  }
+  for (int j = 0; j < helper_builders; ++j) {
+    Builder b;
+    b.helper = true;
+    b.cursor = j % std::max(chains, 1);
+    b.start = t.helper_start;
+    builders.push_back(b);
+  }
+  // A claim as the kernel makes it: an own builder's on its chain; a helper's from its cursor on,
+  // each refused claim one more round trip.
+  const auto claim = [&](Builder& b, int64_t now) {
+    if (!b.helper) {
+      const int64_t c = claims[b.own_chain]++;
+      if (c < chunks[b.own_chain]) b.queue.push_back({b.own_chain, c, now + t.claim_latency});
+      return;
+    }
+    for (int tried = 0; tried < chains; ++tried) {
+      const int i = b.cursor;
+      b.cursor = (b.cursor + 1) % chains;
+      const int64_t c = claims[i]++;
+      if (c < chunks[i]) {
+        b.queue.push_back({i, c, now + int64_t{t.claim_latency} * (tried + 1)});
+        b.cursor = (i + helper_builders) % chains;
+        return;
+      }
+    }
+  };
+  L2Outcome out;
+  for (int64_t now = 0; now < 4000000; ++now) {
+    bool all_done = true;
+    for (int i = 0; i < chains; ++i) all_done = all_done && chain[i].c >= chunks[i];
+    if (all_done) {
+      out.ticks = now;
+      return out;
+    }
+    for (Builder& b : builders) {
+      if (b.phase == Phase::stopped || now < b.start) continue;
+      if (!b.started) {  // the first two claims
+        b.started = true;
+        claim(b, now);
+        if (!b.queue.empty()) claim(b, now);
+      }
+      if (b.phase == Phase::building && !b.claimed_ahead && now >= b.ahead_at) {
+        b.claimed_ahead = true;  // the claim after next, when next is a sub-chunk
+        if (b.queue.size() >= 2) claim(b, now);
+      }
+      if (now < b.busy_until) continue;
+      if (b.phase == Phase::idle) {
+        if (b.queue.empty()) {
+          b.phase = Phase::stopped;
+          continue;
+        }
+        const Claim& job = b.queue.front();
+        Chain& ch = chain[job.chain];
+        if (now < job.known_at) continue;
+        if (!b.helper) {  // the ring wait; the buffer is then written in place
+          if (job.c >= kRing && ch.done < job.c - kRing + 1) continue;
+          const int buf = static_cast<int>(job.c % kRing);
+          if (ch.buffer[buf] >= ch.done) ++out.violations;  // its record not yet finished
+          ch.buffer[buf] = -1;
+        } else {  // the slot wait; the slot is then written in place (global memory)
+          if (job.c >= kSlots && ch.done < job.c - kSlots + 1) continue;
+          const int s = static_cast<int>(job.c % kSlots);
+          if (ch.slot[s] >= ch.done) ++out.violations;  // its record not yet copied in
+          ch.slot[s] = -1;
+        }
+        const int d = build_time(rng);
+        b.busy_until = now + d;
+        b.ahead_at = now + int64_t{d} * t.load_ahead_at / 100;
+        b.claimed_ahead = false;
+        b.phase = Phase::building;
+      } else if (b.phase == Phase::building) {
+        const Claim job = b.queue.front();
+        Chain& ch = chain[job.chain];
+        if (!b.helper) {
+          ch.buffer[job.c % kRing] = job.c;
+          b.queue.erase(b.queue.begin());
+          b.phase = Phase::idle;
+          continue;
+        }
+        // A helper: the record is in its slot; the release store lands `publish` ticks later.
+        ch.slot[job.c % kSlots] = job.c;
+        b.busy_until = now + t.publish;
+        b.phase = Phase::publishing;
+      } else if (b.phase == Phase::publishing) {
+        const Claim job = b.queue.front();
+        chain[job.chain].flag[job.c % kSlots] = job.c;
+        b.queue.erase(b.queue.begin());
+        b.phase = Phase::idle;
+      }
+    }
+    for (int i = 0; i < chains; ++i) {
+      Chain& ch = chain[i];
+      if (ch.c >= chunks[i] || now < ch.busy_until) continue;
+      if (ch.stepping) {
+        ch.stepping = false;
+        ch.done = ++ch.c;
+        continue;
+      }
+      const int64_t c = ch.c;
+      const int buf = static_cast<int>(c % kRing);
+      const auto published = [&](int64_t x) {
+        const int s = static_cast<int>(x % kSlots);
+        return ch.flag[s] == x && ch.slot[s] == x;
+      };
+      const auto copy_in = [&](int64_t x) {  // into buffer x % kRing, landing `copy` ticks later
+        const int bx = static_cast<int>(x % kRing);
+        if (ch.buffer[bx] >= ch.done) ++out.violations;
+        ch.buffer[bx] = x;
+        ch.landing[bx] = now + t.copy;
+        ch.copied = x;
+      };
+      if (ch.copied != c) {
+        if (ch.buffer[buf] != c) {
+          if (!published(c)) continue;  // warp 0 polls the mark and the flag
+          copy_in(c);
+        }
+      }
+      // Record c + 1's copy when its flag was seen during the previous step; slot (c + 2)'s
+      // flag loaded for the next.
+      if (ch.seen_next && c + 1 < chunks[i] && ch.copied != c + 1) copy_in(c + 1);
+      ch.seen_next = c + 2 < chunks[i] && published(c + 2);
+      if (ch.buffer[buf] != c) ++out.violations;
+      ch.stepping = true;  // the full barrier: the copy landed, then the step
+      ch.busy_until = std::max(now, ch.copied == c ? ch.landing[buf] : now) + step_time(rng);
+    }
+  }
+  out.deadlock = true;
+  return out;
+}
+
+// The L2 helpers' claims at random build and step times, chains equal, ragged and empty, with
+// helpers from the start, late, never (no helper resident) and more helpers than chains; slow
+// copies and publications: no buffer or slot written before its chain finished its previous
+// record, no record read but the one claimed for it, no deadlock.
+TEST(OnePassHandover, L2HelpersAreSafe) {
+  const std::vector<std::vector<int64_t>> lengths = {
+      {97, 97, 97, 97}, {512, 40, 3, 0}, {5, 0, 0}, {1, 2, 3}, {64, 64, 0, 7, 300}, {0}};
+  for (const auto& chunks : lengths) {
+    SCOPED_TRACE(::testing::PrintToString(chunks));
+    for (uint32_t seed = 1; seed <= 12; ++seed) {
+      for (const int helpers : {0, 1, 5, 12}) {
+        for (const int64_t start : {int64_t{0}, int64_t{700}, int64_t{1} << 40}) {
+          L2Timing t;
+          t.helper_start = start;
+          t.step_lo = seed % 2 ? 5 : 30;  // chain-bound and builder-bound
+          t.step_hi = seed % 2 ? 15 : 60;
+          t.copy = seed % 3 == 0 ? 150 : 10;
+          t.publish = seed % 4 == 0 ? 120 : 8;
+          t.claim_latency = seed % 5 == 0 ? 60 : 5;
+          const L2Outcome o = simulate_l2_helpers(chunks, helpers, t, seed);
+          ASSERT_FALSE(o.deadlock) << "seed " << seed << ", helpers " << helpers;
+          ASSERT_EQ(o.violations, 0) << "seed " << seed << ", helpers " << helpers;
+        }
+      }
+    }
+  }
+}
+
+// h96-fixed in miniature: 8 chains, 12 helper builders (96 chains and 36 helper CTAs' 144), a
+// build 90-110 ticks (~4.8 us), a chain step 24-30 (~1.3 us), a copy 15 and a claim 5. The
+// chains alone are builder-bound (a third of a build a step, ~33 ticks, 34 with the simulation's
+// tick a step); with the helpers within 10 % of their own step (27, 29 with its ticks).
+TEST(OnePassHandover, L2HelpersMakeFewChainsChainBound) {
+  const std::vector<int64_t> chunks(8, 400);
+  L2Timing t;
+  t.step_lo = 24;
+  t.step_hi = 30;
+  t.copy = 15;
+  double alone = 0, helped = 0;
+  constexpr int kSeeds = 6;
+  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    const L2Outcome a = simulate_l2_helpers(chunks, 0, t, seed);
+    const L2Outcome h = simulate_l2_helpers(chunks, 12, t, seed);
+    ASSERT_FALSE(a.deadlock || h.deadlock);
+    alone += static_cast<double>(a.ticks) / kSeeds / 400;
+    helped += static_cast<double>(h.ticks) / kSeeds / 400;
+  }
+  EXPECT_GT(alone, 100.0 / 3 * 0.98) << alone;  // no faster than three builders
+  EXPECT_LT(helped, 29.0 * 1.10) << helped << " against " << alone << " alone";
 }
 
 }  // namespace

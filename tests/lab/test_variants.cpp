@@ -54,7 +54,7 @@ TEST(LabVariants, TheLadderInOrderTheLibrarysLast) {
       "v0_fp32",         "v1_mma",           "v2_mma",         "v2t_mma", "v2w_whole_chains",
       "v2w_two_kernel",  "one_pass16",       "one_pass16_bf16", "one_pass16_pairs",
       "one_pass16_f16",  "one_pass16_vpairs", "one_pass16_halves", "one_pass16_halves_staged",
-      "one_pass16_helpers", "v2w_mma"};
+      "one_pass16_helpers", "one_pass16_l2_helpers", "one_pass16_l2_chains_alone", "v2w_mma"};
   EXPECT_EQ(kda::lab::variant_names(), names);
   ASSERT_EQ(kda::lab::variants().size(), names.size());
   for (const Variant& v : kda::lab::variants()) {
@@ -83,9 +83,10 @@ TEST(LabVariants, Capabilities) {
     EXPECT_TRUE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
-  // The clusters (value halves, helpers) read the contract's inputs only; their fused q norm is
-  // the one pass's.
-  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged", "one_pass16_helpers"}) {
+  // The few-chain forms (value halves, helper clusters, L2 helpers) read the contract's inputs
+  // only; their fused q norm is the one pass's.
+  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged", "one_pass16_helpers",
+                           "one_pass16_l2_helpers", "one_pass16_l2_chains_alone"}) {
     EXPECT_FALSE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
@@ -172,10 +173,12 @@ TEST(LabVariants, RawInputs) {
   // The clusters refuse every raw input at validation (before any CUDA call), each one alone
   // too, so kda-check reports their raw path as unsupported instead of stopping at its launch;
   // the contract's inputs pass.
-  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged", "one_pass16_helpers"}) {
+  for (const char* name : {"one_pass16_halves", "one_pass16_halves_staged", "one_pass16_helpers",
+                           "one_pass16_l2_helpers", "one_pass16_l2_chains_alone"}) {
     const Variant& v = variant(name);
     const char* fragment =
-        "the one pass's clusters (value halves, helpers) read the contract's inputs only";
+        "the one pass's few-chain forms (value halves, helper clusters, L2 helpers) read the "
+        "contract's inputs only";
     expect_error([&] { v.validate(raw_forward(v)); }, ErrorCode::unsupported, fragment);
     kda::ForwardParams one = dense_forward(v);
     one.fuse_k_l2norm = true;
@@ -217,7 +220,8 @@ TEST(LabVariants, ScanGridLimit) {
   for (const char* name : {"v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_bf16",
                            "one_pass16_pairs", "one_pass16_f16", "one_pass16_vpairs",
                            "one_pass16_halves",
-                           "one_pass16_halves_staged", "one_pass16_helpers", "v2w_mma"}) {
+                           "one_pass16_halves_staged", "one_pass16_helpers", "one_pass16_l2_helpers",
+                           "one_pass16_l2_chains_alone", "v2w_mma"}) {
     kda::ForwardParams p = dense_forward(variant(name));
     p.batch = int64_t{1} << 30;
     p.tokens = 1;

@@ -18,6 +18,7 @@
 //
 // Every reduction has a fixed order (plain k-loops, no atomics, no split-K), so results are
 // bitwise reproducible. docs/design.md has the design; lab/ the kernels that led to these.
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -177,12 +178,47 @@ namespace {
 
 // Which one-pass kernel: the library's, its value-halves cluster (onepass.h
 // launch_value_halves: bf16 operands and the contract's inputs only), its builds unstaged or
-// staged (OnepassArgs::staged), or the helper cluster (launch_helpers: the same inputs).
-enum class OnePassForm { single, value_halves, value_halves_staged, helpers };
+// staged (OnepassArgs::staged), the helper cluster (launch_helpers: the same inputs), or the L2
+// helpers (launch_l2_helpers: the same inputs, a ring in the workspace).
+enum class OnePassForm { single, value_halves, value_halves_staged, helpers, l2_helpers };
+
+// Where the L2 helpers' ring starts in the workspace: after the longest-first order.
+int64_t l2_ring_offset(int64_t num_seqs) { return (num_seqs * 4 + 255) / 256 * 256; }
+
+// The L2 helpers on `a`: the ring after the order in the workspace (its counters and flags zeroed
+// on `stream`), helper CTAs on the SMs the chains leave (helper_ctas < 0) or `helper_ctas`.
+cudaError_t launch_l2_helpers(const ForwardParams& p, const onepass::OnepassArgs& a,
+                              int helper_ctas, cudaStream_t stream) {
+  constexpr const char* kWhere = "chunk_forward: one_pass (L2 helpers)";
+  const int64_t chains = static_cast<int64_t>(a.in.num_seqs) * a.in.heads;
+  const int64_t need = l2_ring_offset(a.in.num_seqs) + onepass::l2_helpers_bytes(chains);
+  if (p.workspace_bytes < static_cast<size_t>(need)) {
+    throw Error(ErrorCode::invalid_argument,
+                std::string(kWhere) + ": workspace_bytes = " + std::to_string(p.workspace_bytes) +
+                    " is below the " + std::to_string(need) +
+                    " bytes its ring needs: size it with the variant's workspace query");
+  }
+  if (helper_ctas < 0) {
+    int device = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (e != cudaSuccess) throw_cuda(std::string(kWhere) + " (SM count)", e);
+    helper_ctas = static_cast<int>(std::max<int64_t>(0, sms - chains));
+  }
+  unsigned char* const base =
+      static_cast<unsigned char*>(p.workspace) + l2_ring_offset(a.in.num_seqs);
+  const onepass::L2HelperRing ring =
+      onepass::l2_helper_ring(base, static_cast<int>(chains), helper_ctas);
+  const cudaError_t e = cudaMemsetAsync(
+      base, 0, static_cast<size_t>(onepass::l2_helpers_zeroed_bytes(chains)), stream);
+  if (e != cudaSuccess) throw_cuda(std::string(kWhere) + " (ring reset)", e);
+  return onepass::launch_l2_helpers(a, ring, stream);
+}
 
 // The one pass on `operands` in `form`.
 void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperands operands,
-                  cudaStream_t stream, OnePassForm form = OnePassForm::single) {
+                  cudaStream_t stream, OnePassForm form = OnePassForm::single,
+                  int l2_helper_ctas = -1) {
   const bool clustered = form != OnePassForm::single;
   constexpr const char* kWhere = "chunk_forward: one_pass";
   if (!one_pass_reads(p)) {
@@ -227,7 +263,9 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
   }
   const cudaError_t e = form == OnePassForm::single    ? onepass::launch(a, stream)
                         : form == OnePassForm::helpers ? onepass::launch_helpers(a, stream)
-                                                       : onepass::launch_value_halves(a, stream);
+                        : form == OnePassForm::l2_helpers
+                            ? launch_l2_helpers(p, a, l2_helper_ctas, stream)
+                            : onepass::launch_value_halves(a, stream);
   if (e != cudaSuccess) throw_cuda(kWhere, e);
 }
 
@@ -256,8 +294,8 @@ void refuse_raw_on_clusters(const ForwardParams& p, const char* where) {
   if (raw_prep_args(p).any()) {
     throw Error(ErrorCode::unsupported,
                 std::string(where) +
-                    ": the one pass's clusters (value halves, helpers) read the contract's inputs "
-                    "only (a cumulative log2 gate, beta probabilities in fp32, normalized k): run "
+                    ": the one pass's few-chain forms (value halves, helper clusters, L2 "
+                    "helpers) read the contract's inputs only (a cumulative log2 gate, beta probabilities in fp32, normalized k): run "
                     "one_pass16 or the library's chunk_forward for raw inputs");
   }
 }
@@ -269,6 +307,19 @@ void one_pass_value_halves_staged(const ForwardParams& p, const Plan& plan, cuda
 }
 void one_pass_helpers(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::helpers);
+}
+void one_pass_l2_helpers(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::l2_helpers);
+}
+void one_pass_l2_chains_alone(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
+  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::l2_helpers, 0);
+}
+size_t l2_helpers_workspace_bytes(const ForwardParams& p) {
+  const size_t library = kda::forward_workspace_bytes(p);
+  const int64_t seqs = p.cu_seqlens != nullptr ? p.num_seqs : p.batch;
+  const int64_t need = l2_ring_offset(seqs) +
+                       onepass::l2_helpers_bytes(seqs * static_cast<int64_t>(p.heads));
+  return std::max(library, static_cast<size_t>(need));
 }
 
 namespace {

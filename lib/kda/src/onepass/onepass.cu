@@ -1,11 +1,12 @@
 // The library's one-pass forward (onepass.h): kernel.cuh's Config<1, 3>, the value-halves and
-// helper clusters for few chains (halves.cuh, helpers.cuh), and the longest-first order of the
-// grid's sequences.
+// helper clusters and the L2 helpers for few chains (halves.cuh, helpers.cuh, l2_helpers.cuh),
+// and the longest-first order of the grid's sequences.
 #include <cstdint>
 
 #include "onepass/halves.cuh"
 #include "onepass/helpers.cuh"
 #include "onepass/kernel.cuh"
+#include "onepass/l2_helpers.cuh"
 #include "onepass/onepass.h"
 
 namespace kda::detail::onepass {
@@ -113,6 +114,19 @@ int helper_resident_clusters() {
     return 0;
   }
   return clusters;
+}
+
+cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
+                              cudaStream_t stream) {
+  if (!row_offsets_fit(args.in) || args.raw.any() || args.operands != ChainOperands::bf16) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t chains = static_cast<int64_t>(args.in.num_seqs) * args.in.heads;
+  if (chains <= 0 || chains != ring.chains || ring.helper_ctas < 0 ||
+      chains + ring.helper_ctas > 0x7fffffff) {
+    return cudaErrorInvalidValue;
+  }
+  return launch_l2_helpers_kernel(args, ring, stream);
 }
 
 cudaError_t launch_order_by_length(const int32_t* cu, int num_seqs, int32_t* order,

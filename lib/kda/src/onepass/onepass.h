@@ -79,6 +79,41 @@ KDA_ONEPASS_HD constexpr int64_t helper_sub_chunk(int64_t round) {
   return kHelperRound * round + kHelperRound - 1;
 }
 
+// The L2 helpers (l2_helpers.cuh) for few chains: the library's CTA per chain and, after them,
+// helper CTAs of four builders on the SMs left; every builder claims a chain's next sub-chunk
+// from a global counter. A helper builds its record straight into one of the chain's
+// kL2HelperSlots global slots (L2: 96 chains x 8 x 23 KB = 17.7 MB of the 50 MB), from which the
+// chain copies it into its CTA's ring of kL2HelperRing buffers. A helper waits for its slot
+// before it builds (the chain past the slot's previous record), so the slots cover the claims a
+// chain has outstanding (its own builders' two each and the helpers').
+inline constexpr int kL2HelperSlots = 8;
+inline constexpr int kL2HelperRing = 5;
+// The L2 helpers' global memory (a workspace region the caller zeroes before each launch but
+// `records`): per chain its claim counter, its count of finished sub-chunks and its slots'
+// flags (c + 1 of the record published in the slot), then the slots' records.
+struct L2HelperRing {
+  uint32_t* claims;          // [chains]
+  uint32_t* done;            // [chains]
+  uint32_t* published;       // [chains][kL2HelperSlots]
+  unsigned char* records;    // [chains][kL2HelperSlots][kRecordBytes], 16-byte aligned
+  int chains;                // num_seqs x heads: blocks 0 .. chains - 1 are the chain CTAs
+  int helper_ctas;           // blocks after them
+};
+// The bytes of an L2HelperRing for `chains` chains laid out from a 256-byte aligned base (the
+// counters and flags first: l2_helpers_zeroed_bytes of them), and the ring at `base`.
+KDA_ONEPASS_HD constexpr int64_t l2_helpers_zeroed_bytes(int64_t chains) {
+  return (chains * (2 + kL2HelperSlots) * 4 + 255) / 256 * 256;
+}
+KDA_ONEPASS_HD constexpr int64_t l2_helpers_bytes(int64_t chains) {
+  return l2_helpers_zeroed_bytes(chains) + chains * kL2HelperSlots * kRecordBytes;
+}
+inline L2HelperRing l2_helper_ring(void* base, int chains, int helper_ctas) {
+  auto* words = static_cast<uint32_t*>(base);
+  return {words, words + chains, words + 2 * static_cast<int64_t>(chains),
+          static_cast<unsigned char*>(base) + l2_helpers_zeroed_bytes(chains), chains,
+          helper_ctas};
+}
+
 // The library's configuration (the raw-input kernel when args.raw.any()): grid num_seqs x heads
 // (rank-major), 512 threads; returns the launch's error (cudaErrorInvalidValue for strides beyond
 // row_offsets_fit).
@@ -106,6 +141,13 @@ cudaError_t launch_helpers(const OnepassArgs& args, cudaStream_t stream);
 // How many helper clusters the current device runs at once (0 when it runs none, or the query
 // fails: the error is cleared).
 int helper_resident_clusters();
+
+// The L2 helpers (l2_helpers.cuh): grid ring.chains + ring.helper_ctas (num_seqs x heads chains,
+// rank-major as launch's), the ring's counters and flags zero (the caller's memset, on `stream`);
+// bf16 chain operands, the contract's inputs only (else cudaErrorInvalidValue). The same bits as
+// launch's bf16 chain with any number of helper CTAs, none included.
+cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
+                              cudaStream_t stream);
 
 // order[r] = the sequence of rank r by decreasing length (cu[s + 1] - cu[s]), ties by index: a
 // deterministic longest-first schedule for the one-pass grid. `order` holds num_seqs int32.

@@ -1,0 +1,366 @@
+// The one-pass forward for few chains with helper CTAs over L2 (onepass.h launch_l2_helpers;
+// docs/design.md "Few chains: helpers over L2"). A fixed shape of 96 chains runs the library's
+// CTA per chain (the chain on one warpgroup, three builders) on 96 of 132 SMs, builder-bound at
+// ~1.6 us a sub-chunk against the chain's own ~1.3; the helper cluster (helpers.cuh) lent those
+// chains a fourth builder but fits only 30 clusters of four on the GPCs, so 96 chains ran in two
+// waves. Here the grid is the chain CTAs (blocks 0 .. chains - 1, the library's CTA) and, after
+// them, helper CTAs of four builders each (as many as there are SMs left), with no cluster and no
+// co-scheduling: any builder, a chain CTA's own or a helper's, claims a chain's next sub-chunk
+// with one atomic add on the chain's global counter, so the sub-chunks are claimed in order and
+// whoever is free builds the next one. A helper CTA that never becomes resident (a busy device)
+// claims nothing: the chains' own builders claim every sub-chunk and the kernel still ends.
+//
+// Where a record goes. An own builder builds sub-chunk c in place into ring buffer c % kRing of
+// its CTA (after the chain has finished c - kRing, a count in shared memory), marks the buffer
+// with c + 1 and arrives on its full mbarrier. A helper builder builds it with ordinary stores
+// straight into the chain's global slot c % kL2HelperSlots (after the chain has finished
+// c - kL2HelperSlots, a count in global memory; the record's lines stay in L2) and publishes the
+// slot with a release store of c + 1. The chain's warp 0 finds record c by the buffer's mark or
+// the slot's flag; for a helper's record it bulk-copies the slot into ring buffer c % kRing,
+// completing on the same full mbarrier, so the chain's steps read shared memory only. The copy of
+// c + 1 is issued while step c runs when the flag was seen a step earlier (a relaxed load issued
+// then, read now): the record lands during step c instead of before c + 1.
+//
+// Deadlock freedom (tests/kda/test_onepass_handover.cpp simulates it): each builder builds its
+// claims in the order it made them, and a builder waits only for a chain to finish a smaller
+// sub-chunk of the same chain, which was claimed earlier. Following the waits from builder to
+// builder, the times of the claims being built strictly decrease, so the builder of the earliest
+// claim in progress never waits, and every claim is built.
+//
+// Claims run two builds ahead: the claim for the build after next is made (by warp 1, idle while
+// warp 0 inverts in phase 4) while this build runs, so the atomic's round trip never stalls a
+// build, and the next sub-chunk's inputs are loaded during this build as in kernel.cuh.
+// The bits are the one pass's bf16 chain (kernel.cuh Config<1, 3>): the same builds, the same
+// steps; only who builds which sub-chunk differs.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+#include "device/cluster.cuh"  // load_count / store_count (this CTA's shared memory)
+#include "device/gpu_flags.cuh"
+#include "device/ptx.cuh"
+#include "device/wgmma.cuh"
+#include "onepass/build16.cuh"
+#include "onepass/chain16.cuh"
+#include "onepass/kernel.cuh"  // named_sync, jitter, registers_up / registers_down, ChainTokens
+#include "onepass/onepass.h"
+#include "onepass/record16.h"
+
+namespace kda::detail::onepass {
+
+struct L2HelpersConfig {
+  static constexpr int kBuilders = kLibraryBuilders;  // a chain CTA's, and a helper CTA's
+  static constexpr int kRing = kL2HelperRing;
+  static constexpr int kSlots = kL2HelperSlots;
+  static constexpr int kBuffer = chain::kBuffer;  // a record (23,040 B), 1024-byte aligned
+  static constexpr int kThreadsAll = 128 * (1 + kBuilders);
+  // A chain CTA: the ring, its builders' scratch, the O tiles, the full mbarriers, the count of
+  // sub-chunks its chain has finished, each buffer's mark (c + 1 of the own record it holds or
+  // will hold) and each builder's two queued claims.
+  static constexpr int kScratch = (build::kInBytes + build::kWorkBytes + 127) & ~127;
+  static constexpr int kSScratch = kRing * kBuffer;
+  static constexpr int kSO = kSScratch + kBuilders * kScratch;
+  static constexpr int kSFull = kSO + 2 * chain::kOTile;
+  static constexpr int kSDone = kSFull + 8 * kRing;
+  static constexpr int kSMarks = kSDone + 4;
+  static constexpr int kSClaims = kSMarks + 4 * kRing;
+  static constexpr int kChainBytes = kSClaims + 8 * kBuilders;
+  // A helper CTA: four builders (every warpgroup), each with its scratch (input set, work
+  // region) and its two queued claims (chain, sub-chunk); its records go straight to global memory.
+  static constexpr int kHelperBuilders = kThreadsAll / 128;
+  static constexpr int kHClaims = build::kInBytes + build::kWorkBytes;
+  static constexpr int kHSlot = (kHClaims + 16 + 127) & ~127;
+  static constexpr int kHelperBytes = kHelperBuilders * kHSlot;
+  static constexpr int kSBytes =
+      (kChainBytes > kHelperBytes ? kChainBytes : kHelperBytes) + 1024;  // + alignment slack
+  // The chain CTA's registers as the library's one-warpgroup configuration (kernel.cuh); the
+  // helper's four builders keep the launch's 128.
+  static constexpr int kChainRegisters = 224;
+  static constexpr int kBuilderRegisters = 96;
+  static_assert(kSBytes <= 227 * 1024, "one CTA per SM");
+  static_assert(kRecordBytes % 16 == 0 && kBuffer % 1024 == 0, "the bulk copy's alignment");
+  static_assert(128 * kChainRegisters + 128 * kBuilders * kBuilderRegisters <= 65536,
+                "the register file");
+};
+
+// A claim's "none": past every chain's sub-chunks.
+inline constexpr uint32_t kNoClaim = 0xffffffffu;
+
+// Chain q (grid row q / heads, head q % heads) of the call.
+__device__ __forceinline__ ChainTokens l2_chain_tokens(const OnepassArgs& a, int q) {
+  return chain_tokens(a, q / a.in.heads);
+}
+__device__ __forceinline__ const unsigned char* l2_slot_record(const L2HelperRing& ring, int q,
+                                                               uint32_t c) {
+  return ring.records + (static_cast<int64_t>(q) * kL2HelperSlots + c % kL2HelperSlots) *
+                            kRecordBytes;
+}
+__device__ __forceinline__ uint32_t* l2_slot_flag(const L2HelperRing& ring, int q, uint32_t c) {
+  return ring.published + static_cast<int64_t>(q) * kL2HelperSlots + c % kL2HelperSlots;
+}
+
+__global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
+    onepass_l2_helpers_kernel(const OnepassArgs a, const L2HelperRing ring) {
+  using C = L2HelpersConfig;
+  namespace flags = gpu_flags;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw = ptx::smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;  // the swizzled tiles need 1024-byte alignment
+  unsigned char* const smem = smem_raw + (base - raw);
+  const int tid = threadIdx.x;
+  const int q = static_cast<int>(blockIdx.x);  // a chain CTA's chain
+  const bool helper = q >= ring.chains;
+  const uint32_t full = base + C::kSFull;
+  if (!helper && tid == 0) {
+    for (int b = 0; b < C::kRing; ++b) {
+      wgmma::mbarrier_init(full + 8 * b, 1);  // its builder's arrival, or the chain's copy's
+      *reinterpret_cast<uint32_t*>(smem + C::kSMarks + 4 * b) = 0;
+    }
+    *reinterpret_cast<uint32_t*>(smem + C::kSDone) = 0;
+    wgmma::fence_mbarrier_init();
+  }
+  __syncthreads();
+  // The warpgroup's role and the warp, in registers ptxas sees as warp-uniform (a wgmma under a
+  // branch it cannot prove uniform serializes every wgmma of the kernel).
+  const int group = __shfl_sync(0xffffffffu, tid / 128, 0);
+  const int warp = __shfl_sync(0xffffffffu, tid / 32, 0);
+
+  if (!helper) {
+    const int h = q % a.in.heads;
+    const ChainTokens tokens = l2_chain_tokens(a, q);
+    const uint32_t chunks = static_cast<uint32_t>(tokens.chunks);
+    const uint32_t done = base + C::kSDone;
+    const auto mark = [&](uint32_t b) { return base + C::kSMarks + 4 * b; };
+    if (group == 0) {  // ---- the chain (kernel.cuh's one-warpgroup chain)
+      registers_up<C::kChainRegisters>();
+      const int64_t state_offset =
+          (static_cast<int64_t>(tokens.seq) * a.in.heads + h) * kDim * kDim;
+      float st[2][16][4];
+      chain::load_state_one_group(st, a.initial_state, state_offset, tid);
+      auto copy_out = [&](uint32_t c) {
+#pragma unroll
+        for (int u = tid; u < 256; u += kWarpgroup) {
+          chain::copy_out(smem + C::kSO + (c & 1) * chain::kOTile, a.out, a.out_stride, h,
+                          tokens.begin + static_cast<int64_t>(c) * kSub, tokens.end, u);
+        }
+      };
+      const bool lane0 = (tid & 31) == 0;
+      // Warp 0: a helper's record c from its global slot into ring buffer c % kRing (the flag
+      // acquired by the caller), announced on the buffer's full mbarrier.
+      const auto copy_in = [&](uint32_t c) {
+        flags::fence_proxy_async_global();
+        const uint32_t b = c % C::kRing;
+        wgmma::bulk_copy_to_smem(lane0, base + b * C::kBuffer, l2_slot_record(ring, q, c),
+                                 static_cast<uint32_t>(kRecordBytes), full + 8 * b);
+      };
+      uint32_t ahead = kNoClaim;  // the sub-chunk whose copy went out a step early
+      uint32_t peek = 0;          // slot (c + 1)'s flag, loaded during step c - 1
+      uint32_t b = 0, parity = 0;  // ring buffer c % kRing and its phase's parity
+      for (uint32_t c = 0; c < chunks; ++c) {
+        named_sync(1, kWarpgroup);  // every chain warp is done with sub-chunk c - 1
+        if (c > 0) {
+          if (tid == 0) {  // c sub-chunks done: for the own builders' and the helpers' waits
+            cluster::store_count(done, c);
+            flags::store_relaxed(ring.done + q, c);
+          }
+          copy_out(c - 1);
+        }
+        if (warp == 0) {
+          // Record c: an own builder's (the buffer's mark) or a helper's (the slot's flag).
+          if (ahead != c) {
+            for (;;) {
+              const uint32_t m = __shfl_sync(0xffffffffu, cluster::load_count(mark(b)), 0);
+              if (m == c + 1) break;
+              // (Relaxed, the acquire by a fence once it is seen: an acquire load would drop the
+              // L1's lines at every poll, under the builders' loads.)
+              const uint32_t f =
+                  __shfl_sync(0xffffffffu, flags::load_relaxed(l2_slot_flag(ring, q, c)), 0);
+              if (f == c + 1) {
+                flags::fence_acquire();
+                copy_in(c);
+                break;
+              }
+              __nanosleep(64);
+            }
+          }
+          // Record c + 1, when its flag was seen during step c - 1: its copy lands during step c
+          // (buffer (c + 1) % kRing held c + 1 - kRing, which the chain has finished).
+          const uint32_t seen = __shfl_sync(0xffffffffu, peek, 0);
+          if (c + 1 < chunks && seen == c + 2) {
+            flags::fence_acquire();
+            copy_in(c + 1);
+            ahead = c + 1;
+          }
+          peek = c + 2 < chunks ? flags::load_relaxed(l2_slot_flag(ring, q, c + 2)) : 0u;
+        }
+        wgmma::mbarrier_wait(full + 8 * b, parity);
+        jitter(a.jitter_ns, c * 977u + tid);
+        chain::step_one_group<false>(st, base + b * C::kBuffer, smem + b * C::kBuffer,
+                                     smem + C::kSO + (c & 1) * chain::kOTile, tid);
+        if (++b == C::kRing) b = 0, parity ^= 1;
+      }
+      named_sync(1, kWarpgroup);
+      if (chunks > 0) copy_out(chunks - 1);
+      if (a.final_state != nullptr) {
+        chain::store_state_one_group(st, a.final_state, state_offset, tid);
+      }
+    } else {  // ---- own builder j = group - 1: the chain's sub-chunks it claims
+      registers_down<C::kBuilderRegisters>();
+      const int builder = group - 1, btid = tid & 127, bar = 2 + builder;
+      unsigned char* const scratch = smem + C::kSScratch + builder * C::kScratch;
+      unsigned char* const work = scratch + build::kInBytes;
+      // The queued claims: entry `set ^ 1` holds the next sub-chunk (its inputs are loaded during
+      // this build), entry `set` receives the claim after it (shared::cta addresses, read where
+      // they are needed: the builders run at 96 registers).
+      const uint32_t queue = base + C::kSClaims + 8 * builder;
+      const auto sync = [bar] { named_sync(bar, kWarpgroup); };
+      if (btid == 32) {
+        const uint32_t first = flags::claim(ring.claims + q);
+        cluster::store_count(queue, first);
+        cluster::store_count(queue + 4, first < chunks ? flags::claim(ring.claims + q) : kNoClaim);
+      }
+      sync();
+      uint32_t c = cluster::load_count(queue);
+      if (c < chunks) build::issue_ahead(a.in, tokens.sub_chunk(c), h, btid, scratch, 0);
+      uint32_t set = 0;  // the beta slot of sub-chunk c's loads, and the queue's entry
+      while (c < chunks) {
+        const build::SubChunk sc = tokens.sub_chunk(c);
+        build::issue_v(a.in, sc, h, btid, scratch);
+        const uint32_t b = c % C::kRing;
+        if (c >= C::kRing) {  // the chain has finished the buffer's previous record
+          const uint32_t need = c - C::kRing + 1;
+          while (cluster::load_count(done) < need) __nanosleep(32);
+        }
+        if (btid == 0) cluster::store_count(mark(b), c + 1);
+        const auto load_ahead = [&] {
+          const uint32_t next = cluster::load_count(queue + 4 * (set ^ 1));
+          if (next < chunks) {
+            build::issue_ahead(a.in, tokens.sub_chunk(next), h, btid, scratch, set ^ 1);
+          } else {
+            ptx::cp_async_commit();
+          }
+          // The claim after next (warp 1 waits for it while warp 0 runs phase 4).
+          if (btid == 32) {
+            cluster::store_count(queue + 4 * set,
+                                 next < chunks ? flags::claim(ring.claims + q) : kNoClaim);
+          }
+        };
+        build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
+                                         build::OneRecord{smem + b * C::kBuffer}, sync, false,
+                                         build::NoPrologue{}, load_ahead, static_cast<int>(set));
+        jitter(a.jitter_ns, c * 131u + btid);
+        ptx::fence_proxy_async_shared();  // the record's stores, for the chain's wgmma reads
+        named_sync(bar, kWarpgroup);      // the whole record is written; the scratch is free
+        if (btid == 0) wgmma::mbarrier_arrive(full + 8 * b);
+        c = cluster::load_count(queue + 4 * (set ^ 1));
+        set ^= 1;
+      }
+    }
+    return;
+  }
+
+  // ---- A helper CTA: four builders (every warpgroup; no chain), each claiming sub-chunks of the
+  // chains in turn: after a claim on chain q its next claim tries q + (all helper builders)
+  // first, so the helpers spread over the chains; a chain with nothing left passes the claim to
+  // the next chain, and a builder stops once every chain has refused it. The record is built
+  // straight into the chain's global slot (ordinary stores, to L2), once the chain has finished
+  // the slot's previous record, and published by one thread after the builder's barrier (the
+  // barrier, then a release at GPU scope: the other threads' stores are ordered before it).
+  const int builder = group, btid = tid & 127, bar = 2 + builder;
+  unsigned char* const scratch = smem + builder * C::kHSlot;
+  unsigned char* const work = scratch + build::kInBytes;
+  const uint32_t queue = base + builder * C::kHSlot + C::kHClaims;  // (chain, sub-chunk) x 2
+  const int helper_builders = C::kHelperBuilders * (static_cast<int>(gridDim.x) - ring.chains);
+  const int me = C::kHelperBuilders * (q - ring.chains) + builder;
+  int cursor = me % ring.chains;  // btid 32's next chain to try
+  // Queue entry e := the next claim (chain, sub-chunk), or (0, kNoClaim) when every chain refused.
+  const auto claim_into = [&](uint32_t e) {
+    for (int tried = 0; tried < ring.chains; ++tried) {
+      const int i = cursor;
+      cursor = cursor + 1 < ring.chains ? cursor + 1 : 0;
+      const uint32_t got = flags::claim(ring.claims + i);
+      if (got < static_cast<uint32_t>(l2_chain_tokens(a, i).chunks)) {
+        cluster::store_count(e, static_cast<uint32_t>(i));
+        cluster::store_count(e + 4, got);
+        cursor = static_cast<int>((static_cast<int64_t>(i) + helper_builders) % ring.chains);
+        return;
+      }
+    }
+    cluster::store_count(e, 0);
+    cluster::store_count(e + 4, kNoClaim);
+  };
+  const auto sync = [bar] { named_sync(bar, kWarpgroup); };
+  if (btid == 32) {
+    claim_into(queue);
+    if (cluster::load_count(queue + 4) != kNoClaim) {
+      claim_into(queue + 8);
+    } else {
+      cluster::store_count(queue + 8, 0);
+      cluster::store_count(queue + 12, kNoClaim);
+    }
+  }
+  sync();
+  const auto job = [&](uint32_t i, uint32_t sub) {
+    return l2_chain_tokens(a, static_cast<int>(i)).sub_chunk(sub);
+  };
+  const auto head = [&](uint32_t i) { return static_cast<int>(i) % a.in.heads; };
+  uint32_t chain = cluster::load_count(queue), c = cluster::load_count(queue + 4);
+  if (c != kNoClaim) build::issue_ahead(a.in, job(chain, c), head(chain), btid, scratch, 0);
+  uint32_t set = 0;  // the beta slot of this build's loads, and the queue's entry (as above)
+  while (c != kNoClaim) {
+    const build::SubChunk sc = job(chain, c);
+    build::issue_v(a.in, sc, head(chain), btid, scratch);
+    const int i = static_cast<int>(chain);
+    if (c >= C::kSlots) {  // the slot's previous record (c - kSlots) copied in: its chain is past it
+      const uint32_t need = c - C::kSlots + 1;
+      while (flags::load_relaxed(ring.done + i) < need) __nanosleep(64);
+    }
+    const auto load_ahead = [&] {
+      const uint32_t next_chain = cluster::load_count(queue + 8 * (set ^ 1));
+      const uint32_t next = cluster::load_count(queue + 8 * (set ^ 1) + 4);
+      if (next != kNoClaim) {
+        build::issue_ahead(a.in, job(next_chain, next), head(next_chain), btid, scratch, set ^ 1);
+      } else {
+        ptx::cp_async_commit();
+      }
+      if (btid == 32) {
+        if (next != kNoClaim) {
+          claim_into(queue + 8 * set);
+        } else {
+          cluster::store_count(queue + 8 * set, 0);
+          cluster::store_count(queue + 8 * set + 4, kNoClaim);
+        }
+      }
+    };
+    build::build_sub_chunk<1, false>(
+        sc, a.in.fuse_q_l2norm, btid, scratch, work,
+        build::OneRecord{const_cast<unsigned char*>(l2_slot_record(ring, i, c))}, sync, false,
+        build::NoPrologue{}, load_ahead, static_cast<int>(set));
+    jitter(a.jitter_ns, c * 131u + btid);
+    named_sync(bar, kWarpgroup);  // every thread's stores of the record are in
+    if (btid == 0) {
+      flags::fence_acquire();             // cumulative: the whole builder's stores, at GPU scope
+      flags::fence_proxy_async_global();  // for the chain's bulk copy (the async proxy)
+      flags::store_release(l2_slot_flag(ring, i, c), c + 1);
+    }
+    chain = cluster::load_count(queue + 8 * (set ^ 1));
+    c = cluster::load_count(queue + 8 * (set ^ 1) + 4);
+    set ^= 1;
+  }
+}
+
+// The kernel's grid: the chain CTAs, then `helper_ctas` helper CTAs.
+inline cudaError_t launch_l2_helpers_kernel(const OnepassArgs& a, const L2HelperRing& ring,
+                                            cudaStream_t stream) {
+  using C = L2HelpersConfig;
+  const cudaError_t e = cudaFuncSetAttribute(
+      onepass_l2_helpers_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
+  if (e != cudaSuccess) return e;
+  onepass_l2_helpers_kernel<<<static_cast<unsigned>(ring.chains + ring.helper_ctas),
+                              C::kThreadsAll, C::kSBytes, stream>>>(a, ring);
+  return cudaGetLastError();
+}
+
+}  // namespace kda::detail::onepass
