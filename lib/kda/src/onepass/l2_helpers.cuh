@@ -274,29 +274,55 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
   const uint32_t queue = base + builder * C::kHSlot + C::kHClaims;  // (chain, sub-chunk) x 2
   const int helper_builders = C::kHelperBuilders * (static_cast<int>(gridDim.x) - ring.chains);
   const int me = C::kHelperBuilders * (q - ring.chains) + builder;
-  int cursor = me % ring.chains;  // btid 32's next chain to try
-  // Queue entry e := the next claim (chain, sub-chunk), or (0, kNoClaim) when every chain refused.
+  int cursor = me % ring.chains;  // warp 1's next chain to try
+  const int lane = btid & 31;
+  const auto chunks_of = [&](int i) { return static_cast<uint32_t>(l2_chain_tokens(a, i).chunks); };
+  // Queue entry e := the next claim (chain, sub-chunk), or (0, kNoClaim) once every chain is
+  // claimed out; by warp 1's 32 lanes together. First one atomic on the cursor's chain (the
+  // common case: it has work); where it refuses, the lanes look at 32 chains' counters at once
+  // (relaxed loads: a counter only grows, so a stale one errs towards trying) and lane 0 claims
+  // from the first open one, so that a helper at the end of the call learns in a few round trips,
+  // not one a chain, that nothing is left (its last build waits for that).
   const auto claim_into = [&](uint32_t e) {
-    for (int tried = 0; tried < ring.chains; ++tried) {
-      const int i = cursor;
-      cursor = cursor + 1 < ring.chains ? cursor + 1 : 0;
-      const uint32_t got = flags::claim(ring.claims + i);
-      if (got < static_cast<uint32_t>(l2_chain_tokens(a, i).chunks)) {
-        cluster::store_count(e, static_cast<uint32_t>(i));
-        cluster::store_count(e + 4, got);
-        cursor = static_cast<int>((static_cast<int64_t>(i) + helper_builders) % ring.chains);
-        return;
+    uint32_t got = 0;
+    int i = cursor;
+    if (lane == 0) got = flags::claim(ring.claims + i);
+    got = __shfl_sync(0xffffffffu, got, 0);
+    int start = 0;  // chains cursor + start .. + 31 are looked at next
+    while (got >= chunks_of(i)) {
+      if (start >= ring.chains) {
+        i = -1;
+        break;
       }
+      const int k = start + lane;
+      int chain_k = cursor + k;
+      chain_k = chain_k >= ring.chains ? chain_k - ring.chains : chain_k;
+      const bool open = k < ring.chains &&
+                        flags::load_relaxed(ring.claims + chain_k) < chunks_of(chain_k);
+      const uint32_t ballot = __ballot_sync(0xffffffffu, open);
+      if (ballot == 0) {
+        start += 32;
+        continue;
+      }
+      i = __shfl_sync(0xffffffffu, chain_k, __ffs(ballot) - 1);
+      if (lane == 0) got = flags::claim(ring.claims + i);
+      got = __shfl_sync(0xffffffffu, got, 0);  // refused: it is closed now, the next look sees it
     }
-    cluster::store_count(e, 0);
-    cluster::store_count(e + 4, kNoClaim);
+    if (lane == 0) {
+      cluster::store_count(e, i < 0 ? 0u : static_cast<uint32_t>(i));
+      cluster::store_count(e + 4, i < 0 ? kNoClaim : got);
+    }
+    if (i >= 0) {
+      cursor = static_cast<int>((static_cast<int64_t>(i) + helper_builders) % ring.chains);
+    }
   };
   const auto sync = [bar] { named_sync(bar, kWarpgroup); };
-  if (btid == 32) {
+  if (btid / 32 == 1) {
     claim_into(queue);
+    __syncwarp();
     if (cluster::load_count(queue + 4) != kNoClaim) {
       claim_into(queue + 8);
-    } else {
+    } else if (lane == 0) {
       cluster::store_count(queue + 8, 0);
       cluster::store_count(queue + 12, kNoClaim);
     }
@@ -325,10 +351,10 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       } else {
         ptx::cp_async_commit();
       }
-      if (btid == 32) {
+      if (btid / 32 == 1) {  // the claim after next (warp 1: idle while warp 0 runs phase 4)
         if (next != kNoClaim) {
           claim_into(queue + 8 * set);
-        } else {
+        } else if (lane == 0) {
           cluster::store_count(queue + 8 * set, 0);
           cluster::store_count(queue + 8 * set + 4, kNoClaim);
         }
