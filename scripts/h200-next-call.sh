@@ -1,5 +1,11 @@
 #!/usr/bin/env bash
-# NOT YET RUN (written in the fifth 2026-12-07 session, whose device starts all failed).
+# NOT YET RUN (written in the fifth 2026-12-07 session, whose device starts all failed; the sixth
+# added the L2 helpers' steps: no device was lent to it either).
+# The L2 helpers (lab one_pass16_l2_helpers, c2a62f1; docs/perf-notes.md has the prediction): the
+# GPU test OnePassL2HelpersAreTheOnePassBitForBit (in test_kda_gpu), kda-lab-factors16
+# --check-only (with helpers, one helper CTA, none, each with hand-overs delayed: the same bits),
+# their rows against one_pass16_bf16's and the chains-alone form's (h96-fixed, h64-fixed,
+# h96-uniform8; fused and explicit), kda-check of the variant on smoke and long memory.
 # Binaries of HEAD (1420ae7's kernels and later): verifies faf403f (the library's raw path, fused
 # q norm, on the one pass with V_new's bf16 pair where the model says so), the helper cluster's
 # empty-sequence fix, 20f7744 (the raw prologue) and 1420ae7 (phase 2's norms and rows) against
@@ -20,11 +26,13 @@
 #   baselines: xz of 06a483c's and 20f7744's stripped kda-bench in .device/base/kda-bench.xz and
 #   kda-bench-mid.xz (git worktree add ../base COMMIT; cmake --preset release; cmake --build
 #   --preset release --target kda-bench; strip; xz -9)
-#   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".whl"], timeout_s=600)
+#   kda-lab-factors16 (the L2 helpers' stress runs): strip -o /tmp/f16 build/release/bin/kda-lab-factors16
+#   && mkdir -p .device/lab && xz -9 -c /tmp/f16 > .device/lab/kda-lab-factors16.xz
+#   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".device/lab", ".whl"], timeout_s=600)
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
-DEADLINE=${DEADLINE:-230}
+DEADLINE=${DEADLINE:-300}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
 # SHORT=1 (device time scarce): kda-check of smoke and long memory first, the benches at a shorter
@@ -40,6 +48,26 @@ if [[ ${SHORT:-0} == 1 ]]; then
 else
   step 45 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
 fi
+# The L2 helpers: the same bits under stress, then their rows beside one_pass16_bf16's (the one pass
+# they must beat on h96-fixed: 0.70-0.74 ms predicted on an H100) and the chains-alone form's
+# (the claims' own cost: within +0-3 %).
+if [[ -f .device/lab/kda-lab-factors16.xz ]]; then
+  xz -dc .device/lab/kda-lab-factors16.xz > /tmp/kda-lab-factors16 && chmod +x /tmp/kda-lab-factors16
+  step 40 factors16-check /tmp/kda-lab-factors16 --check-only
+fi
+for v in one_pass16_bf16 one_pass16_l2_helpers one_pass16_l2_chains_alone; do
+  step 30 bench-$v $B/kda-bench --variant $v --shapes shapes/contract.yaml \
+    --only h96-fixed,h64-fixed,h96-uniform8 --paths fused,explicit --no-verify \
+    --min-time $MIN_TIME --csv $r/bench-$v.csv --force
+done
+step 10 compare-l2-helpers $B/kda-bench compare $r/bench-one_pass16_bf16.csv \
+  $r/bench-one_pass16_l2_helpers.csv --md $r/compare-l2-helpers.md
+step 10 compare-l2-alone $B/kda-bench compare $r/bench-one_pass16_bf16.csv \
+  $r/bench-one_pass16_l2_chains_alone.csv --md $r/compare-l2-alone.md
+for s in smoke long-memory; do
+  step 25 check-l2-$s $B/kda-check --variant one_pass16_l2_helpers --rms-limit 4e-3 \
+    --shapes shapes/$s.yaml --md $r/check-l2-$s.md --csv $r/check-l2-$s.csv --force
+done
 step 40 bench-contract $B/kda-bench --shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw \
   --no-verify --min-time $MIN_TIME --md $r/bench-contract.md --csv $r/bench-contract.csv --force
 # The same library before this session's builder changes (06a483c = 4686303's kernels), its rows
@@ -83,7 +111,7 @@ cat "$OUT/peers-summary.txt" 2>/dev/null | head -40
 # The raw one pass's builders against the fused one's: the same kernel family and chain (V_new's
 # pair), the builders differing only in the raw inputs' work.
 [[ ${PROFILE:-1} == 1 ]] || exit 0
-for p in raw $([[ ${SHORT:-0} == 1 ]] || echo fused); do
+for p in raw $([[ ${SHORT:-0} == 1 || ${PROFILE_FUSED:-0} == 0 ]] || echo fused); do
   BIN=$B KERNELS=onepass VARIANT=one_pass16_vpairs BACKEND=$p KEEP_REPORTS=0 TAG=vpairs-$p \
     timeout 75 bash scripts/h200-profile.sh h96-uniform8 > /dev/null 2>&1
   echo "profile $p rc=$?"
