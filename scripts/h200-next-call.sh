@@ -5,7 +5,9 @@
 # GPU test OnePassL2HelpersAreTheOnePassBitForBit (in test_kda_gpu), kda-lab-factors16
 # --check-only (with helpers, one helper CTA, none, each with hand-overs delayed: the same bits),
 # their rows against one_pass16_bf16's and the chains-alone form's (h96-fixed, h64-fixed,
-# h96-uniform8; fused and explicit), kda-check of the variant on smoke and long memory.
+# h96-uniform8; fused and explicit), kda-check of the variant on smoke and long memory. Raw inputs
+# in the value halves (lab one_pass16_halves): h64-fixed's raw row beside one_pass16_vpairs's,
+# kda-check of the variant (every path) on smoke and long memory.
 # Binaries of HEAD (1420ae7's kernels and later): verifies faf403f (the library's raw path, fused
 # q norm, on the one pass with V_new's bf16 pair where the model says so), the helper cluster's
 # empty-sequence fix, 20f7744 (the raw prologue) and 1420ae7 (phase 2's norms and rows) against
@@ -32,7 +34,7 @@
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
-DEADLINE=${DEADLINE:-300}
+DEADLINE=${DEADLINE:-360}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
 # SHORT=1 (device time scarce): kda-check of smoke and long memory first, the benches at a shorter
@@ -67,6 +69,18 @@ step 10 compare-l2-alone $B/kda-bench compare $r/bench-one_pass16_bf16.csv \
 for s in smoke long-memory; do
   step 25 check-l2-$s $B/kda-check --variant one_pass16_l2_helpers --rms-limit 4e-3 \
     --shapes shapes/$s.yaml --md $r/check-l2-$s.md --csv $r/check-l2-$s.csv --force
+done
+# Raw inputs in the value halves (h64-fixed raw 0.56-0.64 ms predicted): the halves' raw row
+# beside one_pass16_vpairs's (the one pass whose bits they are), and their raw checks.
+for v in one_pass16_halves one_pass16_vpairs; do
+  step 20 bench-raw-$v $B/kda-bench --variant $v --shapes shapes/contract.yaml --only h64-fixed \
+    --paths raw --no-verify --min-time $MIN_TIME --csv $r/bench-raw-$v.csv --force
+done
+step 10 compare-raw-halves $B/kda-bench compare $r/bench-raw-one_pass16_vpairs.csv \
+  $r/bench-raw-one_pass16_halves.csv --md $r/compare-raw-halves.md
+for s in smoke long-memory; do
+  step 25 check-halves-$s $B/kda-check --variant one_pass16_halves --rms-limit 4e-3 \
+    --shapes shapes/$s.yaml --md $r/check-halves-$s.md --csv $r/check-halves-$s.csv --force
 done
 step 40 bench-contract $B/kda-bench --shapes shapes/contract.yaml --paths fused,explicit,l2norm,raw \
   --no-verify --min-time $MIN_TIME --md $r/bench-contract.md --csv $r/bench-contract.csv --force

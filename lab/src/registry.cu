@@ -110,9 +110,9 @@ constexpr Variant ladder_variant(const char* name, const char* summary, bool raw
 #endif  // KDA_LAB_LADDER
 
 void validate_library(const ForwardParams& p) { kda::validate(p); }
-// The one pass's few-chain forms (value halves, helper clusters, L2 helpers) refuse raw inputs at validation as their launch
-// does, so kda-check and kda-bench report the raw path as unsupported by the variant instead of
-// stopping at a launch.
+// The one pass's few-chain forms (staged value halves, helper clusters, L2 helpers) refuse raw
+// inputs at validation as their launch does, so kda-check and kda-bench report the raw path as
+// unsupported by the variant instead of stopping at a launch.
 void validate_clusters(const ForwardParams& p) {
   kda::validate(p);
   detail::refuse_raw_on_clusters(p, "chunk_forward");
@@ -243,10 +243,11 @@ const Variant kVariants[] = {
     {"one_pass16_halves",
      "one_pass16_bf16 as a cluster of two CTAs per chain, each with half the state's value rows, "
      "both building the chain's sub-chunks (six builders a chain, each record copied whole to the "
-     "peer CTA by bulk copy): for few chains; the same bits as one_pass16_bf16; contract inputs "
-     "only",
-     /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
-     kda::forward_workspace_bytes, validate_clusters, library_record_forward<kOnePassHalves>,
+     "peer CTA by bulk copy): for few chains; the same bits as one_pass16_bf16; raw inputs on "
+     "V_new's bf16 pair (the raw gate's running sums handed across the pair), the same bits as "
+     "one_pass16_vpairs",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     kda::forward_workspace_bytes, validate_library, library_record_forward<kOnePassHalves>,
      library_record_forward_stage<kOnePassHalves>},
     {"one_pass16_halves_staged",
      "one_pass16_halves with each build's QP, KG, AQK and A staged in the builder's scratch and a "

@@ -1642,8 +1642,8 @@ TEST_F(KdaGpu, LibraryTakesTheValueHalvesForFewLongChains) {
   EXPECT_TRUE(bitwise_equal(a.final_state, t.final_state)) << "explicit: final state";
 }
 
-// A one-pass cluster variant (value halves, helpers) refuses raw inputs before any launch, with
-// the library's message.
+// A one-pass few-chain variant (staged value halves, helper clusters, L2 helpers) refuses raw
+// inputs before any launch, with the library's message.
 void expect_cluster_refuses_raw_inputs(const Variant& cluster) {
   RawCase r;
   r.tokens = 64;
@@ -1654,8 +1654,8 @@ void expect_cluster_refuses_raw_inputs(const Variant& cluster) {
     ADD_FAILURE() << "raw inputs ran on " << cluster.name;
   } catch (const kda::Error& e) {
     EXPECT_EQ(e.code(), kda::ErrorCode::unsupported) << cluster.name;
-    EXPECT_NE(std::string(e.what()).find("few-chain forms (value halves, helper clusters, L2 "
-                                         "helpers) read the contract's inputs only"),
+    EXPECT_NE(std::string(e.what()).find("few-chain forms (staged value halves, helper clusters, "
+                                         "L2 helpers) read the contract's inputs only"),
               std::string::npos)
         << e.what();
   }
@@ -1668,7 +1668,7 @@ void expect_cluster_refuses_raw_inputs(const Variant& cluster) {
 // paths and through the stages.
 // Dense with a tail, long memories (the carried state dominates), value rows 2^30 apart and
 // states; packed with an empty sequence, a one-token one and strides; and more chains than the
-// SMs hold clusters (a second wave). Raw inputs are refused before any launch.
+// SMs hold clusters (a second wave). Raw inputs: below (the staged halves refuse them).
 TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
   KDA_REQUIRE_VARIANT(halves, "one_pass16_halves");
   KDA_REQUIRE_VARIANT(staged, "one_pass16_halves_staged");
@@ -1697,7 +1697,54 @@ TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
       }
     }
   }
-  expect_cluster_refuses_raw_inputs(*halves);
+  // Raw inputs (unstaged only): V_new's bf16 pair in the half chains and the raw gate's running
+  // sums handed across the pair, one_pass16_vpairs's raw kernel bit for bit. Dense with a tail
+  // and states; packed with an empty sequence, one of one token and one of 70 (a chunk and a
+  // 6-row tail: every position of the running sums' hand-over, both CTAs); huge, tiny and zero k
+  // rows; more clusters than run at once; the gate and beta as fp32, the gate activated on the
+  // device first (beta logits alone raw), k normalized first, through the stages.
+  KDA_REQUIRE_VARIANT(vpairs, "one_pass16_vpairs");
+  RawCase dense_raw;
+  dense_raw.batch = 2;
+  dense_raw.tokens = 1000;
+  dense_raw.heads = 3;
+  dense_raw.initial_state = true;
+  RawCase packed_raw;
+  packed_raw.tokens = 400;
+  packed_raw.cu = {0, 0, 1, 71, 400};
+  packed_raw.heads = 2;
+  packed_raw.initial_state = true;
+  packed_raw.special_k_rows = true;
+  packed_raw.lower_bound = -2.0f;
+  RawCase waves_raw;
+  waves_raw.tokens = 333;
+  waves_raw.heads = sms;  // 2 x SMs CTAs
+  uint64_t raw_seed = 53;
+  for (const RawCase& r : {dense_raw, packed_raw, waves_raw}) {
+    const RawInputs raw_in = make_raw_inputs(r, raw_seed++);
+    const RawDeviceProblem a(raw_in, *halves);
+    const RawDeviceProblem b(raw_in, *vpairs);
+    RawRun f32;
+    f32.gate_f32 = true;
+    f32.beta_f32 = true;
+    RawRun gate_pass;
+    gate_pass.gate_pass = true;
+    RawRun k_pass;
+    k_pass.k_norm_pass = true;
+    RawRun stages;
+    stages.stages = true;
+    for (const RawRun& run : {RawRun{}, f32, gate_pass, k_pass, stages}) {
+      const Outputs x = a.run(run);
+      const Outputs y = b.run(run);
+      EXPECT_TRUE(bitwise_equal(x.out, y.out))
+          << "raw output, seed " << raw_seed - 1 << ", gate_f32 " << run.gate_f32
+          << ", gate_pass " << run.gate_pass << ", k_norm_pass " << run.k_norm_pass
+          << ", stages " << run.stages;
+      EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state))
+          << "raw final state, seed " << raw_seed - 1;
+    }
+  }
+  expect_cluster_refuses_raw_inputs(*staged);
 }
 
 // The one pass's helper cluster (onepass.h launch_helpers: three chain CTAs and a helper CTA

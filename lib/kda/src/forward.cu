@@ -251,7 +251,9 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
   a.raw = raw_prep_args(p);
   a.operands = operands;
   a.staged = form == OnePassForm::value_halves_staged;
-  if (clustered) refuse_raw_on_clusters(p, kWhere);
+  // The unstaged value halves take raw inputs (on V_new's bf16 pair, the caller's operands); the
+  // other few-chain forms read the contract's inputs only.
+  if (clustered && form != OnePassForm::value_halves) refuse_raw_on_clusters(p, kWhere);
   // Packed sequences run longest first (dense ones are all the same length): their order goes
   // to the workspace's first num_seqs int32 (validation sized it for the records, far more).
   if (plan.packed) {
@@ -271,9 +273,18 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
 
 }  // namespace
 
+namespace {
+// The value halves' chain operands: bf16 on the contract's inputs, V_new's bf16 pair on raw
+// inputs (the raw path's 4e-3 bar: the bf16 chain's raw rows measured 4.01e-3 on long memory).
+onepass::ChainOperands value_halves_operands(const ForwardParams& p) {
+  return raw_prep_args(p).any() ? onepass::ChainOperands::bf16_vnew_pairs
+                                : onepass::ChainOperands::bf16;
+}
+}  // namespace
+
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   if (plan.kernel == ForwardKernel::one_pass_halves) {
-    run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves);
+    run_one_pass(p, plan, value_halves_operands(p), stream, OnePassForm::value_halves);
   } else {
     run_one_pass(p, plan, one_pass_operands(p), stream);
   }
@@ -294,13 +305,13 @@ void refuse_raw_on_clusters(const ForwardParams& p, const char* where) {
   if (raw_prep_args(p).any()) {
     throw Error(ErrorCode::unsupported,
                 std::string(where) +
-                    ": the one pass's few-chain forms (value halves, helper clusters, L2 "
+                    ": the one pass's few-chain forms (staged value halves, helper clusters, L2 "
                     "helpers) read the contract's inputs only (a cumulative log2 gate, beta probabilities in fp32, normalized k): run "
-                    "one_pass16 or the library's chunk_forward for raw inputs");
+                    "one_pass16, one_pass16_halves or the library's chunk_forward for raw inputs");
   }
 }
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves);
+  run_one_pass(p, plan, value_halves_operands(p), stream, OnePassForm::value_halves);
 }
 void one_pass_value_halves_staged(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves_staged);

@@ -83,11 +83,11 @@ void one_pass_f16_scaled(const ForwardParams& p, const Plan& plan, cudaStream_t 
 // twice: record16.h ChainOperands::bf16_vnew_pairs); the lab's one_pass16_vpairs.
 void one_pass_vnew_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, six
-// builders a chain) on bf16 operands; throws unsupported for raw inputs.
+// builders a chain): bf16 operands on the contract's inputs, V_new's bf16 pair on raw inputs.
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
-// Throws unsupported (naming `where`) for inputs the one pass's few-chain forms (value halves,
-// helper clusters, L2 helpers) do not read: any raw input (raw_prep_args(p).any()). The lab's variants of them call it at
-// validation too.
+// Throws unsupported (naming `where`) for inputs the one pass's few-chain forms (staged value
+// halves, helper clusters, L2 helpers) do not read: any raw input (raw_prep_args(p).any()). The
+// lab's variants of them call it at validation too.
 void refuse_raw_on_clusters(const ForwardParams& p, const char* where);
 // The same with each build staged (onepass.h OnepassArgs::staged: three ring buffers serve six
 // builders); the lab's one_pass16_halves_staged.

@@ -348,10 +348,29 @@ __device__ __forceinline__ bool batched_row_norms(const unsigned char* in, int r
 // A slot is reused by sub-chunk c + kCarrySlots only after its readers c + 1 and c + 2 are done:
 // that builder waits for ring buffer (c + kCarrySlots) % 4, which the chain frees after step
 // c + kCarrySlots - 4 >= c + 2, whose record was built after its prologue read the slot.
+// The carry's interface (raw_prologue's `carry`): wait(c) until sub-chunk c's row is in this CTA,
+// read(c, tid) its channel tid, publish(c, x, tid, sync) this build's row (every thread its
+// channel), and kSlots. GateCarry: one CTA's builders (kernel.cuh), each slot's mbarrier taking
+// the 128 threads' arrivals; halves.cuh has the value halves' PairCarry.
 inline constexpr int kCarrySlots = 8;
 struct GateCarry {
+  static constexpr int kSlots = kCarrySlots;
   float* running;    // shared [kCarrySlots][128]: the running sum at sub-chunk c's last row
   uint32_t barrier;  // shared address of kCarrySlots mbarriers, 8 bytes apart
+  __device__ __forceinline__ void wait(int64_t c) const {
+    kda::detail::wgmma::mbarrier_wait(barrier + 8 * static_cast<uint32_t>(c % kSlots),
+                                      static_cast<uint32_t>((c / kSlots) & 1));
+  }
+  // c - 2's row for c (a chunk's fourth sub-chunk): c - 1's wait has seen it already.
+  __device__ __forceinline__ void wait_two_back(int64_t) const {}
+  __device__ __forceinline__ float read(int64_t c, int tid) const {
+    return running[(c % kSlots) * kDim + tid];
+  }
+  template <class Sync>
+  __device__ __forceinline__ void publish(int64_t c, float x, int tid, const Sync&) const {
+    running[(c % kSlots) * kDim + tid] = x;
+    kda::detail::wgmma::mbarrier_arrive(barrier + 8 * static_cast<uint32_t>(c % kSlots));
+  }
 };
 // Where the raw gate tile lands: G's region of the input set ([16][128] bf16 or fp32, compact
 // rows), which raw_prologue turns into G once every thread has read its channel's raw values.
@@ -420,10 +439,10 @@ __device__ __forceinline__ float issue_raw_ahead(const BuildInputs& a, const Raw
 // holds there (an earlier build's values, or NaN: never added, the running sum selects past them).
 // `channel`, `scale`: gate_activation.cuh's gate_channel(A_log[h], dt_bias[h, tid]) and
 // gate_scale(lower_bound).
-template <class Sync>
+template <class Carry, class Sync>
 __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel channel,
                                              float scale, int64_t c, int n, float beta,
-                                             const GateCarry& carry, int tid, unsigned char* in,
+                                             const Carry& carry, int tid, unsigned char* in,
                                              const Sync& sync) {
   if (tid < kSub) {
     float b = 0.0f;
@@ -451,17 +470,16 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
   const int position = static_cast<int>(c & 3);  // in the 64-token chunk
   float running = 0.0f, base = -0.0f, gs = 0.0f;  // a chunk's first sub-chunk: Gs = 0
   if (position != 0) {
-    const int64_t prev = c - 1;
-    kda::detail::wgmma::mbarrier_wait(carry.barrier + 8 * static_cast<uint32_t>(prev % kCarrySlots),
-                                      static_cast<uint32_t>((prev / kCarrySlots) & 1));
-    const float before = carry.running[(prev % kCarrySlots) * kDim + tid];
+    carry.wait(c - 1);
+    const float before = carry.read(c - 1, tid);
     if (position == 2) {  // the second half: from 0 again, on the first half's total
       base = gate_second_half_base(scale, before);
       gs = gate_log2(before, scale, -0.0f);
     } else {
       running = before;
-      if (position == 3) {  // c - 2's slot: the first half's total (seen by c - 1, so visible)
-        base = gate_second_half_base(scale, carry.running[((c - 2) % kCarrySlots) * kDim + tid]);
+      if (position == 3) {  // c - 2's slot: the first half's total
+        carry.wait_two_back(c - 2);
+        base = gate_second_half_base(scale, carry.read(c - 2, tid));
       }
       gs = gate_log2(running, scale, base);
     }
@@ -472,8 +490,7 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
     *reinterpret_cast<float*>(in + sg(i, tid)) = gate_log2(running, scale, base);
   }
   *reinterpret_cast<float*>(in + kSGs + 4 * tid) = gs;
-  carry.running[(c % kCarrySlots) * kDim + tid] = running;
-  kda::detail::wgmma::mbarrier_arrive(carry.barrier + 8 * static_cast<uint32_t>(c % kCarrySlots));
+  carry.publish(c, running, tid, sync);
 }
 
 // Phases 2 - 5: sub-chunk `sc`'s factors into `rec` (OneRecord: a record's 23,040 bytes, global

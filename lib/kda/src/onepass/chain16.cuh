@@ -214,6 +214,10 @@ __device__ __forceinline__ void load_decays(const unsigned char* rec, int t2, fl
 //   V   V_new^T = U^T - acc (fp32), rounded once to bf16
 //   B   P^T += V_new^T AQK^T (m64n16k16), S^T = S^T diag(A) + V_new^T KG (m64n128k16)
 // Every read of the record is done when this returns (both wgmma groups waited for).
+// With kVnewPairs V_new is a bf16 hi + lo pair, B's two products twice (hi, then lo, into the same
+// accumulators): per value row the products of step_one_group<false, true>, so the value halves'
+// raw-input kernel (halves.cuh) computes the library raw path's bits.
+template <bool kVnewPairs = false>
 __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const unsigned char* rec,
                                      unsigned char* otile, int tid) {
   const int lane = tid & 31, warp = tid >> 5;
@@ -224,8 +228,8 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
   float2 d[16];
   products_a(st, desc_sw128(buf + kRecW, 16, kSBO), desc_sw128(buf + kRecQP, 16, kSBO), acc, pacc,
              [&] { load_decays(rec, t2, d); });
-  uint32_t av[4];
-  v_new(rec, acc, row0, t2, av);
+  uint32_t av[4], av_low[4];
+  v_new<kVnewPairs>(rec, acc, row0, t2, av, av_low);
   // S^T diag(A): key column 8 j + t2 (+1) times its decay.
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
@@ -238,6 +242,10 @@ __device__ __forceinline__ void step(float (&st)[16][4], uint32_t buf, const uns
   wg::fence();
   m64n16k16<true>(pacc, av, desc_sw128(buf + kRecAQK, 16, kSBO));
   wg::m64n128k16_rs_mn<true>(st, av, desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
+  if constexpr (kVnewPairs) {
+    m64n16k16<true>(pacc, av_low, desc_sw128(buf + kRecAQK, 16, kSBO));
+    wg::m64n128k16_rs_mn<true>(st, av_low, desc_sw128(buf + kRecKG, kHalfTileBytes, kSBO));
+  }
   wg::commit();
   wg::wait<0>();
   write_o(otile, pacc, row0, t2);

@@ -42,7 +42,10 @@ namespace kda::detail::onepass {
 // scratch (build16.cuh StagedRecord) and takes a ring buffer only for phase 5, the copy and the
 // chains' steps, so three buffers serve six builders; otherwise a buffer is held for a whole
 // build, the copy and the steps, and five buffers bound the step at ~(build + copy + step) / 5.
-template <bool kStaged>
+// kRaw: raw inputs (raw_inputs.h), the builds' raw prologue with the gate's running sums handed
+// across the pair (PairCarry), and V_new as a bf16 pair in the chain (the library raw path's
+// chain, ChainOperands::bf16_vnew_pairs: its bits); unstaged only (shared memory).
+template <bool kStaged, bool kRaw = false>
 struct HalvesConfig {
   static constexpr int kBuilders = kHalvesBuilders / 2;  // a CTA's (onepass.h)
   static constexpr int kRing = kStaged ? kHalvesStagedRingBuffers : kHalvesRingBuffers;
@@ -55,7 +58,19 @@ struct HalvesConfig {
   static constexpr int kSO = kSScratch + kBuilders * kScratch;
   static constexpr int kSFull = kSO + 2 * chain::kOTile;  // kRing mbarriers: record c % kRing in
   static constexpr int kSDone = kSFull + 8 * kRing;  // sub-chunks chain 0, chain 1 has finished
-  static constexpr int kSBytes = kSDone + 8 + 1024;  // + the base's alignment slack
+  // Raw inputs: the gate's running sums (PairCarry's rows, 16-byte aligned for the bulk copy)
+  // and their mbarriers.
+  static constexpr int kCarrySlots = kHalvesCarrySlots;
+  static constexpr int kSCarry = kSDone + 8;
+  static constexpr int kSCarryBars = kSCarry + (kRaw ? kCarrySlots * kDim * 4 : 0);
+  static constexpr int kSBytes =
+      kSCarryBars + (kRaw ? 8 * kCarrySlots : 0) + 1024;  // + the base's alignment slack
+  static_assert(!kRaw || !kStaged, "raw inputs: the unstaged halves (shared memory)");
+  static_assert(kSCarry % 16 == 0, "the carry rows' bulk copy");
+  // A carry slot is rewritten by sub-chunk c + kCarrySlots after its readers c + 1 and c + 2 are
+  // done: that builder waits for ring buffer (c + kCarrySlots) % kRing, which both chains free
+  // after step c + kCarrySlots - kRing >= c + 2 (whose record was built after both prologues).
+  static_assert(!kRaw || kCarrySlots >= kRing + 2, "the carry ring's reuse");
   // The chain holds 64 state registers (the two-warpgroup step's ~136 a thread); the builders
   // get the rest.
   static constexpr int kChainRegisters = 152;
@@ -66,10 +81,46 @@ struct HalvesConfig {
                 "the register file");
 };
 
-template <bool kStaged>
-__global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
+// The raw gate's running sums across the pair (build16.cuh raw_prologue's carry): sub-chunk c's
+// builder (CTA c % 2) writes its row into its own CTA's slot c % kSlots; after the builder's
+// barrier one thread arrives on that slot's mbarrier and bulk-copies the 512-byte row into the
+// peer's slot, announced on the peer's mbarrier (one arrival either way: each slot's phase
+// completes once a sub-chunk's row is in, built here or copied in). c + 1 (the peer's) waits for
+// its own CTA's copy; c + 2 (a chunk's fourth sub-chunk, this CTA's) for the local arrival.
+// One barrier and one copy a build instead of a cluster-scope release per thread (cluster.cuh).
+struct PairCarry {
+  static constexpr int kSlots = kHalvesCarrySlots;
+  float* running;         // this CTA's rows [kSlots][128]
+  uint32_t rows;          // their shared::cta address
+  uint32_t barrier;       // kSlots mbarriers, 8 bytes apart
+  uint32_t peer_rows;     // the peer's rows and mbarriers (shared::cluster)
+  uint32_t peer_barrier;
+  __device__ __forceinline__ void wait(int64_t c) const {
+    wgmma::mbarrier_wait(barrier + 8 * static_cast<uint32_t>(c % kSlots),
+                         static_cast<uint32_t>((c / kSlots) & 1));
+  }
+  __device__ __forceinline__ void wait_two_back(int64_t c) const { wait(c); }
+  __device__ __forceinline__ float read(int64_t c, int tid) const {
+    return running[(c % kSlots) * kDim + tid];
+  }
+  template <class Sync>
+  __device__ __forceinline__ void publish(int64_t c, float x, int tid, const Sync& sync) const {
+    const uint32_t slot = static_cast<uint32_t>(c % kSlots);
+    running[slot * kDim + tid] = x;
+    ptx::fence_proxy_async_shared();  // the row, for the bulk copy
+    sync();
+    if (tid == 0) {
+      wgmma::mbarrier_arrive(barrier + 8 * slot);
+      cluster::copy_to_peer(peer_rows + slot * kDim * 4, rows + slot * kDim * 4, kDim * 4,
+                            peer_barrier + 8 * slot);
+    }
+  }
+};
+
+template <bool kStaged, bool kRaw = false>
+__global__ void __launch_bounds__(HalvesConfig<kStaged, kRaw>::kThreadsAll, 1)
     onepass_halves_kernel(const OnepassArgs a) {
-  using C = HalvesConfig<kStaged>;
+  using C = HalvesConfig<kStaged, kRaw>;
   constexpr int kRingSize = C::kRing;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = ptx::smem_u32(smem_raw);
@@ -90,6 +141,11 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
     }
     *reinterpret_cast<uint32_t*>(smem + C::kSDone) = 0;
     *reinterpret_cast<uint32_t*>(smem + C::kSDone + 4) = 0;
+    if constexpr (kRaw) {
+      for (int b = 0; b < C::kCarrySlots; ++b) {
+        wgmma::mbarrier_init(base + C::kSCarryBars + 8 * b, 1);  // a local arrival, or a copy's
+      }
+    }
     wgmma::fence_mbarrier_init();
   }
   cluster::sync();  // both CTAs' mbarriers exist before either arrives on the other's
@@ -121,8 +177,8 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
       const uint32_t b = static_cast<uint32_t>(c % kRingSize);
       wgmma::mbarrier_wait(full + 8 * b, static_cast<uint32_t>((c / kRingSize) & 1));
       jitter(a.jitter_ns, static_cast<uint32_t>(c) * 977u + tid);
-      chain::step(st, base + b * C::kBuffer, smem + b * C::kBuffer,
-                  smem + C::kSO + (c & 1) * chain::kOTile, ctid);
+      chain::step<kRaw>(st, base + b * C::kBuffer, smem + b * C::kBuffer,
+                        smem + C::kSO + (c & 1) * chain::kOTile, ctid);
     }
     named_sync(1, kWarpgroup);
     if (chunks > 0) copy_out(chunks - 1);
@@ -136,9 +192,31 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
     const uint32_t peer_base = cluster::peer_shared(base, peer);  // the peer's ring, same offsets
     const uint32_t peer_full = cluster::peer_shared(full, peer);
     auto sub_chunk = [&](int64_t c) { return tokens.sub_chunk(c); };
-    // The loads ahead, in place, as kernel.cuh's three builders (build16.cuh load_ahead).
+    // Raw inputs: this thread's gate channel (A_log[h], dt_bias[h, btid]) and the carry.
+    [[maybe_unused]] kda::detail::GateChannel channel{};
+    [[maybe_unused]] float gate_scale = 0.0f;
+    [[maybe_unused]] const PairCarry carry{
+        reinterpret_cast<float*>(smem + C::kSCarry), base + C::kSCarry, base + C::kSCarryBars,
+        cluster::peer_shared(base + C::kSCarry, peer),
+        cluster::peer_shared(base + C::kSCarryBars, peer)};
+    if constexpr (kRaw) {
+      if (a.raw.raw_gate) {
+        channel = kda::detail::gate_channel(a.raw.a_log[h], a.raw.dt_bias[h * kDim + btid]);
+        gate_scale = kda::detail::gate_scale(a.raw.lower_bound);
+      }
+    }
+    // The loads ahead, in place, as kernel.cuh's three builders (build16.cuh load_ahead); raw
+    // beta into a register (issue_raw_ahead), which the prologue stores.
+    [[maybe_unused]] float beta_ahead = 0.0f;
+    const auto issue_ahead = [&](int64_t c, int slot) {
+      if constexpr (kRaw) {
+        beta_ahead = build::issue_raw_ahead(a.in, a.raw, sub_chunk(c), h, btid, scratch);
+      } else {
+        build::issue_ahead(a.in, sub_chunk(c), h, btid, scratch, slot);
+      }
+    };
     const int64_t first = rank + 2 * builder;
-    if (first < chunks) build::issue_ahead(a.in, sub_chunk(first), h, btid, scratch, 0);
+    if (first < chunks) issue_ahead(first, 0);
     int set = 0;  // the beta slot of sub-chunk c's loads
     for (int64_t c = first; c < chunks; c += C::kChainBuilders) {
       build::issue_v(a.in, sub_chunk(c), h, btid, scratch);
@@ -157,12 +235,21 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
       const build::OneRecord target{smem + b * C::kBuffer};
       const auto load_ahead = [&] {
         if (c + C::kChainBuilders < chunks) {
-          build::issue_ahead(a.in, sub_chunk(c + C::kChainBuilders), h, btid, scratch, set ^ 1);
+          issue_ahead(c + C::kChainBuilders, set ^ 1);
         } else {
           ptx::cp_async_commit();
         }
       };
-      if constexpr (kStaged) {
+      if constexpr (kRaw) {
+        const build::SubChunk sc = sub_chunk(c);
+        const float beta = beta_ahead;
+        const auto prologue = [&] {
+          build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
+                              sync);
+        };
+        build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work, target,
+                                         sync, a.raw.fuse_k_l2norm, prologue, load_ahead);
+      } else if constexpr (kStaged) {
         const build::StagedRecord record{stage, target};
         const auto acquire = [&] {
           wait_buffer();
@@ -191,27 +278,27 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged>::kThreadsAll, 1)
 
 // The kernel's launch configuration for `grid` CTAs in clusters of two (cluster.cuh
 // launch_config).
-template <bool kStaged>
+template <bool kStaged, bool kRaw = false>
 inline cudaError_t halves_launch_config(unsigned grid, cudaStream_t stream,
                                         cudaLaunchAttribute (&attribute)[1],
                                         cudaLaunchConfig_t& config) {
-  using C = HalvesConfig<kStaged>;
-  return cluster::launch_config(onepass_halves_kernel<kStaged>, grid, C::kThreadsAll, C::kSBytes,
-                                2, stream, attribute, config);
+  using C = HalvesConfig<kStaged, kRaw>;
+  return cluster::launch_config(onepass_halves_kernel<kStaged, kRaw>, grid, C::kThreadsAll,
+                                C::kSBytes, 2, stream, attribute, config);
 }
 
 // Launches the value-halves cluster on `args` (bf16 chain operands, the contract's inputs; the
 // caller checks row_offsets_fit): grid 2 x num_seqs x heads in clusters of two; returns the
 // launch's error.
-template <bool kStaged>
+template <bool kStaged, bool kRaw = false>
 inline cudaError_t launch_halves_config(const OnepassArgs& args, cudaStream_t stream) {
   cudaLaunchAttribute attribute[1];
   cudaLaunchConfig_t config;
-  cudaError_t e = halves_launch_config<kStaged>(
+  cudaError_t e = halves_launch_config<kStaged, kRaw>(
       2u * static_cast<unsigned>(args.in.num_seqs) * static_cast<unsigned>(args.in.heads), stream,
       attribute, config);
   if (e != cudaSuccess) return e;
-  e = cudaLaunchKernelEx(&config, onepass_halves_kernel<kStaged>, args);
+  e = cudaLaunchKernelEx(&config, onepass_halves_kernel<kStaged, kRaw>, args);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

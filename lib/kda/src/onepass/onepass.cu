@@ -61,9 +61,12 @@ cudaError_t launch(const OnepassArgs& args, cudaStream_t stream) {
 }
 
 cudaError_t launch_value_halves(const OnepassArgs& args, cudaStream_t stream) {
-  if (!row_offsets_fit(args.in) || args.raw.any() || args.operands != ChainOperands::bf16) {
-    return cudaErrorInvalidValue;
+  if (!row_offsets_fit(args.in)) return cudaErrorInvalidValue;
+  if (args.raw.any()) {
+    if (args.staged || args.operands != ChainOperands::bf16_vnew_pairs) return cudaErrorInvalidValue;
+    return launch_halves_config<false, true>(args, stream);
   }
+  if (args.operands != ChainOperands::bf16) return cudaErrorInvalidValue;
   return args.staged ? launch_halves_config<true>(args, stream)
                      : launch_halves_config<false>(args, stream);
 }

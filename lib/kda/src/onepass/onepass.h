@@ -53,6 +53,7 @@ inline constexpr int kRingBuffers = 4;              // kernel.cuh (one CTA, kLib
 inline constexpr int kHalvesBuilders = 6;           // halves.cuh: three in each CTA of the pair
 inline constexpr int kHalvesRingBuffers = 5;        // its whole-record buffers, builds unstaged
 inline constexpr int kHalvesStagedRingBuffers = 3;  // and staged (beside the stages)
+inline constexpr int kHalvesCarrySlots = 7;  // raw inputs: the gate's running sums (halves.cuh)
 
 // The helper cluster (helpers.cuh) for few chains: kHelperChains chain CTAs (the library's CTA:
 // the chain and three builders) and one helper CTA of kHelperBuilders builders and no chain, which
@@ -120,10 +121,11 @@ inline L2HelperRing l2_helper_ring(void* base, int chains, int helper_ctas) {
 cudaError_t launch(const OnepassArgs& args, cudaStream_t stream);
 
 // The value-halves cluster (halves.cuh) for few chains: two CTAs per chain, each with half the
-// state's value rows, both building the chain's sub-chunks (six builders a chain); bf16 chain
-// operands, the contract's inputs only (args.operands must be bf16 and args.raw empty, else
-// cudaErrorInvalidValue). The same bits as launch's bf16 chain. Grid 2 x num_seqs x heads in
-// clusters of two.
+// state's value rows, both building the chain's sub-chunks (six builders a chain). The contract's
+// inputs on bf16 chain operands (args.operands bf16; staged or not): launch's bf16 chain bit for
+// bit; raw inputs (args.raw.any()) unstaged on V_new's bf16 pair (args.operands bf16_vnew_pairs,
+// the gate's running sums handed across the pair): launch's raw kernel on that chain bit for bit.
+// Any other combination: cudaErrorInvalidValue. Grid 2 x num_seqs x heads in clusters of two.
 cudaError_t launch_value_halves(const OnepassArgs& args, cudaStream_t stream);
 // How many of the value-halves clusters the current device runs at once (0 when it runs none, or
 // the query fails: the error is cleared).
