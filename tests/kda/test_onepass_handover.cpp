@@ -360,6 +360,132 @@ TEST(OnePassHandover, HelperClusterGivesFourBuilders) {
   EXPECT_GT(step, 100.0 / 4 * 0.95) << step;  // not faster than four builders can build
 }
 
+// The value halves' raw inputs (halves.cuh PairCarry): sub-chunk c is built in CTA c % 2 by
+// builder (c % 6) / 2 of it (c = rank + 2 j, + 6, ...) into both CTAs' ring buffer c % kRing
+// after both chains finished c - kRing (counts), its prologue first reading the previous
+// sub-chunk's row (chunk positions 1-3, from its CTA's receive ring: the peer's copy landed) and
+// at position 3 its own CTA's row two back (its own ring, after that row's arrival); the prologue
+// then writes its row into its own ring (slot (c / 2) % kOwnSlots) and, for positions 0-2 but the
+// last sub-chunk, copies it into the peer's receive ring (slot k % kPeerSlots, k the sending CTA's
+// index of the row), landing some ticks later. Checks: no own slot rewritten while its row's copy
+// is in flight or a reader has not read it, no receive slot written before its row was read, no
+// read of a row that is not there, no deadlock.
+struct CarryOutcome {
+  int64_t violations = 0;
+  bool deadlock = false;
+};
+CarryOutcome simulate_pair_carry(int64_t chunks, uint32_t seed, int copy_hi) {
+  constexpr int kRing = op::kHalvesRingBuffers, kOwn = op::kHalvesCarryOwnSlots,
+                kPeer = op::kHalvesCarryPeerSlots;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> build_time(60, 140), step_time(5, 60), copy_time(1, copy_hi);
+  const auto sent = [&](int64_t c) { return (c & 3) != 3 && c + 1 < chunks; };
+  const auto index = [](int64_t c) { return (c & 1) == 0 ? c / 2 : c / 4; };
+  // Per row: read by c + 1 (when sent) and by c + 2 (position 1 rows), and its copy landed.
+  std::vector<bool> read_next(chunks, false), read_two(chunks, false), landed(chunks, false);
+  const auto readers_done = [&](int64_t c) {
+    const bool next = !sent(c) || read_next[c];
+    const bool two = (c & 3) != 1 || c + 2 >= chunks || read_two[c];
+    return next && two && (!sent(c) || landed[c]);
+  };
+  std::vector<std::vector<int64_t>> own(2, std::vector<int64_t>(kOwn, -1));
+  std::vector<std::vector<int64_t>> received(2, std::vector<int64_t>(kPeer, -1));
+  struct Landing {
+    int64_t at, c;
+  };
+  std::vector<Landing> landings;
+  struct Builder {
+    int64_t c;
+    int64_t busy_until = 0;
+    bool building = false;
+  };
+  std::vector<Builder> builders;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int j = 0; j < op::kHalvesBuilders / 2; ++j) builders.push_back({rank + 2 * j});
+  }
+  std::vector<int64_t> ring_holds(kRing, -1);
+  std::vector<bool> built(chunks, false);
+  int64_t done[2] = {0, 0};
+  int64_t busy[2] = {0, 0};
+  bool stepping[2] = {false, false};
+  CarryOutcome out;
+  for (int64_t now = 0; now < 400000; ++now) {
+    if (done[0] >= chunks && done[1] >= chunks) return out;
+    for (auto it = landings.begin(); it != landings.end();) {
+      if (it->at <= now) {
+        landed[it->c] = true;
+        it = landings.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (Builder& b : builders) {
+      if (b.c >= chunks || now < b.busy_until) continue;
+      if (b.building) {  // the record is in both CTAs' buffer
+        built[b.c] = true;
+        b.building = false;
+        b.c += op::kHalvesBuilders;
+        continue;
+      }
+      const int64_t c = b.c;
+      const int cta = static_cast<int>(c & 1);
+      if (c >= kRing && (done[0] < c - kRing + 1 || done[1] < c - kRing + 1)) continue;
+      const int position = static_cast<int>(c & 3);
+      if (position != 0) {  // c - 1's row: copied into this CTA's receive ring
+        const int slot = static_cast<int>(index(c - 1) % kPeer);
+        if (!landed[c - 1]) continue;
+        if (received[cta][slot] != c - 1) ++out.violations;
+      }
+      if (position == 3 && own[cta][(c - 2) / 2 % kOwn] != c - 2) ++out.violations;
+      if (position != 0) read_next[c - 1] = true;
+      if (position == 3) read_two[c - 2] = true;
+      // This build's row: its own slot (the previous row's readers and copy done), then the copy.
+      const int own_slot = static_cast<int>(c / 2 % kOwn);
+      const int64_t previous = own[cta][own_slot];
+      if (previous >= 0 && !readers_done(previous)) ++out.violations;
+      own[cta][own_slot] = c;
+      if (sent(c)) {
+        const int peer = cta ^ 1, slot = static_cast<int>(index(c) % kPeer);
+        const int64_t before = received[peer][slot];
+        if (before >= 0 && !read_next[before]) ++out.violations;
+        received[peer][slot] = c;
+        landings.push_back({now + copy_time(rng), c});
+      }
+      b.building = true;
+      b.busy_until = now + build_time(rng);
+    }
+    for (int cta = 0; cta < 2; ++cta) {
+      if (done[cta] >= chunks || now < busy[cta]) continue;
+      if (stepping[cta]) {
+        stepping[cta] = false;
+        ++done[cta];
+        continue;
+      }
+      if (built[done[cta]]) {
+        stepping[cta] = true;
+        busy[cta] = now + step_time(rng);
+      }
+    }
+  }
+  out.deadlock = true;
+  return out;
+}
+
+// Every schedule of the raw value halves' carry at random build, step and copy times (copies up
+// to longer than a build), chains of every length mod 4 and short ones: safe, no deadlock.
+TEST(OnePassHandover, ValueHalvesCarryIsSafe) {
+  for (const int64_t chunks : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5},
+                               int64_t{7}, int64_t{62}, int64_t{63}, int64_t{97}, int64_t{256}}) {
+    for (uint32_t seed = 1; seed <= 40; ++seed) {
+      for (const int copy_hi : {3, 200}) {
+        const CarryOutcome o = simulate_pair_carry(chunks, seed, copy_hi);
+        ASSERT_FALSE(o.deadlock) << chunks << " sub-chunks, seed " << seed;
+        ASSERT_EQ(o.violations, 0) << chunks << " sub-chunks, seed " << seed;
+      }
+    }
+  }
+}
+
 // The L2 helpers (l2_helpers.cuh): chains of `chunks[i]` sub-chunks, each with its CTA's
 // kLibraryBuilders own builders and ring of kL2HelperRing buffers, and `helper_builders` helper
 // builders over all chains, which start at `helper_start` (never, when it is past the end: no

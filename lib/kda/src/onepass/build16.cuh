@@ -348,10 +348,12 @@ __device__ __forceinline__ bool batched_row_norms(const unsigned char* in, int r
 // A slot is reused by sub-chunk c + kCarrySlots only after its readers c + 1 and c + 2 are done:
 // that builder waits for ring buffer (c + kCarrySlots) % 4, which the chain frees after step
 // c + kCarrySlots - 4 >= c + 2, whose record was built after its prologue read the slot.
-// The carry's interface (raw_prologue's `carry`): wait(c) until sub-chunk c's row is in this CTA,
-// read(c, tid) its channel tid, publish(c, x, tid, sync) this build's row (every thread its
-// channel), and kSlots. GateCarry: one CTA's builders (kernel.cuh), each slot's mbarrier taking
-// the 128 threads' arrivals; halves.cuh has the value halves' PairCarry.
+// The carry's interface (raw_prologue's `carry`): wait(c) until sub-chunk c's row (the previous
+// sub-chunk's) is here and read(c, tid) its channel tid; wait_two_back(c) and read_two_back(c,
+// tid) the same for the row two back (a chunk's fourth sub-chunk reads its first half's total);
+// publish(c, x, tid, sync) this build's row (every thread its channel). GateCarry: one CTA's
+// builders (kernel.cuh), each slot's mbarrier taking the 128 threads' arrivals; halves.cuh has
+// the value halves' PairCarry.
 inline constexpr int kCarrySlots = 8;
 struct GateCarry {
   static constexpr int kSlots = kCarrySlots;
@@ -366,6 +368,7 @@ struct GateCarry {
   __device__ __forceinline__ float read(int64_t c, int tid) const {
     return running[(c % kSlots) * kDim + tid];
   }
+  __device__ __forceinline__ float read_two_back(int64_t c, int tid) const { return read(c, tid); }
   template <class Sync>
   __device__ __forceinline__ void publish(int64_t c, float x, int tid, const Sync&) const {
     running[(c % kSlots) * kDim + tid] = x;
@@ -479,7 +482,7 @@ __device__ __forceinline__ void raw_prologue(const RawPrepArgs& raw, GateChannel
       running = before;
       if (position == 3) {  // c - 2's slot: the first half's total
         carry.wait_two_back(c - 2);
-        base = gate_second_half_base(scale, carry.read(c - 2, tid));
+        base = gate_second_half_base(scale, carry.read_two_back(c - 2, tid));
       }
       gs = gate_log2(running, scale, base);
     }

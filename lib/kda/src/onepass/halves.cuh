@@ -58,19 +58,19 @@ struct HalvesConfig {
   static constexpr int kSO = kSScratch + kBuilders * kScratch;
   static constexpr int kSFull = kSO + 2 * chain::kOTile;  // kRing mbarriers: record c % kRing in
   static constexpr int kSDone = kSFull + 8 * kRing;  // sub-chunks chain 0, chain 1 has finished
-  // Raw inputs: the gate's running sums (PairCarry's rows, 16-byte aligned for the bulk copy)
-  // and their mbarriers.
-  static constexpr int kCarrySlots = kHalvesCarrySlots;
+  // Raw inputs: the gate's running sums (PairCarry: this CTA's rows, then the peer's received
+  // ones, 16-byte aligned for the bulk copy), then their mbarriers.
+  static constexpr int kCarryRows = kHalvesCarryOwnSlots + kHalvesCarryPeerSlots;
   static constexpr int kSCarry = kSDone + 8;
-  static constexpr int kSCarryBars = kSCarry + (kRaw ? kCarrySlots * kDim * 4 : 0);
+  static constexpr int kSReceived = kSCarry + kHalvesCarryOwnSlots * kDim * 4;
+  static constexpr int kSCarryBars = kSCarry + (kRaw ? kCarryRows * kDim * 4 : 0);
   static constexpr int kSBytes =
-      kSCarryBars + (kRaw ? 8 * kCarrySlots : 0) + 1024;  // + the base's alignment slack
+      kSCarryBars + (kRaw ? 8 * kCarryRows : 0) + 1024;  // + the base's alignment slack
   static_assert(!kRaw || !kStaged, "raw inputs: the unstaged halves (shared memory)");
   static_assert(kSCarry % 16 == 0, "the carry rows' bulk copy");
-  // A carry slot is rewritten by sub-chunk c + kCarrySlots after its readers c + 1 and c + 2 are
-  // done: that builder waits for ring buffer (c + kCarrySlots) % kRing, which both chains free
-  // after step c + kCarrySlots - kRing >= c + 2 (whose record was built after both prologues).
-  static_assert(!kRaw || kCarrySlots >= kRing + 2, "the carry ring's reuse");
+  static_assert(!kRaw || (2 * kHalvesCarryOwnSlots - kRing >= 2 &&
+                          2 * kHalvesCarryPeerSlots - kRing >= 1),
+                "the carry rings' reuse (PairCarry)");
   // The chain holds 64 state registers (the two-warpgroup step's ~136 a thread); the builders
   // get the rest.
   static constexpr int kChainRegisters = 152;
@@ -81,38 +81,69 @@ struct HalvesConfig {
                 "the register file");
 };
 
-// The raw gate's running sums across the pair (build16.cuh raw_prologue's carry): sub-chunk c's
-// builder (CTA c % 2) writes its row into its own CTA's slot c % kSlots; after the builder's
-// barrier one thread arrives on that slot's mbarrier and bulk-copies the 512-byte row into the
-// peer's slot, announced on the peer's mbarrier (one arrival either way: each slot's phase
-// completes once a sub-chunk's row is in, built here or copied in). c + 1 (the peer's) waits for
-// its own CTA's copy; c + 2 (a chunk's fourth sub-chunk, this CTA's) for the local arrival.
-// One barrier and one copy a build instead of a cluster-scope release per thread (cluster.cuh).
+// The raw gate's running sums across the pair (build16.cuh raw_prologue's carry). Sub-chunk c is
+// built in CTA c % 2 and reads the row of c - 1 (the peer's) at chunk positions 1-3 and, at
+// position 3, the row of c - 2 (its own CTA's: the chunk's first half's total). So each CTA keeps
+// its own rows in a ring of kOwnSlots (row c in slot (c / 2) % kOwnSlots, an mbarrier each with
+// one arrival: thread 0 after the builder's barrier) and sends by bulk copy only the rows the peer
+// reads (positions 0-2, not the call's last) into the peer's receive ring (kPeerSlots rows, each
+// with an mbarrier that the copy's arrive.expect_tx and bytes complete). Every copy thus has a
+// reader that waits for it, so neither CTA can leave with a copy into it in flight. Rows the peer
+// reads come, per sending CTA, as consecutive indices k (CTA 0: c = 0, 2, 4, ... as k = c / 2;
+// CTA 1: c = 1, 5, 9, ... as k = c / 4), slot k % kPeerSlots.
+// Reuse: the builder of the slot's next row has waited for ring buffer c' % kRing, i.e. both
+// chains past c' - kRing, which are past the previous row's readers (c + 1, c + 2) when
+// 2 kOwnSlots - kRing >= 2 and 2 kPeerSlots - kRing >= 1 (CTA 0's rows, two apart; CTA 1's are
+// four apart): each mbarrier is then at most one phase behind its waiter, and a row's source is
+// not rewritten before its copy has landed (its reader waited for that).
+// One extra builder barrier and at most one 512-byte copy a build; no cluster-scope release per
+// thread (cluster.cuh).
 struct PairCarry {
-  static constexpr int kSlots = kHalvesCarrySlots;
-  float* running;         // this CTA's rows [kSlots][128]
-  uint32_t rows;          // their shared::cta address
-  uint32_t barrier;       // kSlots mbarriers, 8 bytes apart
-  uint32_t peer_rows;     // the peer's rows and mbarriers (shared::cluster)
-  uint32_t peer_barrier;
-  __device__ __forceinline__ void wait(int64_t c) const {
-    wgmma::mbarrier_wait(barrier + 8 * static_cast<uint32_t>(c % kSlots),
-                         static_cast<uint32_t>((c / kSlots) & 1));
+  static constexpr int kOwnSlots = kHalvesCarryOwnSlots;
+  static constexpr int kPeerSlots = kHalvesCarryPeerSlots;
+  float* own;             // [kOwnSlots][128]: this CTA's rows
+  uint32_t own_rows;      // their shared::cta address, then their mbarriers
+  uint32_t own_bars;
+  const float* received;  // [kPeerSlots][128]: the peer's rows copied in, and their mbarriers
+  uint32_t received_bars;
+  uint32_t peer_received;  // the peer's receive ring and its mbarriers (shared::cluster)
+  uint32_t peer_received_bars;
+  int64_t chunks;          // the chain's sub-chunks (the last row is read by no one)
+  // Row c's index among the rows its CTA sends (c % 4 != 3).
+  __device__ __forceinline__ static int64_t sent_index(int64_t c) {
+    return (c & 1) == 0 ? c / 2 : c / 4;
   }
-  __device__ __forceinline__ void wait_two_back(int64_t c) const { wait(c); }
+  __device__ __forceinline__ static uint32_t own_slot(int64_t c) {
+    return static_cast<uint32_t>((c / 2) % kOwnSlots);
+  }
+  __device__ __forceinline__ void wait(int64_t c) const {  // c: the peer's row
+    const int64_t k = sent_index(c);
+    wgmma::mbarrier_wait(received_bars + 8 * static_cast<uint32_t>(k % kPeerSlots),
+                         static_cast<uint32_t>((k / kPeerSlots) & 1));
+  }
   __device__ __forceinline__ float read(int64_t c, int tid) const {
-    return running[(c % kSlots) * kDim + tid];
+    return received[(sent_index(c) % kPeerSlots) * kDim + tid];
+  }
+  __device__ __forceinline__ void wait_two_back(int64_t c) const {  // c: this CTA's row
+    wgmma::mbarrier_wait(own_bars + 8 * own_slot(c),
+                         static_cast<uint32_t>((c / 2 / kOwnSlots) & 1));
+  }
+  __device__ __forceinline__ float read_two_back(int64_t c, int tid) const {
+    return own[own_slot(c) * kDim + tid];
   }
   template <class Sync>
   __device__ __forceinline__ void publish(int64_t c, float x, int tid, const Sync& sync) const {
-    const uint32_t slot = static_cast<uint32_t>(c % kSlots);
-    running[slot * kDim + tid] = x;
+    const uint32_t slot = own_slot(c);
+    own[slot * kDim + tid] = x;
     ptx::fence_proxy_async_shared();  // the row, for the bulk copy
     sync();
     if (tid == 0) {
-      wgmma::mbarrier_arrive(barrier + 8 * slot);
-      cluster::copy_to_peer(peer_rows + slot * kDim * 4, rows + slot * kDim * 4, kDim * 4,
-                            peer_barrier + 8 * slot);
+      wgmma::mbarrier_arrive(own_bars + 8 * slot);
+      if ((c & 3) != 3 && c + 1 < chunks) {
+        const uint32_t k = static_cast<uint32_t>(sent_index(c) % kPeerSlots);
+        cluster::copy_to_peer(peer_received + k * kDim * 4, own_rows + slot * kDim * 4, kDim * 4,
+                              peer_received_bars + 8 * k);
+      }
     }
   }
 };
@@ -142,8 +173,8 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged, kRaw>::kThreadsAll, 1)
     *reinterpret_cast<uint32_t*>(smem + C::kSDone) = 0;
     *reinterpret_cast<uint32_t*>(smem + C::kSDone + 4) = 0;
     if constexpr (kRaw) {
-      for (int b = 0; b < C::kCarrySlots; ++b) {
-        wgmma::mbarrier_init(base + C::kSCarryBars + 8 * b, 1);  // a local arrival, or a copy's
+      for (int b = 0; b < C::kCarryRows; ++b) {
+        wgmma::mbarrier_init(base + C::kSCarryBars + 8 * b, 1);  // thread 0's, or a copy's
       }
     }
     wgmma::fence_mbarrier_init();
@@ -195,10 +226,16 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged, kRaw>::kThreadsAll, 1)
     // Raw inputs: this thread's gate channel (A_log[h], dt_bias[h, btid]) and the carry.
     [[maybe_unused]] kda::detail::GateChannel channel{};
     [[maybe_unused]] float gate_scale = 0.0f;
+    constexpr uint32_t kReceivedBars = 8 * kHalvesCarryOwnSlots;  // after the own rows' mbarriers
     [[maybe_unused]] const PairCarry carry{
-        reinterpret_cast<float*>(smem + C::kSCarry), base + C::kSCarry, base + C::kSCarryBars,
-        cluster::peer_shared(base + C::kSCarry, peer),
-        cluster::peer_shared(base + C::kSCarryBars, peer)};
+        reinterpret_cast<float*>(smem + C::kSCarry),
+        base + C::kSCarry,
+        base + C::kSCarryBars,
+        reinterpret_cast<const float*>(smem + C::kSReceived),
+        base + C::kSCarryBars + kReceivedBars,
+        cluster::peer_shared(base + C::kSReceived, peer),
+        cluster::peer_shared(base + C::kSCarryBars + kReceivedBars, peer),
+        chunks};
     if constexpr (kRaw) {
       if (a.raw.raw_gate) {
         channel = kda::detail::gate_channel(a.raw.a_log[h], a.raw.dt_bias[h * kDim + btid]);

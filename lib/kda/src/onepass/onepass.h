@@ -53,7 +53,10 @@ inline constexpr int kRingBuffers = 4;              // kernel.cuh (one CTA, kLib
 inline constexpr int kHalvesBuilders = 6;           // halves.cuh: three in each CTA of the pair
 inline constexpr int kHalvesRingBuffers = 5;        // its whole-record buffers, builds unstaged
 inline constexpr int kHalvesStagedRingBuffers = 3;  // and staged (beside the stages)
-inline constexpr int kHalvesCarrySlots = 7;  // raw inputs: the gate's running sums (halves.cuh)
+// Raw inputs: the gate's running sums in each CTA of the pair (halves.cuh PairCarry): its own
+// rows, and the rows received from the peer.
+inline constexpr int kHalvesCarryOwnSlots = 4;
+inline constexpr int kHalvesCarryPeerSlots = 3;
 
 // The helper cluster (helpers.cuh) for few chains: kHelperChains chain CTAs (the library's CTA:
 // the chain and three builders) and one helper CTA of kHelperBuilders builders and no chain, which
