@@ -27,6 +27,8 @@ cudaError_t launch_l2_helpers(const FusedArgs& args, int helper_ctas, cudaStream
     if (e != cudaSuccess) return e;
     helper_ctas = std::max(0, sms - chains);
   }
+  helper_ctas = static_cast<int>(
+      std::min<int64_t>(helper_ctas, onepass::l2_helper_ctas_max(chains)));
   void* base = nullptr;
   cudaError_t e = cudaMalloc(&base, static_cast<size_t>(onepass::l2_helpers_bytes(chains)));
   if (e != cudaSuccess) return e;

@@ -492,13 +492,15 @@ TEST(OnePassHandover, ValueHalvesCarryIsSafe) {
 // helper resident). Every builder claims sub-chunks two builds ahead from the chain's counter
 // (its first two at its start, then one when its build reaches the loads ahead, if the next one
 // is a sub-chunk), taking `claim_latency` ticks to learn the claim, and builds its claims in
-// order; an own builder waits for the chain to finish c - kRing before it writes buffer c % kRing,
-// a helper for c - kL2HelperSlots before it writes the global slot c % kL2HelperSlots, which it
-// publishes `publish` ticks after its build. The chain takes record c from its buffer (an own
-// build) or copies it from the slot (`copy` ticks; issued a step early when the flag was seen
-// during the previous step). A helper's claim after chain q tries q + helper_builders first, a
-// refused claim the next chain. Checks: no buffer or slot written while its previous record is
-// unfinished, every record read is the one claimed for it, no deadlock.
+// order; an own builder waits for the chain to finish c - kRing before it writes buffer c % kRing;
+// a helper builds into one of its kL2HelperRecords record slots once one is free (empty, or its
+// record's chain is past it), then waits for the chain to finish c - kL2HelperMailbox and names
+// the slot in the chain's mailbox entry c % kL2HelperMailbox, `publish` ticks later. The chain
+// takes record c from its buffer (an own build) or copies it from the named slot (`copy` ticks;
+// issued a step early when the entry was seen during the previous step). A helper's claim after
+// chain q tries q + helper_builders first, a refused claim the next chain. Checks: no buffer,
+// slot or entry written while its previous record is unfinished, every record read is the one
+// claimed for it, no deadlock.
 struct L2Outcome {
   int64_t violations = 0;
   bool deadlock = false;
@@ -513,7 +515,8 @@ struct L2Timing {
 };
 L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_builders,
                               const L2Timing& t, uint32_t seed) {
-  constexpr int kRing = op::kL2HelperRing, kSlots = op::kL2HelperSlots;
+  constexpr int kRing = op::kL2HelperRing, kMailbox = op::kL2HelperMailbox,
+                kOwnSlots = op::kL2HelperRecords;
   const int chains = static_cast<int>(chunks.size());
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> build_time(t.build_lo, t.build_hi),
@@ -522,8 +525,9 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
   struct Chain {
     std::vector<int64_t> buffer = std::vector<int64_t>(kRing, -1);  // complete record, -1: none
     std::vector<int64_t> landing = std::vector<int64_t>(kRing, 0);  // a copy's arrival
-    std::vector<int64_t> slot = std::vector<int64_t>(kSlots, -1);   // record written
-    std::vector<int64_t> flag = std::vector<int64_t>(kSlots, -1);   // record published
+    // The mailbox: sub-chunk c's entry (c % kMailbox) names the helper slot holding record c.
+    std::vector<int64_t> mail_c = std::vector<int64_t>(kMailbox, -1);
+    std::vector<int> mail_slot = std::vector<int>(kMailbox, -1);
     int64_t c = 0, done = 0, busy_until = 0;
     int64_t copied = -1;     // the record whose copy the chain issued
     bool seen_next = false;  // slot (c + 1)'s flag seen during the previous step
@@ -536,10 +540,16 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
     int64_t known_at;
   };
   enum class Phase { idle, building, publishing, stopped };
+  // The helpers' global record slots (kOwnSlots a helper builder): the record (chain, c) each
+  // holds, or -1.
+  std::vector<int> slot_chain(static_cast<size_t>(helper_builders) * kOwnSlots, -1);
+  std::vector<int64_t> slot_c(static_cast<size_t>(helper_builders) * kOwnSlots, -1);
   struct Builder {
     bool helper = false;
     int own_chain = -1;
     int cursor = 0;
+    int index = 0;     // a helper's: its slots are index * kOwnSlots ..
+    int slot = -1;     // the slot of the build in progress
     int64_t start = 0;
     bool started = false;
     std::vector<Claim> queue;  // claims in the order made; front: the one being built
@@ -559,6 +569,7 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
   for (int j = 0; j < helper_builders; ++j) {
     Builder b;
     b.helper = true;
+    b.index = j;
     b.cursor = j % std::max(chains, 1);
     b.start = t.helper_start;
     builders.push_back(b);
@@ -615,11 +626,15 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
           const int buf = static_cast<int>(job.c % kRing);
           if (ch.buffer[buf] >= ch.done) ++out.violations;  // its record not yet finished
           ch.buffer[buf] = -1;
-        } else {  // the slot wait; the slot is then written in place (global memory)
-          if (job.c >= kSlots && ch.done < job.c - kSlots + 1) continue;
-          const int s = static_cast<int>(job.c % kSlots);
-          if (ch.slot[s] >= ch.done) ++out.violations;  // its record not yet copied in
-          ch.slot[s] = -1;
+        } else {  // a free slot of its own: empty, or its record's chain is past it
+          int free = -1;
+          for (int s = b.index * kOwnSlots; s < (b.index + 1) * kOwnSlots && free < 0; ++s) {
+            if (slot_c[s] < 0 || chain[slot_chain[s]].done >= slot_c[s] + 1) free = s;
+          }
+          if (free < 0) continue;
+          slot_chain[free] = job.chain;
+          slot_c[free] = -1;  // being written
+          b.slot = free;
         }
         const int d = build_time(rng);
         b.busy_until = now + d;
@@ -635,13 +650,18 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
           b.phase = Phase::idle;
           continue;
         }
-        // A helper: the record is in its slot; the release store lands `publish` ticks later.
-        ch.slot[job.c % kSlots] = job.c;
+        // A helper: the record is in its slot; its mailbox entry (once the chain is past the
+        // entry's previous sub-chunk) lands `publish` ticks later.
+        slot_c[b.slot] = job.c;
+        if (job.c >= kMailbox && ch.done < job.c - kMailbox + 1) continue;
+        const int m = static_cast<int>(job.c % kMailbox);
+        if (ch.mail_c[m] >= ch.done) ++out.violations;  // its sub-chunk not yet taken
         b.busy_until = now + t.publish;
         b.phase = Phase::publishing;
       } else if (b.phase == Phase::publishing) {
         const Claim job = b.queue.front();
-        chain[job.chain].flag[job.c % kSlots] = job.c;
+        chain[job.chain].mail_c[job.c % kMailbox] = job.c;
+        chain[job.chain].mail_slot[job.c % kMailbox] = b.slot;
         b.queue.erase(b.queue.begin());
         b.phase = Phase::idle;
       }
@@ -656,13 +676,12 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
       }
       const int64_t c = ch.c;
       const int buf = static_cast<int>(c % kRing);
-      const auto published = [&](int64_t x) {
-        const int s = static_cast<int>(x % kSlots);
-        return ch.flag[s] == x && ch.slot[s] == x;
-      };
+      const auto published = [&](int64_t x) { return ch.mail_c[x % kMailbox] == x; };
       const auto copy_in = [&](int64_t x) {  // into buffer x % kRing, landing `copy` ticks later
         const int bx = static_cast<int>(x % kRing);
+        const int from = ch.mail_slot[x % kMailbox];
         if (ch.buffer[bx] >= ch.done) ++out.violations;
+        if (slot_chain[from] != i || slot_c[from] != x) ++out.violations;  // overwritten
         ch.buffer[bx] = x;
         ch.landing[bx] = now + t.copy;
         ch.copied = x;
@@ -717,7 +736,8 @@ TEST(OnePassHandover, L2HelpersAreSafe) {
 // h96-fixed in miniature: 8 chains, 12 helper builders (96 chains and 36 helper CTAs' 144), a
 // build 90-110 ticks (~4.8 us), a chain step 24-30 (~1.3 us), a copy 15 and a claim 5. The
 // chains alone are builder-bound (a third of a build a step, ~33 ticks, 34 with the simulation's
-// tick a step); with the helpers within 10 % of their own step (27, 29 with its ticks).
+// tick a step); with the helpers within 10 % of their own step (27, 29 with its ticks): 30.3
+// (29.8 with three record slots a helper builder, 53.5 with one).
 TEST(OnePassHandover, L2HelpersMakeFewChainsChainBound) {
   const std::vector<int64_t> chunks(8, 400);
   L2Timing t;

@@ -205,6 +205,8 @@ cudaError_t launch_l2_helpers(const ForwardParams& p, const onepass::OnepassArgs
     if (e != cudaSuccess) throw_cuda(std::string(kWhere) + " (SM count)", e);
     helper_ctas = static_cast<int>(std::max<int64_t>(0, sms - chains));
   }
+  // The workspace holds record slots for the helpers of a 132-SM device (onepass.h).
+  helper_ctas = static_cast<int>(std::min<int64_t>(helper_ctas, onepass::l2_helper_ctas_max(chains)));
   unsigned char* const base =
       static_cast<unsigned char*>(p.workspace) + l2_ring_offset(a.in.num_seqs);
   const onepass::L2HelperRing ring =

@@ -13,17 +13,19 @@
 // Where a record goes. An own builder builds sub-chunk c in place into ring buffer c % kRing of
 // its CTA (after the chain has finished c - kRing, a count in shared memory), marks the buffer
 // with c + 1 and arrives on its full mbarrier. A helper builder builds it with ordinary stores
-// straight into the chain's global slot c % kL2HelperSlots (after the chain has finished
-// c - kL2HelperSlots, a count in global memory; the record's lines stay in L2) and publishes the
-// slot with a release store of c + 1. The chain's warp 0 finds record c by the buffer's mark or
-// the slot's flag; for a helper's record it bulk-copies the slot into ring buffer c % kRing,
-// completing on the same full mbarrier, so the chain's steps read shared memory only. The copy of
-// c + 1 is issued while step c runs when the flag was seen a step earlier (a relaxed load issued
-// then, read now): the record lands during step c instead of before c + 1.
+// straight into one of its own kL2HelperRecords global record slots (a free one: empty, or its
+// record's chain is past that record; the lines stay in L2) and publishes it in the chain's
+// mailbox entry c % kL2HelperMailbox (after the chain has finished c - kL2HelperMailbox) with
+// one release store of (c + 1, the slot). The chain's warp 0 finds record c by the buffer's mark
+// or the mailbox; for a helper's record it bulk-copies the slot into ring buffer c % kRing,
+// completing on the same full mbarrier, so the chain's steps read shared memory only. The copy
+// of c + 1 is issued while step c runs when its entry was seen a step earlier (a relaxed load
+// issued then, read now): the record lands during step c instead of before c + 1.
 //
 // Deadlock freedom (tests/kda/test_onepass_handover.cpp simulates it): each builder builds its
-// claims in the order it made them, and a builder waits only for a chain to finish a smaller
-// sub-chunk of the same chain, which was claimed earlier. Following the waits from builder to
+// claims in the order it made them, and a builder waits only for a chain to finish a sub-chunk
+// claimed before the one it is building (a smaller one of the same chain, or the record in its
+// own slot, which it claimed earlier). Following the waits from builder to
 // builder, the times of the claims being built strictly decrease, so the builder of the earliest
 // claim in progress never waits, and every claim is built.
 //
@@ -53,7 +55,6 @@ namespace kda::detail::onepass {
 struct L2HelpersConfig {
   static constexpr int kBuilders = kLibraryBuilders;  // a chain CTA's, and a helper CTA's
   static constexpr int kRing = kL2HelperRing;
-  static constexpr int kSlots = kL2HelperSlots;
   static constexpr int kBuffer = chain::kBuffer;  // a record (23,040 B), 1024-byte aligned
   static constexpr int kThreadsAll = 128 * (1 + kBuilders);
   // A chain CTA: the ring, its builders' scratch, the O tiles, the full mbarriers, the count of
@@ -68,10 +69,13 @@ struct L2HelpersConfig {
   static constexpr int kSClaims = kSMarks + 4 * kRing;
   static constexpr int kChainBytes = kSClaims + 8 * kBuilders;
   // A helper CTA: four builders (every warpgroup), each with its scratch (input set, work
-  // region) and its two queued claims (chain, sub-chunk); its records go straight to global memory.
-  static constexpr int kHelperBuilders = kThreadsAll / 128;
+  // region), its two queued claims (chain, sub-chunk) and what its record slots hold (chain,
+  // sub-chunk; the slot of the build in progress); its records go straight to global memory.
+  static constexpr int kHelperBuilders = kL2HelperBuilders;
+  static_assert(kHelperBuilders * 128 == kThreadsAll, "a helper CTA: every warpgroup builds");
   static constexpr int kHClaims = build::kInBytes + build::kWorkBytes;
-  static constexpr int kHSlot = (kHClaims + 16 + 127) & ~127;
+  static constexpr int kHSlots = kHClaims + 16;
+  static constexpr int kHSlot = (kHSlots + 8 * kL2HelperRecords + 4 + 127) & ~127;
   static constexpr int kHelperBytes = kHelperBuilders * kHSlot;
   static constexpr int kSBytes =
       (kChainBytes > kHelperBytes ? kChainBytes : kHelperBytes) + 1024;  // + alignment slack
@@ -92,13 +96,21 @@ inline constexpr uint32_t kNoClaim = 0xffffffffu;
 __device__ __forceinline__ ChainTokens l2_chain_tokens(const OnepassArgs& a, int q) {
   return chain_tokens(a, q / a.in.heads);
 }
-__device__ __forceinline__ const unsigned char* l2_slot_record(const L2HelperRing& ring, int q,
-                                                               uint32_t c) {
-  return ring.records + (static_cast<int64_t>(q) * kL2HelperSlots + c % kL2HelperSlots) *
-                            kRecordBytes;
+// Helper record slot `slot` (global index over all helper builders) and chain q's mailbox entry
+// for sub-chunk c.
+__device__ __forceinline__ unsigned char* l2_record(const L2HelperRing& ring, uint32_t slot) {
+  return ring.records + static_cast<int64_t>(slot) * kRecordBytes;
 }
-__device__ __forceinline__ uint32_t* l2_slot_flag(const L2HelperRing& ring, int q, uint32_t c) {
-  return ring.published + static_cast<int64_t>(q) * kL2HelperSlots + c % kL2HelperSlots;
+__device__ __forceinline__ unsigned long long* l2_entry(const L2HelperRing& ring, int q,
+                                                        uint32_t c) {
+  return ring.mailbox + static_cast<int64_t>(q) * kL2HelperMailbox + c % kL2HelperMailbox;
+}
+// An entry's sub-chunk (c + 1; 0: none yet) and slot.
+__device__ __forceinline__ uint32_t entry_sub_chunk(unsigned long long e) {
+  return static_cast<uint32_t>(e);
+}
+__device__ __forceinline__ uint32_t entry_slot(unsigned long long e) {
+  return static_cast<uint32_t>(e >> 32);
 }
 
 __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
@@ -147,16 +159,16 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         }
       };
       const bool lane0 = (tid & 31) == 0;
-      // Warp 0: a helper's record c from its global slot into ring buffer c % kRing (the flag
+      // Warp 0: a helper's record c from its global slot into ring buffer c % kRing (the entry
       // acquired by the caller), announced on the buffer's full mbarrier.
-      const auto copy_in = [&](uint32_t c) {
+      const auto copy_in = [&](uint32_t c, uint32_t slot) {
         flags::fence_proxy_async_global();
         const uint32_t b = c % C::kRing;
-        wgmma::bulk_copy_to_smem(lane0, base + b * C::kBuffer, l2_slot_record(ring, q, c),
+        wgmma::bulk_copy_to_smem(lane0, base + b * C::kBuffer, l2_record(ring, slot),
                                  static_cast<uint32_t>(kRecordBytes), full + 8 * b);
       };
       uint32_t ahead = kNoClaim;  // the sub-chunk whose copy went out a step early
-      uint32_t peek = 0;          // slot (c + 1)'s flag, loaded during step c - 1
+      unsigned long long peek = 0;  // sub-chunk c + 1's mailbox entry, loaded during step c - 1
       uint32_t b = 0, parity = 0;  // ring buffer c % kRing and its phase's parity
       for (uint32_t c = 0; c < chunks; ++c) {
         named_sync(1, kWarpgroup);  // every chain warp is done with sub-chunk c - 1
@@ -175,25 +187,25 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
               if (m == c + 1) break;
               // (Relaxed, the acquire by a fence once it is seen: an acquire load would drop the
               // L1's lines at every poll, under the builders' loads.)
-              const uint32_t f =
-                  __shfl_sync(0xffffffffu, flags::load_relaxed(l2_slot_flag(ring, q, c)), 0);
-              if (f == c + 1) {
+              const unsigned long long e =
+                  __shfl_sync(0xffffffffu, flags::load_relaxed(l2_entry(ring, q, c)), 0);
+              if (entry_sub_chunk(e) == c + 1) {
                 flags::fence_acquire();
-                copy_in(c);
+                copy_in(c, entry_slot(e));
                 break;
               }
               __nanosleep(64);
             }
           }
-          // Record c + 1, when its flag was seen during step c - 1: its copy lands during step c
+          // Record c + 1, when its entry was seen during step c - 1: its copy lands during step c
           // (buffer (c + 1) % kRing held c + 1 - kRing, which the chain has finished).
-          const uint32_t seen = __shfl_sync(0xffffffffu, peek, 0);
-          if (c + 1 < chunks && seen == c + 2) {
+          const unsigned long long seen = __shfl_sync(0xffffffffu, peek, 0);
+          if (c + 1 < chunks && entry_sub_chunk(seen) == c + 2) {
             flags::fence_acquire();
-            copy_in(c + 1);
+            copy_in(c + 1, entry_slot(seen));
             ahead = c + 1;
           }
-          peek = c + 2 < chunks ? flags::load_relaxed(l2_slot_flag(ring, q, c + 2)) : 0u;
+          peek = c + 2 < chunks ? flags::load_relaxed(l2_entry(ring, q, c + 2)) : 0ull;
         }
         wgmma::mbarrier_wait(full + 8 * b, parity);
         jitter(a.jitter_ns, c * 977u + tid);
@@ -265,9 +277,9 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
   // chains in turn: after a claim on chain q its next claim tries q + (all helper builders)
   // first, so the helpers spread over the chains; a chain with nothing left passes the claim to
   // the next chain, and a builder stops once every chain has refused it. The record is built
-  // straight into the chain's global slot (ordinary stores, to L2), once the chain has finished
-  // the slot's previous record, and published by one thread after the builder's barrier (the
-  // barrier, then a release at GPU scope: the other threads' stores are ordered before it).
+  // straight into one of the builder's global record slots (ordinary stores, to L2) and published
+  // in the chain's mailbox by one thread after the builder's barrier (the barrier, then a release
+  // at GPU scope: the other threads' stores are ordered before it).
   const int builder = group, btid = tid & 127, bar = 2 + builder;
   unsigned char* const scratch = smem + builder * C::kHSlot;
   unsigned char* const work = scratch + build::kInBytes;
@@ -332,6 +344,14 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
     return l2_chain_tokens(a, static_cast<int>(i)).sub_chunk(sub);
   };
   const auto head = [&](uint32_t i) { return static_cast<int>(i) % a.in.heads; };
+  // This builder's record slots: what each holds (chain, sub-chunk; kNoClaim: nothing) in its
+  // scratch, and the one this build writes.
+  const uint32_t held = base + builder * C::kHSlot + C::kHSlots;
+  const uint32_t writing = held + 8 * kL2HelperRecords;
+  const uint32_t first_slot = static_cast<uint32_t>(me) * kL2HelperRecords;
+  if (btid == 0) {
+    for (int k = 0; k < kL2HelperRecords; ++k) cluster::store_count(held + 8 * k + 4, kNoClaim);
+  }
   uint32_t chain = cluster::load_count(queue), c = cluster::load_count(queue + 4);
   if (c != kNoClaim) build::issue_ahead(a.in, job(chain, c), head(chain), btid, scratch, 0);
   uint32_t set = 0;  // the beta slot of this build's loads, and the queue's entry (as above)
@@ -339,10 +359,22 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
     const build::SubChunk sc = job(chain, c);
     build::issue_v(a.in, sc, head(chain), btid, scratch);
     const int i = static_cast<int>(chain);
-    if (c >= C::kSlots) {  // the slot's previous record (c - kSlots) copied in: its chain is past it
-      const uint32_t need = c - C::kSlots + 1;
-      while (flags::load_relaxed(ring.done + i) < need) __nanosleep(64);
+    // A free record slot of this builder's (empty, or its record's chain is past it: the copy
+    // landed before that step), chosen by thread 0 for all (the counts it reads move).
+    if (btid == 0) {
+      for (int k = 0;; k = k + 1 < kL2HelperRecords ? k + 1 : 0) {
+        const uint32_t held_c = cluster::load_count(held + 8 * k + 4);
+        if (held_c == kNoClaim ||
+            flags::load_relaxed(ring.done + cluster::load_count(held + 8 * k)) > held_c) {
+          cluster::store_count(writing, static_cast<uint32_t>(k));
+          break;
+        }
+        if (k + 1 == kL2HelperRecords) __nanosleep(64);
+      }
     }
+    sync();
+    const uint32_t k_slot = cluster::load_count(writing);
+    unsigned char* const record = l2_record(ring, first_slot + k_slot);
     const auto load_ahead = [&] {
       const uint32_t next_chain = cluster::load_count(queue + 8 * (set ^ 1));
       const uint32_t next = cluster::load_count(queue + 8 * (set ^ 1) + 4);
@@ -360,16 +392,23 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         }
       }
     };
-    build::build_sub_chunk<1, false>(
-        sc, a.in.fuse_q_l2norm, btid, scratch, work,
-        build::OneRecord{const_cast<unsigned char*>(l2_slot_record(ring, i, c))}, sync, false,
-        build::NoPrologue{}, load_ahead, static_cast<int>(set));
+    build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
+                                     build::OneRecord{record}, sync, false, build::NoPrologue{},
+                                     load_ahead, static_cast<int>(set));
     jitter(a.jitter_ns, c * 131u + btid);
     named_sync(bar, kWarpgroup);  // every thread's stores of the record are in
     if (btid == 0) {
+      // The entry's previous sub-chunk (c - kL2HelperMailbox) taken: its chain is past it.
+      if (c >= kL2HelperMailbox) {
+        const uint32_t need = c - kL2HelperMailbox + 1;
+        while (flags::load_relaxed(ring.done + i) < need) __nanosleep(64);
+      }
+      cluster::store_count(held + 8 * k_slot, chain);
+      cluster::store_count(held + 8 * k_slot + 4, c);
       flags::fence_acquire();             // cumulative: the whole builder's stores, at GPU scope
       flags::fence_proxy_async_global();  // for the chain's bulk copy (the async proxy)
-      flags::store_release(l2_slot_flag(ring, i, c), c + 1);
+      flags::store_release(l2_entry(ring, i, c),
+                           (static_cast<unsigned long long>(first_slot + k_slot) << 32) | (c + 1));
     }
     chain = cluster::load_count(queue + 8 * (set ^ 1));
     c = cluster::load_count(queue + 8 * (set ^ 1) + 4);

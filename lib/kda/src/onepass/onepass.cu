@@ -126,7 +126,7 @@ cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
   }
   const int64_t chains = static_cast<int64_t>(args.in.num_seqs) * args.in.heads;
   if (chains <= 0 || chains != ring.chains || ring.helper_ctas < 0 ||
-      chains + ring.helper_ctas > 0x7fffffff) {
+      ring.helper_ctas > l2_helper_ctas_max(chains)) {
     return cudaErrorInvalidValue;
   }
   return launch_l2_helpers_kernel(args, ring, stream);

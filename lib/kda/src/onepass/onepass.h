@@ -84,36 +84,50 @@ KDA_ONEPASS_HD constexpr int64_t helper_sub_chunk(int64_t round) {
 }
 
 // The L2 helpers (l2_helpers.cuh) for few chains: the library's CTA per chain and, after them,
-// helper CTAs of four builders on the SMs left; every builder claims a chain's next sub-chunk
-// from a global counter. A helper builds its record straight into one of the chain's
-// kL2HelperSlots global slots (L2: 96 chains x 8 x 23 KB = 17.7 MB of the 50 MB), from which the
-// chain copies it into its CTA's ring of kL2HelperRing buffers. A helper waits for its slot
-// before it builds (the chain past the slot's previous record), so the slots cover the claims a
-// chain has outstanding (its own builders' two each and the helpers').
-inline constexpr int kL2HelperSlots = 8;
-inline constexpr int kL2HelperRing = 5;
-// The L2 helpers' global memory (a workspace region the caller zeroes before each launch but
-// `records`): per chain its claim counter, its count of finished sub-chunks and its slots'
-// flags (c + 1 of the record published in the slot), then the slots' records.
+// helper CTAs of kL2HelperBuilders builders on the SMs left; every builder claims a chain's next
+// sub-chunk from a global counter. A helper builds its record straight into one of its own
+// kL2HelperRecords global record slots (L2) and names the slot in the chain's mailbox entry
+// c % kL2HelperMailbox, from which the chain copies the record into its CTA's ring of
+// kL2HelperRing buffers. The slots belong to the helper builders, not the chains, so a helper
+// never waits for a chain before it builds (only for a free slot of its own) and the ring is
+// ~6.6 MB for 96 chains on 132 SMs (36 helper CTAs), under 1 % of h96-fixed's inputs.
+inline constexpr int kL2HelperBuilders = 4;   // a helper CTA's (every warpgroup)
+inline constexpr int kL2HelperRing = 5;       // a chain CTA's record buffers
+inline constexpr int kL2HelperMailbox = 16;   // a chain's entries: c + 1 and the helper slot
+inline constexpr int kL2HelperRecords = 2;    // global record slots a helper builder
+// The helper CTAs the workspace provides record slots for: the SMs the chains leave on a 132-SM
+// device (the H100's and the H200's), and no more than one a chain (four builders beside a chain's
+// three; a chain-bound chain needs ~1.2 more). A device with more SMs runs no more than that.
+inline constexpr int kL2HelperSms = 132;
+KDA_ONEPASS_HD constexpr int64_t l2_helper_ctas_max(int64_t chains) {
+  const int64_t left = chains < kL2HelperSms ? kL2HelperSms - chains : 0;
+  return left < chains ? left : chains;
+}
+// The L2 helpers' global memory (a workspace region; the caller zeroes the counters and the
+// mailboxes before each launch): per chain its claim counter and its count of finished
+// sub-chunks, then its mailbox (64-bit entries: c + 1 low, the helper slot high), then the
+// helper builders' record slots.
 struct L2HelperRing {
   uint32_t* claims;          // [chains]
   uint32_t* done;            // [chains]
-  uint32_t* published;       // [chains][kL2HelperSlots]
-  unsigned char* records;    // [chains][kL2HelperSlots][kRecordBytes], 16-byte aligned
+  unsigned long long* mailbox;  // [chains][kL2HelperMailbox]
+  unsigned char* records;    // [helper_ctas][kL2HelperBuilders][kL2HelperRecords][kRecordBytes]
   int chains;                // num_seqs x heads: blocks 0 .. chains - 1 are the chain CTAs
-  int helper_ctas;           // blocks after them
+  int helper_ctas;           // blocks after them (<= l2_helper_ctas_max(chains))
 };
-// The bytes of an L2HelperRing for `chains` chains laid out from a 256-byte aligned base (the
-// counters and flags first: l2_helpers_zeroed_bytes of them), and the ring at `base`.
+// Bytes of the zeroed part and of the whole ring for `chains` chains from a 256-byte aligned base.
 KDA_ONEPASS_HD constexpr int64_t l2_helpers_zeroed_bytes(int64_t chains) {
-  return (chains * (2 + kL2HelperSlots) * 4 + 255) / 256 * 256;
+  return (chains * (2 * 4 + kL2HelperMailbox * 8) + 255) / 256 * 256;
 }
 KDA_ONEPASS_HD constexpr int64_t l2_helpers_bytes(int64_t chains) {
-  return l2_helpers_zeroed_bytes(chains) + chains * kL2HelperSlots * kRecordBytes;
+  return l2_helpers_zeroed_bytes(chains) +
+         l2_helper_ctas_max(chains) * kL2HelperBuilders * kL2HelperRecords * kRecordBytes;
 }
 inline L2HelperRing l2_helper_ring(void* base, int chains, int helper_ctas) {
   auto* words = static_cast<uint32_t*>(base);
-  return {words, words + chains, words + 2 * static_cast<int64_t>(chains),
+  const int64_t mailbox_at = (static_cast<int64_t>(chains) * 2 * 4 + 7) / 8 * 8;
+  return {words, words + chains,
+          reinterpret_cast<unsigned long long*>(static_cast<unsigned char*>(base) + mailbox_at),
           static_cast<unsigned char*>(base) + l2_helpers_zeroed_bytes(chains), chains,
           helper_ctas};
 }
@@ -148,9 +162,10 @@ cudaError_t launch_helpers(const OnepassArgs& args, cudaStream_t stream);
 int helper_resident_clusters();
 
 // The L2 helpers (l2_helpers.cuh): grid ring.chains + ring.helper_ctas (num_seqs x heads chains,
-// rank-major as launch's), the ring's counters and flags zero (the caller's memset, on `stream`);
-// bf16 chain operands, the contract's inputs only (else cudaErrorInvalidValue). The same bits as
-// launch's bf16 chain with any number of helper CTAs, none included.
+// rank-major as launch's; helper_ctas <= l2_helper_ctas_max), the ring's counters and mailboxes
+// zero (the caller's memset, on `stream`); bf16 chain operands, the contract's inputs only (else
+// cudaErrorInvalidValue). The same bits as launch's bf16 chain with any number of helper CTAs,
+// none included.
 cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
                               cudaStream_t stream);
 
