@@ -66,14 +66,18 @@ if [[ $PART == 1 ]]; then
     step 25 check-l2-$s $B/kda-check --variant one_pass16_l2_helpers --rms-limit 4e-3 \
       --shapes shapes/$s.yaml --md $r/check-l2-$s.md --csv $r/check-l2-$s.csv --force
   done
-  # Raw inputs in the value halves (h64-fixed raw 0.56-0.64 ms predicted): the halves' raw row
-  # beside one_pass16_vpairs's (the one pass whose bits they are), and their checks.
-  for v in one_pass16_halves one_pass16_vpairs; do
-    step 20 bench-raw-$v $B/kda-bench --variant $v --shapes shapes/contract.yaml --only h64-fixed \
-      --paths raw --no-verify --min-time $MIN_TIME --csv $r/bench-raw-$v.csv --force
+  # Raw inputs in the value halves (h64-fixed raw 0.56-0.64 ms predicted) and on the L2 helpers
+  # (h96-fixed raw 0.85-0.95): their raw rows beside one_pass16_vpairs's (the one pass whose bits
+  # they are), and their checks.
+  for v in one_pass16_halves one_pass16_vpairs one_pass16_l2_helpers; do
+    step 20 bench-raw-$v $B/kda-bench --variant $v --shapes shapes/contract.yaml \
+      --only h64-fixed,h96-fixed --paths raw --no-verify --min-time $MIN_TIME \
+      --csv $r/bench-raw-$v.csv --force
   done
   step 10 compare-raw-halves $B/kda-bench compare $r/bench-raw-one_pass16_vpairs.csv \
     $r/bench-raw-one_pass16_halves.csv --md $r/compare-raw-halves.md
+  step 10 compare-raw-l2 $B/kda-bench compare $r/bench-raw-one_pass16_vpairs.csv \
+    $r/bench-raw-one_pass16_l2_helpers.csv --md $r/compare-raw-l2.md
   for s in smoke long-memory; do
     step 25 check-halves-$s $B/kda-check --variant one_pass16_halves --rms-limit 4e-3 \
       --shapes shapes/$s.yaml --md $r/check-halves-$s.md --csv $r/check-halves-$s.csv --force

@@ -34,10 +34,12 @@ cudaError_t launch_l2_helpers(const FusedArgs& args, int helper_ctas, cudaStream
   if (e != cudaSuccess) return e;
   e = cudaMemsetAsync(base, 0, static_cast<size_t>(onepass::l2_helpers_zeroed_bytes(chains)),
                       stream);
-  if (e == cudaSuccess) {
-    e = onepass::launch_l2_helpers(args, onepass::l2_helper_ring(base, chains, helper_ctas),
-                                   stream);
+  const onepass::L2HelperRing ring = onepass::l2_helper_ring(base, chains, helper_ctas);
+  if (e == cudaSuccess && args.raw.any()) {  // the carry rows' tags: no sub-chunk's
+    e = cudaMemsetAsync(ring.carry, 0xff,
+                        static_cast<size_t>(onepass::l2_helpers_carry_bytes(chains)), stream);
   }
+  if (e == cudaSuccess) e = onepass::launch_l2_helpers(args, ring, stream);
   const cudaError_t sync = cudaStreamSynchronize(stream);
   const cudaError_t freed = cudaFree(base);
   return e != cudaSuccess ? e : sync != cudaSuccess ? sync : freed;

@@ -110,9 +110,9 @@ constexpr Variant ladder_variant(const char* name, const char* summary, bool raw
 #endif  // KDA_LAB_LADDER
 
 void validate_library(const ForwardParams& p) { kda::validate(p); }
-// The one pass's few-chain forms (staged value halves, helper clusters, L2 helpers) refuse raw
-// inputs at validation as their launch does, so kda-check and kda-bench report the raw path as
-// unsupported by the variant instead of stopping at a launch.
+// The one pass's staged value halves and helper clusters refuse raw inputs at validation as their
+// launch does, so kda-check and kda-bench report the raw path as unsupported by the variant
+// instead of stopping at a launch.
 void validate_clusters(const ForwardParams& p) {
   kda::validate(p);
   detail::refuse_raw_on_clusters(p, "chunk_forward");
@@ -267,18 +267,20 @@ const Variant kVariants[] = {
      kda::forward_workspace_bytes, validate_clusters, library_record_forward<kOnePassHelpers>,
      library_record_forward_stage<kOnePassHelpers>},
     {"one_pass16_l2_helpers",
-     "one_pass16_bf16's CTA per chain and, on the SMs the chains leave, helper CTAs of three "
+     "one_pass16_bf16's CTA per chain and, on the SMs the chains leave, helper CTAs of four "
      "builders; every builder claims a chain's next sub-chunk from a global counter, a helper's "
-     "record reaching the chain through a global ring (L2) and a bulk copy: for few chains (96 on "
-     "132 SMs), no cluster; the same bits as one_pass16_bf16; contract inputs only",
-     /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
-     detail::l2_helpers_workspace_bytes, validate_clusters,
+     "record reaching the chain through global memory (L2) and a bulk copy: for few chains (96 on "
+     "132 SMs), no cluster; the same bits as one_pass16_bf16; raw inputs on V_new's bf16 pair "
+     "(the gate's running sums through global memory), the same bits as one_pass16_vpairs",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     detail::l2_helpers_workspace_bytes, validate_library,
      library_record_forward<kOnePassL2Helpers>, library_record_forward_stage<kOnePassL2Helpers>},
     {"one_pass16_l2_chains_alone",
      "one_pass16_l2_helpers with no helper CTA (the chains' own builders claim every sub-chunk, "
-     "as when no helper becomes resident): its claims' cost against one_pass16_bf16",
-     /*ships=*/false, /*raw_inputs=*/false, /*fused_q_norm_exact=*/false,
-     detail::l2_helpers_workspace_bytes, validate_clusters,
+     "as when no helper becomes resident): its claims' cost against one_pass16_bf16 (raw inputs: "
+     "one_pass16_vpairs)",
+     /*ships=*/false, /*raw_inputs=*/true, /*fused_q_norm_exact=*/false,
+     detail::l2_helpers_workspace_bytes, validate_library,
      library_record_forward<kOnePassL2ChainsAlone>,
      library_record_forward_stage<kOnePassL2ChainsAlone>},
     {"v2w_mma",

@@ -1642,8 +1642,8 @@ TEST_F(KdaGpu, LibraryTakesTheValueHalvesForFewLongChains) {
   EXPECT_TRUE(bitwise_equal(a.final_state, t.final_state)) << "explicit: final state";
 }
 
-// A one-pass few-chain variant (staged value halves, helper clusters, L2 helpers) refuses raw
-// inputs before any launch, with the library's message.
+// A one-pass variant that reads the contract's inputs only (the staged value halves, the helper
+// clusters) refuses raw inputs before any launch, with the library's message.
 void expect_cluster_refuses_raw_inputs(const Variant& cluster) {
   RawCase r;
   r.tokens = 64;
@@ -1654,8 +1654,8 @@ void expect_cluster_refuses_raw_inputs(const Variant& cluster) {
     ADD_FAILURE() << "raw inputs ran on " << cluster.name;
   } catch (const kda::Error& e) {
     EXPECT_EQ(e.code(), kda::ErrorCode::unsupported) << cluster.name;
-    EXPECT_NE(std::string(e.what()).find("few-chain forms (staged value halves, helper clusters, "
-                                         "L2 helpers) read the contract's inputs only"),
+    EXPECT_NE(std::string(e.what()).find("staged value halves and helper clusters read the "
+                                         "contract's inputs only"),
               std::string::npos)
         << e.what();
   }
@@ -1800,7 +1800,8 @@ TEST_F(KdaGpu, OnePassHelpersAreTheOnePassBitForBit) {
 // sub-chunks); packed with an empty sequence, a one-token one and strides; chains of very
 // different lengths (the helpers' claims pass over the finished ones); more chains than SMs (no
 // helper CTA, a second wave of chain CTAs); and a call right after another on the same workspace
-// (the ring's counters reset). Raw inputs are refused.
+// (the ring's counters reset). Raw inputs: one_pass16_vpairs's raw kernel bit for bit (the gate's
+// running sums handed through global memory between builders of any CTA).
 TEST_F(KdaGpu, OnePassL2HelpersAreTheOnePassBitForBit) {
   KDA_REQUIRE_VARIANT(l2, "one_pass16_l2_helpers");
   KDA_REQUIRE_VARIANT(alone, "one_pass16_l2_chains_alone");
@@ -1837,7 +1838,56 @@ TEST_F(KdaGpu, OnePassL2HelpersAreTheOnePassBitForBit) {
       }
     }
   }
-  expect_cluster_refuses_raw_inputs(*l2);
+  // Raw inputs: dense with a tail and states (6 chains: helpers build most sub-chunks, the carry
+  // crosses CTAs at every position); packed with an empty sequence, one of one token and one of 70
+  // (a chunk and a tail), huge, tiny and zero k rows; more chains than SMs (no helper); the gate
+  // and beta as fp32, the gate activated first (beta logits alone raw), k normalized first,
+  // through the stages.
+  KDA_REQUIRE_VARIANT(vpairs, "one_pass16_vpairs");
+  RawCase dense_raw;
+  dense_raw.batch = 2;
+  dense_raw.tokens = 1000;
+  dense_raw.heads = 3;
+  dense_raw.initial_state = true;
+  RawCase packed_raw;
+  packed_raw.tokens = 400;
+  packed_raw.cu = {0, 0, 1, 71, 400};
+  packed_raw.heads = 2;
+  packed_raw.initial_state = true;
+  packed_raw.special_k_rows = true;
+  packed_raw.lower_bound = -2.0f;
+  RawCase waves_raw;
+  waves_raw.tokens = 200;
+  waves_raw.heads = sms + 7;
+  uint64_t raw_seed = 89;
+  RawRun f32;
+  f32.gate_f32 = true;
+  f32.beta_f32 = true;
+  RawRun gate_pass;
+  gate_pass.gate_pass = true;
+  RawRun k_pass;
+  k_pass.k_norm_pass = true;
+  RawRun stages;
+  stages.stages = true;
+  for (const RawCase& r : {dense_raw, packed_raw, waves_raw}) {
+    const RawInputs raw_in = make_raw_inputs(r, raw_seed++);
+    const RawDeviceProblem b(raw_in, *vpairs);
+    const RawDeviceProblem a(raw_in, *l2);
+    const RawDeviceProblem a_alone(raw_in, *alone);
+    for (const RawRun& run : {RawRun{}, f32, gate_pass, k_pass, stages}) {
+      const Outputs y = b.run(run);
+      for (const RawDeviceProblem* d : {&a, &a_alone}) {
+        const Outputs x = d->run(run);
+        const char* which = d == &a ? "with helpers" : "chains alone";
+        EXPECT_TRUE(bitwise_equal(x.out, y.out))
+            << "raw output, " << which << ", seed " << raw_seed - 1 << ", gate_f32 "
+            << run.gate_f32 << ", gate_pass " << run.gate_pass << ", k_norm_pass "
+            << run.k_norm_pass << ", stages " << run.stages;
+        EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state))
+            << "raw final state, " << which << ", seed " << raw_seed - 1;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -80,14 +80,13 @@ TEST(LabVariants, Capabilities) {
   for (const char* name :
        {"v2_mma", "v2t_mma", "v2w_whole_chains", "v2w_two_kernel", "one_pass16", "one_pass16_bf16",
         "one_pass16_pairs", "one_pass16_f16", "one_pass16_vpairs", "one_pass16_halves",
-        "v2w_mma"}) {
+        "one_pass16_l2_helpers", "one_pass16_l2_chains_alone", "v2w_mma"}) {
     EXPECT_TRUE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
-  // The other few-chain forms (staged value halves, helper clusters, L2 helpers) read the
-  // contract's inputs only; their fused q norm is the one pass's.
-  for (const char* name : {"one_pass16_halves_staged", "one_pass16_helpers", "one_pass16_l2_helpers",
-                           "one_pass16_l2_chains_alone"}) {
+  // The staged value halves and the helper clusters read the contract's inputs only; their
+  // fused q norm is the one pass's.
+  for (const char* name : {"one_pass16_halves_staged", "one_pass16_helpers"}) {
     EXPECT_FALSE(variant(name).raw_inputs) << name;
     EXPECT_FALSE(variant(name).fused_q_norm_exact) << name;
   }
@@ -163,7 +162,8 @@ TEST(LabVariants, RawInputs) {
   }
   for (const char* name :
        {"v2_mma", "v2t_mma", "v2w_two_kernel", "one_pass16", "one_pass16_bf16", "one_pass16_pairs",
-        "one_pass16_f16", "one_pass16_vpairs", "one_pass16_halves", "v2w_mma"}) {
+        "one_pass16_f16", "one_pass16_vpairs", "one_pass16_halves", "one_pass16_l2_helpers",
+        "one_pass16_l2_chains_alone", "v2w_mma"}) {
     const Variant& v = variant(name);
     kda::ForwardParams p = raw_forward(v);
     EXPECT_NO_THROW(v.validate(p)) << name;
@@ -171,15 +171,14 @@ TEST(LabVariants, RawInputs) {
     p.beta_dtype = kda::DType::f32;
     EXPECT_NO_THROW(v.validate(p)) << name;
   }
-  // The other few-chain forms refuse every raw input at validation (before any CUDA call), each
-  // one alone too, so kda-check reports their raw path as unsupported instead of stopping at its
+  // The staged value halves and the helper clusters refuse every raw input at validation (before
+  // any CUDA call), each one alone too, so kda-check reports their raw path as unsupported instead of stopping at its
   // launch; the contract's inputs pass.
-  for (const char* name : {"one_pass16_halves_staged", "one_pass16_helpers", "one_pass16_l2_helpers",
-                           "one_pass16_l2_chains_alone"}) {
+  for (const char* name : {"one_pass16_halves_staged", "one_pass16_helpers"}) {
     const Variant& v = variant(name);
     const char* fragment =
-        "the one pass's few-chain forms (staged value halves, helper clusters, L2 helpers) "
-        "read the contract's inputs only";
+        "the one pass's staged value halves and helper clusters read the contract's inputs "
+        "only";
     expect_error([&] { v.validate(raw_forward(v)); }, ErrorCode::unsupported, fragment);
     kda::ForwardParams one = dense_forward(v);
     one.fuse_k_l2norm = true;

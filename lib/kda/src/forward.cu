@@ -211,8 +211,12 @@ cudaError_t launch_l2_helpers(const ForwardParams& p, const onepass::OnepassArgs
       static_cast<unsigned char*>(p.workspace) + l2_ring_offset(a.in.num_seqs);
   const onepass::L2HelperRing ring =
       onepass::l2_helper_ring(base, static_cast<int>(chains), helper_ctas);
-  const cudaError_t e = cudaMemsetAsync(
+  cudaError_t e = cudaMemsetAsync(
       base, 0, static_cast<size_t>(onepass::l2_helpers_zeroed_bytes(chains)), stream);
+  if (e == cudaSuccess && a.raw.any()) {  // the carry rows' tags: no sub-chunk's
+    e = cudaMemsetAsync(ring.carry, 0xff,
+                        static_cast<size_t>(onepass::l2_helpers_carry_bytes(chains)), stream);
+  }
   if (e != cudaSuccess) throw_cuda(std::string(kWhere) + " (ring reset)", e);
   return onepass::launch_l2_helpers(a, ring, stream);
 }
@@ -221,7 +225,6 @@ cudaError_t launch_l2_helpers(const ForwardParams& p, const onepass::OnepassArgs
 void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperands operands,
                   cudaStream_t stream, OnePassForm form = OnePassForm::single,
                   int l2_helper_ctas = -1) {
-  const bool clustered = form != OnePassForm::single;
   constexpr const char* kWhere = "chunk_forward: one_pass";
   if (!one_pass_reads(p)) {
     throw Error(ErrorCode::unsupported,
@@ -253,9 +256,11 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
   a.raw = raw_prep_args(p);
   a.operands = operands;
   a.staged = form == OnePassForm::value_halves_staged;
-  // The unstaged value halves take raw inputs (on V_new's bf16 pair, the caller's operands); the
-  // other few-chain forms read the contract's inputs only.
-  if (clustered && form != OnePassForm::value_halves) refuse_raw_on_clusters(p, kWhere);
+  // The unstaged value halves and the L2 helpers take raw inputs (on V_new's bf16 pair, the
+  // caller's operands); the other few-chain forms read the contract's inputs only.
+  if (form == OnePassForm::value_halves_staged || form == OnePassForm::helpers) {
+    refuse_raw_on_clusters(p, kWhere);
+  }
   // Packed sequences run longest first (dense ones are all the same length): their order goes
   // to the workspace's first num_seqs int32 (validation sized it for the records, far more).
   if (plan.packed) {
@@ -276,9 +281,10 @@ void run_one_pass(const ForwardParams& p, const Plan& plan, onepass::ChainOperan
 }  // namespace
 
 namespace {
-// The value halves' chain operands: bf16 on the contract's inputs, V_new's bf16 pair on raw
-// inputs (the raw path's 4e-3 bar: the bf16 chain's raw rows measured 4.01e-3 on long memory).
-onepass::ChainOperands value_halves_operands(const ForwardParams& p) {
+// The few-chain forms' chain operands (value halves, L2 helpers): bf16 on the contract's inputs,
+// V_new's bf16 pair on raw inputs (the raw path's 4e-3 bar: the bf16 chain's raw rows measured
+// 4.01e-3 on long memory).
+onepass::ChainOperands few_chain_operands(const ForwardParams& p) {
   return raw_prep_args(p).any() ? onepass::ChainOperands::bf16_vnew_pairs
                                 : onepass::ChainOperands::bf16;
 }
@@ -286,7 +292,7 @@ onepass::ChainOperands value_halves_operands(const ForwardParams& p) {
 
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   if (plan.kernel == ForwardKernel::one_pass_halves) {
-    run_one_pass(p, plan, value_halves_operands(p), stream, OnePassForm::value_halves);
+    run_one_pass(p, plan, few_chain_operands(p), stream, OnePassForm::value_halves);
   } else {
     run_one_pass(p, plan, one_pass_operands(p), stream);
   }
@@ -307,13 +313,14 @@ void refuse_raw_on_clusters(const ForwardParams& p, const char* where) {
   if (raw_prep_args(p).any()) {
     throw Error(ErrorCode::unsupported,
                 std::string(where) +
-                    ": the one pass's few-chain forms (staged value halves, helper clusters, L2 "
-                    "helpers) read the contract's inputs only (a cumulative log2 gate, beta probabilities in fp32, normalized k): run "
-                    "one_pass16, one_pass16_halves or the library's chunk_forward for raw inputs");
+                    ": the one pass's staged value halves and helper clusters read the "
+                    "contract's inputs only (a cumulative log2 gate, beta probabilities in fp32, "
+                    "normalized k): run one_pass16, one_pass16_halves, one_pass16_l2_helpers or "
+                    "the library's chunk_forward for raw inputs");
   }
 }
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  run_one_pass(p, plan, value_halves_operands(p), stream, OnePassForm::value_halves);
+  run_one_pass(p, plan, few_chain_operands(p), stream, OnePassForm::value_halves);
 }
 void one_pass_value_halves_staged(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves_staged);
@@ -322,10 +329,10 @@ void one_pass_helpers(const ForwardParams& p, const Plan& plan, cudaStream_t str
   run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::helpers);
 }
 void one_pass_l2_helpers(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::l2_helpers);
+  run_one_pass(p, plan, few_chain_operands(p), stream, OnePassForm::l2_helpers);
 }
 void one_pass_l2_chains_alone(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
-  run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::l2_helpers, 0);
+  run_one_pass(p, plan, few_chain_operands(p), stream, OnePassForm::l2_helpers, 0);
 }
 size_t l2_helpers_workspace_bytes(const ForwardParams& p) {
   const size_t library = kda::forward_workspace_bytes(p);

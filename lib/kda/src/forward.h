@@ -85,9 +85,9 @@ void one_pass_vnew_pairs(const ForwardParams& p, const Plan& plan, cudaStream_t 
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, six
 // builders a chain): bf16 operands on the contract's inputs, V_new's bf16 pair on raw inputs.
 void one_pass_value_halves(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
-// Throws unsupported (naming `where`) for inputs the one pass's few-chain forms (staged value
-// halves, helper clusters, L2 helpers) do not read: any raw input (raw_prep_args(p).any()). The
-// lab's variants of them call it at validation too.
+// Throws unsupported (naming `where`) for inputs the one pass's staged value halves and helper
+// clusters do not read: any raw input (raw_prep_args(p).any()). The lab's variants of them call
+// it at validation too.
 void refuse_raw_on_clusters(const ForwardParams& p, const char* where);
 // The same with each build staged (onepass.h OnepassArgs::staged: three ring buffers serve six
 // builders); the lab's one_pass16_halves_staged.
@@ -98,8 +98,9 @@ void one_pass_value_halves_staged(const ForwardParams& p, const Plan& plan, cuda
 void one_pass_helpers(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The one pass's L2 helpers (onepass.h launch_l2_helpers: the library's CTA per chain, helper CTAs
 // on the SMs left, every builder claiming a chain's next sub-chunk; a helper's record through a
-// global ring in the workspace) on bf16 operands; the lab's one_pass16_l2_helpers. Throws
-// unsupported for raw inputs, invalid_argument for a workspace below l2_helpers_workspace_bytes.
+// global ring in the workspace) on bf16 operands, V_new's bf16 pair on raw inputs; the lab's
+// one_pass16_l2_helpers. Throws invalid_argument for a workspace below
+// l2_helpers_workspace_bytes.
 void one_pass_l2_helpers(const ForwardParams& p, const Plan& plan, cudaStream_t stream);
 // The same kernel with no helper CTA (the chains' own builders claim every sub-chunk: what runs
 // when no helper becomes resident); the lab's one_pass16_l2_chains_alone, for the tests.

@@ -32,8 +32,11 @@
 // Claims run two builds ahead: the claim for the build after next is made (by warp 1, idle while
 // warp 0 inverts in phase 4) while this build runs, so the atomic's round trip never stalls a
 // build, and the next sub-chunk's inputs are loaded during this build as in kernel.cuh.
-// The bits are the one pass's bf16 chain (kernel.cuh Config<1, 3>): the same builds, the same
-// steps; only who builds which sub-chunk differs.
+// Raw inputs (kRaw): the builds' raw prologue, the gate's running sums handed from build to build
+// through global memory (L2GateCarry: tagged 64-bit words, no flag), and V_new as a bf16 pair in
+// the chain (the library raw path's chain).
+// The bits are the one pass's (kernel.cuh Config<1, 3>: the bf16 chain, or for raw inputs the
+// V_new-pair chain): the same builds, the same steps; only who builds which sub-chunk differs.
 #pragma once
 
 #include <cstdint>
@@ -96,6 +99,46 @@ inline constexpr uint32_t kNoClaim = 0xffffffffu;
 __device__ __forceinline__ ChainTokens l2_chain_tokens(const OnepassArgs& a, int q) {
   return chain_tokens(a, q / a.in.heads);
 }
+// The raw gate's running sums between builders in any CTA (build16.cuh raw_prologue's carry):
+// chain q's rows in global memory, each channel one 64-bit word (the sub-chunk low, the running
+// sum's bits high), stored relaxed by its channel's thread and read by polling until the tag is
+// the row's sub-chunk. A value and its tag are one single-copy-atomic access, so neither a flag
+// nor a fence orders them, and each thread waits only for its own channel. Row c lives in slot
+// c % kRows until c + kRows is written; its readers c + 1 and c + 2 have finished once the chain
+// is past c + 2 (their records were built after their prologues), so the writer of c + kRows
+// first waits for that count (a sub-chunk claimed before its own: no deadlock).
+struct L2GateCarry {
+  static constexpr int kRows = kL2HelperCarryRows;
+  unsigned long long* rows;  // the chain's [kRows][128]
+  const uint32_t* done;      // the chain's count of finished sub-chunks
+  __device__ __forceinline__ void wait(int64_t) const {}  // read() waits, each channel alone
+  __device__ __forceinline__ void wait_two_back(int64_t) const {}
+  __device__ __forceinline__ float read(int64_t c, int tid) const {
+    const unsigned long long* word = rows + (c % kRows) * kDim + tid;
+    for (;;) {
+      const unsigned long long w = gpu_flags::load_relaxed(word);
+      if (static_cast<uint32_t>(w) == static_cast<uint32_t>(c)) {
+        return __uint_as_float(static_cast<uint32_t>(w >> 32));
+      }
+      __nanosleep(32);
+    }
+  }
+  __device__ __forceinline__ float read_two_back(int64_t c, int tid) const { return read(c, tid); }
+  template <class Sync>
+  __device__ __forceinline__ void publish(int64_t c, float x, int tid, const Sync&) const {
+    if (c >= kRows) {
+      const uint32_t need = static_cast<uint32_t>(c - kRows + 3);
+      while (gpu_flags::load_relaxed(done) < need) __nanosleep(64);
+    }
+    gpu_flags::store_relaxed(rows + (c % kRows) * kDim + tid,
+                             (static_cast<unsigned long long>(__float_as_uint(x)) << 32) |
+                                 static_cast<uint32_t>(c));
+  }
+};
+__device__ __forceinline__ L2GateCarry l2_gate_carry(const L2HelperRing& ring, int q) {
+  return {ring.carry + static_cast<int64_t>(q) * L2GateCarry::kRows * kDim, ring.done + q};
+}
+
 // Helper record slot `slot` (global index over all helper builders) and chain q's mailbox entry
 // for sub-chunk c.
 __device__ __forceinline__ unsigned char* l2_record(const L2HelperRing& ring, uint32_t slot) {
@@ -113,6 +156,7 @@ __device__ __forceinline__ uint32_t entry_slot(unsigned long long e) {
   return static_cast<uint32_t>(e >> 32);
 }
 
+template <bool kRaw>
 __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
     onepass_l2_helpers_kernel(const OnepassArgs a, const L2HelperRing ring) {
   using C = L2HelpersConfig;
@@ -209,8 +253,8 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         }
         wgmma::mbarrier_wait(full + 8 * b, parity);
         jitter(a.jitter_ns, c * 977u + tid);
-        chain::step_one_group<false>(st, base + b * C::kBuffer, smem + b * C::kBuffer,
-                                     smem + C::kSO + (c & 1) * chain::kOTile, tid);
+        chain::step_one_group<false, kRaw>(st, base + b * C::kBuffer, smem + b * C::kBuffer,
+                                           smem + C::kSO + (c & 1) * chain::kOTile, tid);
         if (++b == C::kRing) b = 0, parity ^= 1;
       }
       named_sync(1, kWarpgroup);
@@ -228,6 +272,24 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       // they are needed: the builders run at 96 registers).
       const uint32_t queue = base + C::kSClaims + 8 * builder;
       const auto sync = [bar] { named_sync(bar, kWarpgroup); };
+      // Raw inputs: this thread's gate channel (A_log[h], dt_bias[h, btid]), the chain's carry,
+      // and beta of the loads ahead (a register, which the prologue stores).
+      [[maybe_unused]] kda::detail::GateChannel channel{};
+      [[maybe_unused]] float gate_scale = 0.0f;
+      [[maybe_unused]] float beta_ahead = 0.0f;
+      if constexpr (kRaw) {
+        if (a.raw.raw_gate) {
+          channel = kda::detail::gate_channel(a.raw.a_log[h], a.raw.dt_bias[h * kDim + btid]);
+          gate_scale = kda::detail::gate_scale(a.raw.lower_bound);
+        }
+      }
+      const auto issue_ahead = [&](uint32_t c, uint32_t slot) {
+        if constexpr (kRaw) {
+          beta_ahead = build::issue_raw_ahead(a.in, a.raw, tokens.sub_chunk(c), h, btid, scratch);
+        } else {
+          build::issue_ahead(a.in, tokens.sub_chunk(c), h, btid, scratch, static_cast<int>(slot));
+        }
+      };
       if (btid == 32) {
         const uint32_t first = flags::claim(ring.claims + q);
         cluster::store_count(queue, first);
@@ -235,7 +297,7 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       }
       sync();
       uint32_t c = cluster::load_count(queue);
-      if (c < chunks) build::issue_ahead(a.in, tokens.sub_chunk(c), h, btid, scratch, 0);
+      if (c < chunks) issue_ahead(c, 0);
       uint32_t set = 0;  // the beta slot of sub-chunk c's loads, and the queue's entry
       while (c < chunks) {
         const build::SubChunk sc = tokens.sub_chunk(c);
@@ -249,7 +311,7 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         const auto load_ahead = [&] {
           const uint32_t next = cluster::load_count(queue + 4 * (set ^ 1));
           if (next < chunks) {
-            build::issue_ahead(a.in, tokens.sub_chunk(next), h, btid, scratch, set ^ 1);
+            issue_ahead(next, set ^ 1);
           } else {
             ptx::cp_async_commit();
           }
@@ -259,9 +321,21 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
                                  next < chunks ? flags::claim(ring.claims + q) : kNoClaim);
           }
         };
-        build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
-                                         build::OneRecord{smem + b * C::kBuffer}, sync, false,
-                                         build::NoPrologue{}, load_ahead, static_cast<int>(set));
+        const build::OneRecord record{smem + b * C::kBuffer};
+        if constexpr (kRaw) {
+          const float beta = beta_ahead;
+          const L2GateCarry carry = l2_gate_carry(ring, q);
+          const auto prologue = [&] {
+            build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid,
+                                scratch, sync);
+          };
+          build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work, record,
+                                           sync, a.raw.fuse_k_l2norm, prologue, load_ahead);
+        } else {
+          build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work, record,
+                                           sync, false, build::NoPrologue{}, load_ahead,
+                                           static_cast<int>(set));
+        }
         jitter(a.jitter_ns, c * 131u + btid);
         ptx::fence_proxy_async_shared();  // the record's stores, for the chain's wgmma reads
         named_sync(bar, kWarpgroup);      // the whole record is written; the scratch is free
@@ -344,6 +418,15 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
     return l2_chain_tokens(a, static_cast<int>(i)).sub_chunk(sub);
   };
   const auto head = [&](uint32_t i) { return static_cast<int>(i) % a.in.heads; };
+  // Raw inputs: beta of the loads ahead (a register, which the prologue stores).
+  [[maybe_unused]] float beta_ahead = 0.0f;
+  const auto issue_ahead = [&](uint32_t i, uint32_t sub, uint32_t slot) {
+    if constexpr (kRaw) {
+      beta_ahead = build::issue_raw_ahead(a.in, a.raw, job(i, sub), head(i), btid, scratch);
+    } else {
+      build::issue_ahead(a.in, job(i, sub), head(i), btid, scratch, static_cast<int>(slot));
+    }
+  };
   // This builder's record slots: what each holds (chain, sub-chunk; kNoClaim: nothing) in its
   // scratch, and the one this build writes.
   const uint32_t held = base + builder * C::kHSlot + C::kHSlots;
@@ -353,7 +436,7 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
     for (int k = 0; k < kL2HelperRecords; ++k) cluster::store_count(held + 8 * k + 4, kNoClaim);
   }
   uint32_t chain = cluster::load_count(queue), c = cluster::load_count(queue + 4);
-  if (c != kNoClaim) build::issue_ahead(a.in, job(chain, c), head(chain), btid, scratch, 0);
+  if (c != kNoClaim) issue_ahead(chain, c, 0);
   uint32_t set = 0;  // the beta slot of this build's loads, and the queue's entry (as above)
   while (c != kNoClaim) {
     const build::SubChunk sc = job(chain, c);
@@ -379,7 +462,7 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       const uint32_t next_chain = cluster::load_count(queue + 8 * (set ^ 1));
       const uint32_t next = cluster::load_count(queue + 8 * (set ^ 1) + 4);
       if (next != kNoClaim) {
-        build::issue_ahead(a.in, job(next_chain, next), head(next_chain), btid, scratch, set ^ 1);
+        issue_ahead(next_chain, next, set ^ 1);
       } else {
         ptx::cp_async_commit();
       }
@@ -392,9 +475,28 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         }
       }
     };
-    build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
-                                     build::OneRecord{record}, sync, false, build::NoPrologue{},
-                                     load_ahead, static_cast<int>(set));
+    if constexpr (kRaw) {
+      const float beta = beta_ahead;
+      kda::detail::GateChannel channel{};
+      float gate_scale = 0.0f;
+      if (a.raw.raw_gate) {
+        const int hh = head(chain);
+        channel = kda::detail::gate_channel(a.raw.a_log[hh], a.raw.dt_bias[hh * kDim + btid]);
+        gate_scale = kda::detail::gate_scale(a.raw.lower_bound);
+      }
+      const L2GateCarry carry = l2_gate_carry(ring, i);
+      const auto prologue = [&] {
+        build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
+                            sync);
+      };
+      build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
+                                       build::OneRecord{record}, sync, a.raw.fuse_k_l2norm,
+                                       prologue, load_ahead);
+    } else {
+      build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
+                                       build::OneRecord{record}, sync, false, build::NoPrologue{},
+                                       load_ahead, static_cast<int>(set));
+    }
     jitter(a.jitter_ns, c * 131u + btid);
     named_sync(bar, kWarpgroup);  // every thread's stores of the record are in
     if (btid == 0) {
@@ -417,14 +519,15 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
 }
 
 // The kernel's grid: the chain CTAs, then `helper_ctas` helper CTAs.
+template <bool kRaw>
 inline cudaError_t launch_l2_helpers_kernel(const OnepassArgs& a, const L2HelperRing& ring,
                                             cudaStream_t stream) {
   using C = L2HelpersConfig;
   const cudaError_t e = cudaFuncSetAttribute(
-      onepass_l2_helpers_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
+      onepass_l2_helpers_kernel<kRaw>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSBytes);
   if (e != cudaSuccess) return e;
-  onepass_l2_helpers_kernel<<<static_cast<unsigned>(ring.chains + ring.helper_ctas),
-                              C::kThreadsAll, C::kSBytes, stream>>>(a, ring);
+  onepass_l2_helpers_kernel<kRaw><<<static_cast<unsigned>(ring.chains + ring.helper_ctas),
+                                    C::kThreadsAll, C::kSBytes, stream>>>(a, ring);
   return cudaGetLastError();
 }
 

@@ -121,7 +121,9 @@ int helper_resident_clusters() {
 
 cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
                               cudaStream_t stream) {
-  if (!row_offsets_fit(args.in) || args.raw.any() || args.operands != ChainOperands::bf16) {
+  const bool raw = args.raw.any();
+  if (!row_offsets_fit(args.in) ||
+      args.operands != (raw ? ChainOperands::bf16_vnew_pairs : ChainOperands::bf16)) {
     return cudaErrorInvalidValue;
   }
   const int64_t chains = static_cast<int64_t>(args.in.num_seqs) * args.in.heads;
@@ -129,7 +131,8 @@ cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
       ring.helper_ctas > l2_helper_ctas_max(chains)) {
     return cudaErrorInvalidValue;
   }
-  return launch_l2_helpers_kernel(args, ring, stream);
+  return raw ? launch_l2_helpers_kernel<true>(args, ring, stream)
+             : launch_l2_helpers_kernel<false>(args, ring, stream);
 }
 
 cudaError_t launch_order_by_length(const int32_t* cu, int num_seqs, int32_t* order,

@@ -95,6 +95,7 @@ inline constexpr int kL2HelperBuilders = 4;   // a helper CTA's (every warpgroup
 inline constexpr int kL2HelperRing = 5;       // a chain CTA's record buffers
 inline constexpr int kL2HelperMailbox = 16;   // a chain's entries: c + 1 and the helper slot
 inline constexpr int kL2HelperRecords = 2;    // global record slots a helper builder
+inline constexpr int kL2HelperCarryRows = 16; // raw inputs: a chain's gate rows (L2GateCarry)
 // The helper CTAs the workspace provides record slots for: the SMs the chains leave on a 132-SM
 // device (the H100's and the H200's), and no more than one a chain (four builders beside a chain's
 // three; a chain-bound chain needs ~1.2 more). A device with more SMs runs no more than that.
@@ -103,32 +104,42 @@ KDA_ONEPASS_HD constexpr int64_t l2_helper_ctas_max(int64_t chains) {
   const int64_t left = chains < kL2HelperSms ? kL2HelperSms - chains : 0;
   return left < chains ? left : chains;
 }
-// The L2 helpers' global memory (a workspace region; the caller zeroes the counters and the
-// mailboxes before each launch): per chain its claim counter and its count of finished
-// sub-chunks, then its mailbox (64-bit entries: c + 1 low, the helper slot high), then the
-// helper builders' record slots.
+// The L2 helpers' global memory (a workspace region; before each launch the caller zeroes the
+// counters and the mailboxes and fills the carry rows with 0xff bytes, a tag no sub-chunk has):
+// per chain its claim counter and its count of finished sub-chunks, then its mailbox (64-bit
+// entries: c + 1 low, the helper slot high), then, for raw inputs, its gate carry rows (64-bit
+// words: the sub-chunk low, the running sum's bits high), then the helper builders' record slots.
 struct L2HelperRing {
   uint32_t* claims;          // [chains]
   uint32_t* done;            // [chains]
   unsigned long long* mailbox;  // [chains][kL2HelperMailbox]
+  unsigned long long* carry;    // [chains][kL2HelperCarryRows][128]
   unsigned char* records;    // [helper_ctas][kL2HelperBuilders][kL2HelperRecords][kRecordBytes]
   int chains;                // num_seqs x heads: blocks 0 .. chains - 1 are the chain CTAs
   int helper_ctas;           // blocks after them (<= l2_helper_ctas_max(chains))
 };
-// Bytes of the zeroed part and of the whole ring for `chains` chains from a 256-byte aligned base.
+// Bytes (from a 256-byte aligned base) of the zeroed part, of the carry rows after it, and of the
+// whole ring for `chains` chains.
 KDA_ONEPASS_HD constexpr int64_t l2_helpers_zeroed_bytes(int64_t chains) {
   return (chains * (2 * 4 + kL2HelperMailbox * 8) + 255) / 256 * 256;
 }
+KDA_ONEPASS_HD constexpr int64_t l2_helpers_carry_bytes(int64_t chains) {
+  return chains * kL2HelperCarryRows * kDim * 8;
+}
 KDA_ONEPASS_HD constexpr int64_t l2_helpers_bytes(int64_t chains) {
-  return l2_helpers_zeroed_bytes(chains) +
+  return l2_helpers_zeroed_bytes(chains) + l2_helpers_carry_bytes(chains) +
          l2_helper_ctas_max(chains) * kL2HelperBuilders * kL2HelperRecords * kRecordBytes;
 }
 inline L2HelperRing l2_helper_ring(void* base, int chains, int helper_ctas) {
-  auto* words = static_cast<uint32_t*>(base);
-  const int64_t mailbox_at = (static_cast<int64_t>(chains) * 2 * 4 + 7) / 8 * 8;
-  return {words, words + chains,
-          reinterpret_cast<unsigned long long*>(static_cast<unsigned char*>(base) + mailbox_at),
-          static_cast<unsigned char*>(base) + l2_helpers_zeroed_bytes(chains), chains,
+  auto* bytes = static_cast<unsigned char*>(base);
+  const int64_t mailbox_at = static_cast<int64_t>(chains) * 2 * 4;  // a multiple of 8
+  const int64_t carry_at = l2_helpers_zeroed_bytes(chains);
+  return {reinterpret_cast<uint32_t*>(bytes),
+          reinterpret_cast<uint32_t*>(bytes) + chains,
+          reinterpret_cast<unsigned long long*>(bytes + mailbox_at),
+          reinterpret_cast<unsigned long long*>(bytes + carry_at),
+          bytes + carry_at + l2_helpers_carry_bytes(chains),
+          chains,
           helper_ctas};
 }
 
@@ -162,10 +173,11 @@ cudaError_t launch_helpers(const OnepassArgs& args, cudaStream_t stream);
 int helper_resident_clusters();
 
 // The L2 helpers (l2_helpers.cuh): grid ring.chains + ring.helper_ctas (num_seqs x heads chains,
-// rank-major as launch's; helper_ctas <= l2_helper_ctas_max), the ring's counters and mailboxes
-// zero (the caller's memset, on `stream`); bf16 chain operands, the contract's inputs only (else
-// cudaErrorInvalidValue). The same bits as launch's bf16 chain with any number of helper CTAs,
-// none included.
+// rank-major as launch's; helper_ctas <= l2_helper_ctas_max), the ring prepared as L2HelperRing
+// says (the caller's memsets, on `stream`). The contract's inputs on bf16 chain operands: launch's
+// bf16 chain bit for bit; raw inputs on V_new's bf16 pair (args.operands bf16_vnew_pairs): launch's
+// raw kernel on that chain bit for bit; with any number of helper CTAs, none included. Any other
+// combination: cudaErrorInvalidValue.
 cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
                               cudaStream_t stream);
 
