@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <limits>
+#include <memory>
 #include <ostream>
 #include <random>
 #include <stdexcept>
@@ -1572,6 +1574,19 @@ ForwardCase dense_tail_long_memory_case() {
   return c;
 }
 
+// Four sequences of 2,200, 40, 1 and 759 tokens (138, 3, 1 and 48 sub-chunks), two heads, long
+// memories and states: chains of very different lengths side by side.
+ForwardCase uneven_chains_case() {
+  ForwardCase c;
+  c.tokens = 3000;
+  c.cu = {0, 2200, 2240, 2241, 3000};
+  c.heads = 2;
+  c.initial_state = true;
+  c.final_state = true;
+  c.decay_scale = 1e-3f;
+  return c;
+}
+
 // One sequence of `tokens` tokens and `heads` heads, long memories and states (the carried state
 // is most of the output), and its fused-path params.
 struct FewLongChains {
@@ -1661,6 +1676,66 @@ void expect_cluster_refuses_raw_inputs(const Variant& cluster) {
   }
 }
 
+// Raw cases for the few-chain forms against one_pass16_vpairs: dense with a tail and states
+// (2 x 3 chains); packed with an empty sequence, one of one token and one of 70 (a chunk and a
+// 6-row tail), huge, tiny and zero k rows and another lower bound; and `wave_heads` heads of
+// `wave_tokens` tokens (more work than the SMs hold at once).
+std::vector<RawCase> few_chain_raw_cases(int wave_heads, int64_t wave_tokens) {
+  RawCase dense;
+  dense.batch = 2;
+  dense.tokens = 1000;
+  dense.heads = 3;
+  dense.initial_state = true;
+  RawCase packed;
+  packed.tokens = 400;
+  packed.cu = {0, 0, 1, 71, 400};
+  packed.heads = 2;
+  packed.initial_state = true;
+  packed.special_k_rows = true;
+  packed.lower_bound = -2.0f;
+  RawCase waves;
+  waves.tokens = wave_tokens;
+  waves.heads = wave_heads;
+  return {dense, packed, waves};
+}
+// Each of `variants` gives `reference`'s output and final state bit for bit on every case (seeds
+// from `seed` on) and every way in: raw inputs as given, the gate and beta as fp32, the gate
+// activated on the device first (beta logits alone raw), k normalized first, through the stages.
+void expect_raw_bit_for_bit(std::initializer_list<const Variant*> variants,
+                            const Variant& reference, const std::vector<RawCase>& cases,
+                            uint64_t seed) {
+  RawRun f32;
+  f32.gate_f32 = true;
+  f32.beta_f32 = true;
+  RawRun gate_pass;
+  gate_pass.gate_pass = true;
+  RawRun k_pass;
+  k_pass.k_norm_pass = true;
+  RawRun stages;
+  stages.stages = true;
+  for (const RawCase& r : cases) {
+    const RawInputs raw_in = make_raw_inputs(r, seed++);
+    const RawDeviceProblem b(raw_in, reference);
+    std::vector<std::unique_ptr<RawDeviceProblem>> problems;
+    for (const Variant* v : variants) {
+      problems.push_back(std::make_unique<RawDeviceProblem>(raw_in, *v));
+    }
+    for (const RawRun& run : {RawRun{}, f32, gate_pass, k_pass, stages}) {
+      const Outputs y = b.run(run);
+      for (size_t i = 0; i < problems.size(); ++i) {
+        const Outputs x = problems[i]->run(run);
+        const char* name = variants.begin()[i]->name;
+        EXPECT_TRUE(bitwise_equal(x.out, y.out))
+            << name << ": raw output, seed " << seed - 1 << ", gate_f32 " << run.gate_f32
+            << ", gate_pass " << run.gate_pass << ", k_norm_pass " << run.k_norm_pass
+            << ", stages " << run.stages;
+        EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state))
+            << name << ": raw final state, seed " << seed - 1;
+      }
+    }
+  }
+}
+
 // The one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs per chain, each
 // with half the state's value rows, each record copied whole to the peer CTA by bulk copy) runs
 // the same builds and, per value row, the same products as the one pass on bf16 operands: its
@@ -1698,52 +1773,10 @@ TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
     }
   }
   // Raw inputs (unstaged only): V_new's bf16 pair in the half chains and the raw gate's running
-  // sums handed across the pair, one_pass16_vpairs's raw kernel bit for bit. Dense with a tail
-  // and states; packed with an empty sequence, one of one token and one of 70 (a chunk and a
-  // 6-row tail: every position of the running sums' hand-over, both CTAs); huge, tiny and zero k
-  // rows; more clusters than run at once; the gate and beta as fp32, the gate activated on the
-  // device first (beta logits alone raw), k normalized first, through the stages.
+  // sums handed across the pair (every position of the hand-over, both CTAs), one_pass16_vpairs's
+  // raw kernel bit for bit; the waves case runs 2 x SMs CTAs (more clusters than run at once).
   KDA_REQUIRE_VARIANT(vpairs, "one_pass16_vpairs");
-  RawCase dense_raw;
-  dense_raw.batch = 2;
-  dense_raw.tokens = 1000;
-  dense_raw.heads = 3;
-  dense_raw.initial_state = true;
-  RawCase packed_raw;
-  packed_raw.tokens = 400;
-  packed_raw.cu = {0, 0, 1, 71, 400};
-  packed_raw.heads = 2;
-  packed_raw.initial_state = true;
-  packed_raw.special_k_rows = true;
-  packed_raw.lower_bound = -2.0f;
-  RawCase waves_raw;
-  waves_raw.tokens = 333;
-  waves_raw.heads = sms;  // 2 x SMs CTAs
-  uint64_t raw_seed = 53;
-  for (const RawCase& r : {dense_raw, packed_raw, waves_raw}) {
-    const RawInputs raw_in = make_raw_inputs(r, raw_seed++);
-    const RawDeviceProblem a(raw_in, *halves);
-    const RawDeviceProblem b(raw_in, *vpairs);
-    RawRun f32;
-    f32.gate_f32 = true;
-    f32.beta_f32 = true;
-    RawRun gate_pass;
-    gate_pass.gate_pass = true;
-    RawRun k_pass;
-    k_pass.k_norm_pass = true;
-    RawRun stages;
-    stages.stages = true;
-    for (const RawRun& run : {RawRun{}, f32, gate_pass, k_pass, stages}) {
-      const Outputs x = a.run(run);
-      const Outputs y = b.run(run);
-      EXPECT_TRUE(bitwise_equal(x.out, y.out))
-          << "raw output, seed " << raw_seed - 1 << ", gate_f32 " << run.gate_f32
-          << ", gate_pass " << run.gate_pass << ", k_norm_pass " << run.k_norm_pass
-          << ", stages " << run.stages;
-      EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state))
-          << "raw final state, seed " << raw_seed - 1;
-    }
-  }
+  expect_raw_bit_for_bit({halves}, *vpairs, few_chain_raw_cases(sms, 333), 53);
   expect_cluster_refuses_raw_inputs(*staged);
 }
 
@@ -1763,13 +1796,7 @@ TEST_F(KdaGpu, OnePassHelpersAreTheOnePassBitForBit) {
   const ForwardCase dense = dense_tail_long_memory_case();
   // 138, 3, 1 and 48 sub-chunks; longest first at two heads the clusters hold the chains of
   // 138, 138 and 48 sub-chunks, of 48, 3 and 3, and of 1, 1 and none.
-  ForwardCase uneven;
-  uneven.tokens = 3000;
-  uneven.cu = {0, 2200, 2240, 2241, 3000};
-  uneven.heads = 2;
-  uneven.initial_state = true;
-  uneven.final_state = true;
-  uneven.decay_scale = 1e-3f;
+  const ForwardCase uneven = uneven_chains_case();
   ForwardCase waves;
   waves.tokens = 300;
   waves.heads = 3 * clusters + 5;  // a second wave of clusters
@@ -1809,13 +1836,7 @@ TEST_F(KdaGpu, OnePassL2HelpersAreTheOnePassBitForBit) {
   const int sms = current_device_sms();
   ASSERT_GT(sms, 0);
   const ForwardCase dense = dense_tail_long_memory_case();
-  ForwardCase uneven;
-  uneven.tokens = 3000;
-  uneven.cu = {0, 2200, 2240, 2241, 3000};
-  uneven.heads = 2;
-  uneven.initial_state = true;
-  uneven.final_state = true;
-  uneven.decay_scale = 1e-3f;
+  const ForwardCase uneven = uneven_chains_case();
   ForwardCase waves;
   waves.tokens = 200;
   waves.heads = sms + 7;  // more chain CTAs than SMs: none left for helpers
@@ -1838,56 +1859,10 @@ TEST_F(KdaGpu, OnePassL2HelpersAreTheOnePassBitForBit) {
       }
     }
   }
-  // Raw inputs: dense with a tail and states (6 chains: helpers build most sub-chunks, the carry
-  // crosses CTAs at every position); packed with an empty sequence, one of one token and one of 70
-  // (a chunk and a tail), huge, tiny and zero k rows; more chains than SMs (no helper); the gate
-  // and beta as fp32, the gate activated first (beta logits alone raw), k normalized first,
-  // through the stages.
+  // Raw inputs (6 chains: helpers build most sub-chunks, the carry crosses CTAs at every
+  // position; the waves case has more chains than SMs: no helper), with helpers and without.
   KDA_REQUIRE_VARIANT(vpairs, "one_pass16_vpairs");
-  RawCase dense_raw;
-  dense_raw.batch = 2;
-  dense_raw.tokens = 1000;
-  dense_raw.heads = 3;
-  dense_raw.initial_state = true;
-  RawCase packed_raw;
-  packed_raw.tokens = 400;
-  packed_raw.cu = {0, 0, 1, 71, 400};
-  packed_raw.heads = 2;
-  packed_raw.initial_state = true;
-  packed_raw.special_k_rows = true;
-  packed_raw.lower_bound = -2.0f;
-  RawCase waves_raw;
-  waves_raw.tokens = 200;
-  waves_raw.heads = sms + 7;
-  uint64_t raw_seed = 89;
-  RawRun f32;
-  f32.gate_f32 = true;
-  f32.beta_f32 = true;
-  RawRun gate_pass;
-  gate_pass.gate_pass = true;
-  RawRun k_pass;
-  k_pass.k_norm_pass = true;
-  RawRun stages;
-  stages.stages = true;
-  for (const RawCase& r : {dense_raw, packed_raw, waves_raw}) {
-    const RawInputs raw_in = make_raw_inputs(r, raw_seed++);
-    const RawDeviceProblem b(raw_in, *vpairs);
-    const RawDeviceProblem a(raw_in, *l2);
-    const RawDeviceProblem a_alone(raw_in, *alone);
-    for (const RawRun& run : {RawRun{}, f32, gate_pass, k_pass, stages}) {
-      const Outputs y = b.run(run);
-      for (const RawDeviceProblem* d : {&a, &a_alone}) {
-        const Outputs x = d->run(run);
-        const char* which = d == &a ? "with helpers" : "chains alone";
-        EXPECT_TRUE(bitwise_equal(x.out, y.out))
-            << "raw output, " << which << ", seed " << raw_seed - 1 << ", gate_f32 "
-            << run.gate_f32 << ", gate_pass " << run.gate_pass << ", k_norm_pass "
-            << run.k_norm_pass << ", stages " << run.stages;
-        EXPECT_TRUE(bitwise_equal(x.final_state, y.final_state))
-            << "raw final state, " << which << ", seed " << raw_seed - 1;
-      }
-    }
-  }
+  expect_raw_bit_for_bit({l2, alone}, *vpairs, few_chain_raw_cases(sms + 7, 200), 89);
 }
 
 }  // namespace

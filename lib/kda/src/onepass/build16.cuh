@@ -818,4 +818,21 @@ __device__ __forceinline__ void build_sub_chunk(const SubChunk& sc, bool fuse_q_
   }
 }
 
+// A raw-input build (raw_prologue, then build_sub_chunk's phases with its loads ahead) of
+// sub-chunk c (`sc`) of its chain by thread tid of a builder: `beta` what issue_raw_ahead returned
+// for it, `channel` / `scale` the thread's gate channel, `carry` the running sums' hand-over.
+template <bool kF16Tiles = false, class Record, class Sync, class Carry, class LoadAhead>
+__device__ __forceinline__ void build_raw_sub_chunk(const BuildInputs& a, const RawPrepArgs& raw,
+                                                    GateChannel channel, float scale, int64_t c,
+                                                    const SubChunk& sc, float beta,
+                                                    const Carry& carry, int tid, unsigned char* in,
+                                                    unsigned char* work, const Record& rec,
+                                                    const Sync& sync, const LoadAhead& load_ahead) {
+  const auto prologue = [&] {
+    raw_prologue(raw, channel, scale, c, sc.rows, beta, carry, tid, in, sync);
+  };
+  build_sub_chunk<1, kF16Tiles>(sc, a.fuse_q_l2norm, tid, in, work, rec, sync, raw.fuse_k_l2norm,
+                                prologue, load_ahead);
+}
+
 }  // namespace kda::detail::onepass::build

@@ -278,14 +278,8 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged, kRaw>::kThreadsAll, 1)
         }
       };
       if constexpr (kRaw) {
-        const build::SubChunk sc = sub_chunk(c);
-        const float beta = beta_ahead;
-        const auto prologue = [&] {
-          build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
-                              sync);
-        };
-        build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work, target,
-                                         sync, a.raw.fuse_k_l2norm, prologue, load_ahead);
+        build::build_raw_sub_chunk(a.in, a.raw, channel, gate_scale, c, sub_chunk(c), beta_ahead,
+                                   carry, btid, scratch, work, target, sync, load_ahead);
       } else if constexpr (kStaged) {
         const build::StagedRecord record{stage, target};
         const auto acquire = [&] {

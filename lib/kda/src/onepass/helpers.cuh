@@ -41,20 +41,13 @@
 
 namespace kda::detail::onepass {
 
-struct HelpersConfig {
-  static constexpr int kBuilders = kLibraryBuilders;  // a chain CTA's (and the helper's: 3)
+// A chain CTA (ChainCtaLayout's, its builders a chain CTA's and the helper's: 3) and after the
+// layout the count of sub-chunks its chain has finished.
+struct HelpersConfig : ChainCtaLayout<kHelperRingBuffers> {
   static_assert(kBuilders == kHelperBuilders && kHelperRound == kBuilders + 1,
                 "a round: the chain CTA's three builds and one of the helper's");
   static constexpr int kRing = kHelperRingBuffers;
-  static constexpr int kBuffer = chain::kBuffer;  // a record (23,040 B), 1024-byte aligned
-  static constexpr int kThreadsAll = 128 * (1 + kBuilders);
-  // A chain CTA: the ring, its builders' scratch, the O tiles, the full mbarriers and the count of
-  // sub-chunks its chain has finished.
-  static constexpr int kScratch = (build::kInBytes + build::kWorkBytes + 127) & ~127;
-  static constexpr int kSScratch = kRing * kBuffer;
-  static constexpr int kSO = kSScratch + kBuilders * kScratch;
-  static constexpr int kSFull = kSO + 2 * chain::kOTile;
-  static constexpr int kSDone = kSFull + 8 * kRing;
+  static constexpr int kSDone = kSEnd;
   static constexpr int kChainBytes = kSDone + 4;
   // The helper CTA: per builder its scratch (input set, work region), its stage and its record
   // (16-byte aligned: the bulk copy's source), then the chains' counts (one per chain CTA).

@@ -79,6 +79,22 @@ struct Config {
                 "the register file");
 };
 
+// The shared memory of a chain CTA beside the library's three builders (the few-chain kernels'
+// chain CTAs: helpers.cuh, l2_helpers.cuh): a ring of kRing whole-record buffers (1024-byte
+// aligned), each builder's scratch (input set, work region), the two O tiles, the ring's full
+// mbarriers; what a kernel adds starts at kSEnd.
+template <int kRing>
+struct ChainCtaLayout {
+  static constexpr int kBuilders = kLibraryBuilders;
+  static constexpr int kBuffer = chain::kBuffer;  // a record (23,040 B), 1024-byte aligned
+  static constexpr int kThreadsAll = 128 * (1 + kBuilders);
+  static constexpr int kScratch = (build::kInBytes + build::kWorkBytes + 127) & ~127;
+  static constexpr int kSScratch = kRing * kBuffer;
+  static constexpr int kSO = kSScratch + kBuilders * kScratch;
+  static constexpr int kSFull = kSO + 2 * kOTile;
+  static constexpr int kSEnd = kSFull + 8 * kRing;
+};
+
 // The tokens of grid row `row`'s sequence (the row's rank in `order`, longest first, when the
 // call is packed) and its 16-token sub-chunks.
 struct ChainTokens {
@@ -279,14 +295,9 @@ __launch_bounds__(Config<kChainGroups, kBuilders, kRaw, kOps>::kThreadsAll, 1)
         }
       };
       if constexpr (kRaw) {
-        const build::SubChunk sc = sub_chunk(c);
-        const float beta = beta_ahead;
-        const auto prologue = [&] {
-          build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
-                              sync);
-        };
-        build::build_sub_chunk<1, kF16>(sc, a.in.fuse_q_l2norm, btid, scratch, work, record, sync,
-                                        a.raw.fuse_k_l2norm, prologue, load_ahead);
+        build::build_raw_sub_chunk<kF16>(a.in, a.raw, channel, gate_scale, c, sub_chunk(c),
+                                         beta_ahead, carry, btid, scratch, work, record, sync,
+                                         load_ahead);
       } else if constexpr (C::kPrefetch) {
         build::build_sub_chunk<1, kF16>(sub_chunk(c), a.in.fuse_q_l2norm, btid,
                                         scratch + set * build::kInBytes, work, record, sync);

@@ -55,19 +55,12 @@
 
 namespace kda::detail::onepass {
 
-struct L2HelpersConfig {
-  static constexpr int kBuilders = kLibraryBuilders;  // a chain CTA's, and a helper CTA's
+// A chain CTA (ChainCtaLayout's) and after the layout the count of sub-chunks its chain has
+// finished, each buffer's mark (c + 1 of the own record it holds or will hold) and each builder's
+// two queued claims.
+struct L2HelpersConfig : ChainCtaLayout<kL2HelperRing> {
   static constexpr int kRing = kL2HelperRing;
-  static constexpr int kBuffer = chain::kBuffer;  // a record (23,040 B), 1024-byte aligned
-  static constexpr int kThreadsAll = 128 * (1 + kBuilders);
-  // A chain CTA: the ring, its builders' scratch, the O tiles, the full mbarriers, the count of
-  // sub-chunks its chain has finished, each buffer's mark (c + 1 of the own record it holds or
-  // will hold) and each builder's two queued claims.
-  static constexpr int kScratch = (build::kInBytes + build::kWorkBytes + 127) & ~127;
-  static constexpr int kSScratch = kRing * kBuffer;
-  static constexpr int kSO = kSScratch + kBuilders * kScratch;
-  static constexpr int kSFull = kSO + 2 * chain::kOTile;
-  static constexpr int kSDone = kSFull + 8 * kRing;
+  static constexpr int kSDone = kSEnd;
   static constexpr int kSMarks = kSDone + 4;
   static constexpr int kSClaims = kSMarks + 4 * kRing;
   static constexpr int kChainBytes = kSClaims + 8 * kBuilders;
@@ -323,14 +316,9 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         };
         const build::OneRecord record{smem + b * C::kBuffer};
         if constexpr (kRaw) {
-          const float beta = beta_ahead;
-          const L2GateCarry carry = l2_gate_carry(ring, q);
-          const auto prologue = [&] {
-            build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid,
-                                scratch, sync);
-          };
-          build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work, record,
-                                           sync, a.raw.fuse_k_l2norm, prologue, load_ahead);
+          build::build_raw_sub_chunk(a.in, a.raw, channel, gate_scale, c, sc, beta_ahead,
+                                     l2_gate_carry(ring, q), btid, scratch, work, record, sync,
+                                     load_ahead);
         } else {
           build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work, record,
                                            sync, false, build::NoPrologue{}, load_ahead,
@@ -484,14 +472,9 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         channel = kda::detail::gate_channel(a.raw.a_log[hh], a.raw.dt_bias[hh * kDim + btid]);
         gate_scale = kda::detail::gate_scale(a.raw.lower_bound);
       }
-      const L2GateCarry carry = l2_gate_carry(ring, i);
-      const auto prologue = [&] {
-        build::raw_prologue(a.raw, channel, gate_scale, c, sc.rows, beta, carry, btid, scratch,
-                            sync);
-      };
-      build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
-                                       build::OneRecord{record}, sync, a.raw.fuse_k_l2norm,
-                                       prologue, load_ahead);
+      build::build_raw_sub_chunk(a.in, a.raw, channel, gate_scale, c, sc, beta,
+                                 l2_gate_carry(ring, i), btid, scratch, work,
+                                 build::OneRecord{record}, sync, load_ahead);
     } else {
       build::build_sub_chunk<1, false>(sc, a.in.fuse_q_l2norm, btid, scratch, work,
                                        build::OneRecord{record}, sync, false, build::NoPrologue{},
