@@ -512,6 +512,10 @@ struct L2Timing {
   int claim_latency = 5, copy = 10, publish = 8;
   int load_ahead_at = 60;  // percent of a build before its loads ahead (and the claim)
   int64_t helper_start = 0;
+  // Raw inputs: each build's prologue (the first tenth of it) reads the gate rows of c - 1 (chunk
+  // positions 1-3) and c - 2 (position 3) and then writes row c into slot c % kL2HelperCarryRows,
+  // once the chain is past c - kL2HelperCarryRows + 2 (l2_helpers.cuh L2GateCarry).
+  bool raw = false;
 };
 L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_builders,
                               const L2Timing& t, uint32_t seed) {
@@ -532,8 +536,15 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
     int64_t copied = -1;     // the record whose copy the chain issued
     bool seen_next = false;  // slot (c + 1)'s flag seen during the previous step
     bool stepping = false;
+    // Raw inputs: the row each carry slot holds, and which rows their readers have read.
+    std::vector<int64_t> row = std::vector<int64_t>(op::kL2HelperCarryRows, -1);
+    std::vector<bool> read_next, read_two;
   };
   std::vector<Chain> chain(chains);
+  for (int i = 0; i < chains; ++i) {
+    chain[i].read_next.assign(static_cast<size_t>(chunks[i]), false);
+    chain[i].read_two.assign(static_cast<size_t>(chunks[i]), false);
+  }
   struct Claim {
     int chain;
     int64_t c;
@@ -554,8 +565,9 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
     bool started = false;
     std::vector<Claim> queue;  // claims in the order made; front: the one being built
     Phase phase = Phase::idle;
-    int64_t busy_until = 0, ahead_at = 0;
+    int64_t busy_until = 0, ahead_at = 0, rest = 0;
     bool claimed_ahead = false;
+    bool prologue_done = true;
   };
   std::vector<Builder> builders;
   for (int i = 0; i < chains; ++i) {
@@ -641,9 +653,36 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
         b.ahead_at = now + int64_t{d} * t.load_ahead_at / 100;
         b.claimed_ahead = false;
         b.phase = Phase::building;
+        if (t.raw) {  // the prologue first, then the rest of the build
+          b.busy_until = now + d / 10;
+          b.rest = d - d / 10;
+          b.prologue_done = false;
+        }
       } else if (b.phase == Phase::building) {
         const Claim job = b.queue.front();
         Chain& ch = chain[job.chain];
+        if (!b.prologue_done) {  // raw: the rows it reads, then its own row
+          const int64_t c = job.c;
+          const int position = static_cast<int>(c & 3);
+          constexpr int kRows = op::kL2HelperCarryRows;
+          if (position != 0 && ch.row[(c - 1) % kRows] != c - 1) continue;
+          if (position == 3 && ch.row[(c - 2) % kRows] != c - 2) continue;
+          if (c >= kRows && ch.done < c - kRows + 3) continue;
+          if (position != 0) ch.read_next[c - 1] = true;
+          if (position == 3) ch.read_two[c - 2] = true;
+          const int64_t before = ch.row[c % kRows];
+          if (before >= 0) {  // its readers c + 1 and (position 1) c + 2 have read it
+            const bool next = before + 1 >= chunks[job.chain] || ((before + 1) & 3) == 0 ||
+                              ch.read_next[before];
+            const bool two = (before & 3) != 1 || before + 2 >= chunks[job.chain] ||
+                             ch.read_two[before];
+            if (!next || !two) ++out.violations;
+          }
+          ch.row[c % kRows] = c;
+          b.prologue_done = true;
+          b.busy_until = now + b.rest;
+          continue;
+        }
         if (!b.helper) {
           ch.buffer[job.c % kRing] = job.c;
           b.queue.erase(b.queue.begin());
@@ -707,14 +746,15 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
 
 // The L2 helpers' claims at random build and step times, chains equal, ragged and empty, with
 // helpers from the start, late, never (no helper resident) and more helpers than chains; slow
-// copies and publications: no buffer or slot written before its chain finished its previous
-// record, no record read but the one claimed for it, no deadlock.
+// copies and publications; contract and raw inputs (the gate rows between builds): no buffer,
+// slot or carry row written before its chain finished its previous record or row, no record read
+// but the one claimed for it, no deadlock.
 TEST(OnePassHandover, L2HelpersAreSafe) {
   const std::vector<std::vector<int64_t>> lengths = {
       {97, 97, 97, 97}, {512, 40, 3, 0}, {5, 0, 0}, {1, 2, 3}, {64, 64, 0, 7, 300}, {0}};
   for (const auto& chunks : lengths) {
     SCOPED_TRACE(::testing::PrintToString(chunks));
-    for (uint32_t seed = 1; seed <= 12; ++seed) {
+    for (uint32_t seed = 1; seed <= 24; ++seed) {
       for (const int helpers : {0, 1, 5, 12}) {
         for (const int64_t start : {int64_t{0}, int64_t{700}, int64_t{1} << 40}) {
           L2Timing t;
@@ -724,6 +764,7 @@ TEST(OnePassHandover, L2HelpersAreSafe) {
           t.copy = seed % 3 == 0 ? 150 : 10;
           t.publish = seed % 4 == 0 ? 120 : 8;
           t.claim_latency = seed % 5 == 0 ? 60 : 5;
+          t.raw = seed > 12;  // raw inputs: the gate rows between builds
           const L2Outcome o = simulate_l2_helpers(chunks, helpers, t, seed);
           ASSERT_FALSE(o.deadlock) << "seed " << seed << ", helpers " << helpers;
           ASSERT_EQ(o.violations, 0) << "seed " << seed << ", helpers " << helpers;
