@@ -516,6 +516,9 @@ struct L2Timing {
   // positions 1-3) and c - 2 (position 3) and then writes row c into slot c % kL2HelperCarryRows,
   // once the chain is past c - kL2HelperCarryRows + 2 (l2_helpers.cuh L2GateCarry).
   bool raw = false;
+  // The chain stores its count of finished sub-chunks after its last step too (l2_helpers.cuh):
+  // without it a helper's slot holding a chain's last record is never free again.
+  bool last_count = true;
 };
 L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_builders,
                               const L2Timing& t, uint32_t seed) {
@@ -710,7 +713,8 @@ L2Outcome simulate_l2_helpers(const std::vector<int64_t>& chunks, int helper_bui
       if (ch.c >= chunks[i] || now < ch.busy_until) continue;
       if (ch.stepping) {
         ch.stepping = false;
-        ch.done = ++ch.c;
+        ++ch.c;
+        if (ch.c < chunks[i] || t.last_count) ch.done = ch.c;
         continue;
       }
       const int64_t c = ch.c;
@@ -772,6 +776,19 @@ TEST(OnePassHandover, L2HelpersAreSafe) {
       }
     }
   }
+}
+
+// Without the chain's count after its last step, a helper whose two slots hold chains' last
+// records waits forever for a free slot, and the chain whose sub-chunk it has claimed with it:
+// the simulation finds such a deadlock (the kernel stores the last count: l2_helpers.cuh).
+TEST(OnePassHandover, L2HelpersNeedTheLastCount) {
+  bool deadlock = false;
+  for (uint32_t seed = 1; seed <= 40 && !deadlock; ++seed) {
+    L2Timing t;
+    t.last_count = false;
+    deadlock = simulate_l2_helpers({12, 14, 16, 300, 18, 13, 250, 20}, 16, t, seed).deadlock;
+  }
+  EXPECT_TRUE(deadlock);
 }
 
 // h96-fixed in miniature: 8 chains, 12 helper builders (96 chains and 36 helper CTAs' 144), a

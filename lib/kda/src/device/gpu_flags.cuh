@@ -38,11 +38,25 @@ __device__ __forceinline__ void store_relaxed(uint32_t* p, uint32_t v) {
 __device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
+// A count in this CTA's shared memory (shared::cta address) stored with release at CTA scope: the
+// thread's earlier accesses (its reads of the buffers the count frees) are ordered before it.
+__device__ __forceinline__ void store_release_cta_shared(uint32_t addr, uint32_t v) {
+  asm volatile("st.release.cta.shared::cta.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
 // Claims the next index of a counter (relaxed: the claim orders nothing by itself).
 __device__ __forceinline__ uint32_t claim(uint32_t* counter) {
   uint32_t v;
   asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(v) : "l"(counter) : "memory");
   return v;
+}
+__device__ __forceinline__ void add_relaxed(uint32_t* counter, uint32_t v) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;\n" ::"l"(counter), "r"(v) : "memory");
+}
+// The GPU's nanosecond timer (%globaltimer).
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
 }
 // After a relaxed load that saw a release store: everything before that store is visible.
 __device__ __forceinline__ void fence_acquire() {

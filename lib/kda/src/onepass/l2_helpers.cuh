@@ -122,6 +122,7 @@ struct L2GateCarry {
     if (c >= kRows) {
       const uint32_t need = static_cast<uint32_t>(c - kRows + 3);
       while (gpu_flags::load_relaxed(done) < need) __nanosleep(64);
+      gpu_flags::fence_acquire();  // the row's readers' loads before this store
     }
     gpu_flags::store_relaxed(rows + (c % kRows) * kDim + tid,
                              (static_cast<unsigned long long>(__float_as_uint(x)) << 32) |
@@ -163,6 +164,10 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
   const bool helper = q >= ring.chains;
   const uint32_t full = base + C::kSFull;
   if (!helper && tid == 0) {
+    // This chain's CTA runs: helpers may build for it (never for a chain whose CTA has not
+    // started: their records would pin the helper's slots while that CTA waits for an SM).
+    flags::store_relaxed(ring.live + q, 1u);
+    flags::add_relaxed(ring.live_count, 1u);
     for (int b = 0; b < C::kRing; ++b) {
       wgmma::mbarrier_init(full + 8 * b, 1);  // its builder's arrival, or the chain's copy's
       *reinterpret_cast<uint32_t*>(smem + C::kSMarks + 4 * b) = 0;
@@ -196,6 +201,15 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         }
       };
       const bool lane0 = (tid & 31) == 0;
+      // c sub-chunks finished (every read of their records waited for, the named barrier before
+      // this): into the shared count (the own builders' ring waits) and the global one (the
+      // helpers' slot and mailbox waits, the raw carry's row waits), each with release so that
+      // the reads it frees are ordered before a builder's writes (kernel.cuh's empty-barrier
+      // arrive does that for the library).
+      const auto finished = [&](uint32_t c) {
+        flags::store_release_cta_shared(done, c);
+        flags::store_release(ring.done + q, c);
+      };
       // Warp 0: a helper's record c from its global slot into ring buffer c % kRing (the entry
       // acquired by the caller), announced on the buffer's full mbarrier.
       const auto copy_in = [&](uint32_t c, uint32_t slot) {
@@ -210,10 +224,7 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       for (uint32_t c = 0; c < chunks; ++c) {
         named_sync(1, kWarpgroup);  // every chain warp is done with sub-chunk c - 1
         if (c > 0) {
-          if (tid == 0) {  // c sub-chunks done: for the own builders' and the helpers' waits
-            cluster::store_count(done, c);
-            flags::store_relaxed(ring.done + q, c);
-          }
+          if (tid == 0) finished(c);
           copy_out(c - 1);
         }
         if (warp == 0) {
@@ -251,6 +262,10 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         if (++b == C::kRing) b = 0, parity ^= 1;
       }
       named_sync(1, kWarpgroup);
+      // The last count too: a helper's slot holding this chain's last record is free only then
+      // (without it a helper whose slots hold two chains' last records waits forever, and the
+      // chain whose sub-chunk it has claimed with it: L2HelpersNeedTheLastCount).
+      if (tid == 0 && chunks > 0) finished(chunks);
       if (chunks > 0) copy_out(chunks - 1);
       if (a.final_state != nullptr) {
         chain::store_state_one_group(st, a.final_state, state_offset, tid);
@@ -351,16 +366,17 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
   int cursor = me % ring.chains;  // warp 1's next chain to try
   const int lane = btid & 31;
   const auto chunks_of = [&](int i) { return static_cast<uint32_t>(l2_chain_tokens(a, i).chunks); };
-  // Queue entry e := the next claim (chain, sub-chunk), or (0, kNoClaim) once every chain is
-  // claimed out; by warp 1's 32 lanes together. First one atomic on the cursor's chain (the
-  // common case: it has work); where it refuses, the lanes look at 32 chains' counters at once
-  // (relaxed loads: a counter only grows, so a stale one errs towards trying) and lane 0 claims
-  // from the first open one, so that a helper at the end of the call learns in a few round trips,
-  // not one a chain, that nothing is left (its last build waits for that).
+  // Queue entry e := the next claim (chain, sub-chunk) on a chain whose CTA runs, or
+  // (0, kNoClaim) once no running chain has sub-chunks left (the others' own builders build
+  // theirs); by warp 1's 32 lanes together. First one atomic on the cursor's chain (the common
+  // case: it has work); where it refuses, the lanes look at 32 chains' counters at once (relaxed
+  // loads: a counter only grows, so a stale one errs towards trying) and lane 0 claims from the
+  // first open one, so that a helper at the end of the call learns in a few round trips, not one
+  // a chain, that nothing is left (its last build waits for that).
   const auto claim_into = [&](uint32_t e) {
-    uint32_t got = 0;
+    uint32_t got = kNoClaim;
     int i = cursor;
-    if (lane == 0) got = flags::claim(ring.claims + i);
+    if (lane == 0 && flags::load_relaxed(ring.live + i) != 0) got = flags::claim(ring.claims + i);
     got = __shfl_sync(0xffffffffu, got, 0);
     int start = 0;  // chains cursor + start .. + 31 are looked at next
     while (got >= chunks_of(i)) {
@@ -371,7 +387,7 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       const int k = start + lane;
       int chain_k = cursor + k;
       chain_k = chain_k >= ring.chains ? chain_k - ring.chains : chain_k;
-      const bool open = k < ring.chains &&
+      const bool open = k < ring.chains && flags::load_relaxed(ring.live + chain_k) != 0 &&
                         flags::load_relaxed(ring.claims + chain_k) < chunks_of(chain_k);
       const uint32_t ballot = __ballot_sync(0xffffffffu, open);
       if (ballot == 0) {
@@ -392,6 +408,13 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
   };
   const auto sync = [bar] { named_sync(bar, kWarpgroup); };
   if (btid / 32 == 1) {
+    // The chain CTAs start before the helpers as a rule (lower block indices); wait up to 20 us
+    // for all of them before the first claims (none held while waiting), then help the running.
+    const uint64_t t0 = flags::now_ns();
+    while (flags::load_relaxed(ring.live_count) < static_cast<uint32_t>(ring.chains) &&
+           flags::now_ns() - t0 < 20000) {
+      __nanosleep(256);
+    }
     claim_into(queue);
     __syncwarp();
     if (cluster::load_count(queue + 4) != kNoClaim) {
@@ -437,6 +460,7 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         const uint32_t held_c = cluster::load_count(held + 8 * k + 4);
         if (held_c == kNoClaim ||
             flags::load_relaxed(ring.done + cluster::load_count(held + 8 * k)) > held_c) {
+          flags::fence_acquire();  // the chain's copy of the slot's record before our stores
           cluster::store_count(writing, static_cast<uint32_t>(k));
           break;
         }

@@ -105,13 +105,16 @@ KDA_ONEPASS_HD constexpr int64_t l2_helper_ctas_max(int64_t chains) {
   return left < chains ? left : chains;
 }
 // The L2 helpers' global memory (a workspace region; before each launch the caller zeroes the
-// counters and the mailboxes and fills the carry rows with 0xff bytes, a tag no sub-chunk has):
-// per chain its claim counter and its count of finished sub-chunks, then its mailbox (64-bit
-// entries: c + 1 low, the helper slot high), then, for raw inputs, its gate carry rows (64-bit
-// words: the sub-chunk low, the running sum's bits high), then the helper builders' record slots.
+// counters, flags and mailboxes and fills the carry rows with 0xff bytes, a tag no sub-chunk
+// has): per chain its claim counter, its count of finished sub-chunks and whether its CTA runs,
+// the count of running chain CTAs, then each chain's mailbox (64-bit entries: c + 1 low, the
+// helper slot high), then, for raw inputs, its gate carry rows (64-bit words: the sub-chunk low,
+// the running sum's bits high), then the helper builders' record slots.
 struct L2HelperRing {
   uint32_t* claims;          // [chains]
   uint32_t* done;            // [chains]
+  uint32_t* live;            // [chains]: 1 once the chain's CTA runs (helpers build only for those)
+  uint32_t* live_count;      // how many chain CTAs run
   unsigned long long* mailbox;  // [chains][kL2HelperMailbox]
   unsigned long long* carry;    // [chains][kL2HelperCarryRows][128]
   unsigned char* records;    // [helper_ctas][kL2HelperBuilders][kL2HelperRecords][kRecordBytes]
@@ -120,8 +123,11 @@ struct L2HelperRing {
 };
 // Bytes (from a 256-byte aligned base) of the zeroed part, of the carry rows after it, and of the
 // whole ring for `chains` chains.
+KDA_ONEPASS_HD constexpr int64_t l2_helpers_mailbox_offset(int64_t chains) {
+  return (chains * 3 * 4 + 4 + 7) / 8 * 8;
+}
 KDA_ONEPASS_HD constexpr int64_t l2_helpers_zeroed_bytes(int64_t chains) {
-  return (chains * (2 * 4 + kL2HelperMailbox * 8) + 255) / 256 * 256;
+  return (l2_helpers_mailbox_offset(chains) + chains * kL2HelperMailbox * 8 + 255) / 256 * 256;
 }
 KDA_ONEPASS_HD constexpr int64_t l2_helpers_carry_bytes(int64_t chains) {
   return chains * kL2HelperCarryRows * kDim * 8;
@@ -132,11 +138,13 @@ KDA_ONEPASS_HD constexpr int64_t l2_helpers_bytes(int64_t chains) {
 }
 inline L2HelperRing l2_helper_ring(void* base, int chains, int helper_ctas) {
   auto* bytes = static_cast<unsigned char*>(base);
-  const int64_t mailbox_at = static_cast<int64_t>(chains) * 2 * 4;  // a multiple of 8
+  auto* words = reinterpret_cast<uint32_t*>(bytes);
   const int64_t carry_at = l2_helpers_zeroed_bytes(chains);
-  return {reinterpret_cast<uint32_t*>(bytes),
-          reinterpret_cast<uint32_t*>(bytes) + chains,
-          reinterpret_cast<unsigned long long*>(bytes + mailbox_at),
+  return {words,
+          words + chains,
+          words + 2 * static_cast<int64_t>(chains),
+          words + 3 * static_cast<int64_t>(chains),
+          reinterpret_cast<unsigned long long*>(bytes + l2_helpers_mailbox_offset(chains)),
           reinterpret_cast<unsigned long long*>(bytes + carry_at),
           bytes + carry_at + l2_helpers_carry_bytes(chains),
           chains,
