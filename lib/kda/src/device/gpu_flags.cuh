@@ -62,6 +62,11 @@ __device__ __forceinline__ uint64_t now_ns() {
 __device__ __forceinline__ void fence_acquire() {
   asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
 }
+// The same at CTA scope (after a relaxed poll of a count in shared memory released by another
+// warp of the CTA).
+__device__ __forceinline__ void fence_acquire_cta() {
+  asm volatile("fence.acq_rel.cta;\n" ::: "memory");
+}
 // Orders this thread's async-proxy (bulk copy) and generic-proxy accesses to global memory.
 __device__ __forceinline__ void fence_proxy_async_global() {
   asm volatile("fence.proxy.async.global;\n" ::: "memory");

@@ -314,6 +314,7 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
         if (c >= C::kRing) {  // the chain has finished the buffer's previous record
           const uint32_t need = c - C::kRing + 1;
           while (cluster::load_count(done) < need) __nanosleep(32);
+          flags::fence_acquire_cta();  // pairs with the count's release: its reads, then our stores
         }
         if (btid == 0) cluster::store_count(mark(b), c + 1);
         const auto load_ahead = [&] {
@@ -378,7 +379,8 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
     int i = cursor;
     if (lane == 0 && flags::load_relaxed(ring.live + i) != 0) got = flags::claim(ring.claims + i);
     got = __shfl_sync(0xffffffffu, got, 0);
-    int start = 0;  // chains cursor + start .. + 31 are looked at next
+    int start = 0;    // chains cursor + start .. + 31 are looked at next
+    int refused = i;  // a chain that refused a claim stays closed (its counter only grows)
     while (got >= chunks_of(i)) {
       if (start >= ring.chains) {
         i = -1;
@@ -387,7 +389,8 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       const int k = start + lane;
       int chain_k = cursor + k;
       chain_k = chain_k >= ring.chains ? chain_k - ring.chains : chain_k;
-      const bool open = k < ring.chains && flags::load_relaxed(ring.live + chain_k) != 0 &&
+      const bool open = k < ring.chains && chain_k != refused &&
+                        flags::load_relaxed(ring.live + chain_k) != 0 &&
                         flags::load_relaxed(ring.claims + chain_k) < chunks_of(chain_k);
       const uint32_t ballot = __ballot_sync(0xffffffffu, open);
       if (ballot == 0) {
@@ -396,7 +399,8 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       }
       i = __shfl_sync(0xffffffffu, chain_k, __ffs(ballot) - 1);
       if (lane == 0) got = flags::claim(ring.claims + i);
-      got = __shfl_sync(0xffffffffu, got, 0);  // refused: it is closed now, the next look sees it
+      got = __shfl_sync(0xffffffffu, got, 0);
+      refused = i;  // if refused: closed now; the next look passes over it
     }
     if (lane == 0) {
       cluster::store_count(e, i < 0 ? 0u : static_cast<uint32_t>(i));
