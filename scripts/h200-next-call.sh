@@ -15,14 +15,10 @@
 # times the library on contract (every path) and the state rows (issue 15 target 4) with cuDNN-FE
 # in the same call (both gate regimes), and profiles the raw one pass's builders
 # (one_pass16_vpairs, h96-uniform8: where the raw path's extra ~40 % a sub-chunk goes).
-# Stage first (stripped, to keep the carry under the device tool's 64 MiB with the tree; rebuild
-# after committing, the binaries carry the commit):
-#   cmake --build --preset release -j 2 && scripts/stage-device.sh new   (.whl: scripts/peers/README.md)
-#   baselines: xz of 06a483c's and 20f7744's stripped kda-bench in .device/base/kda-bench.xz and
-#   kda-bench-mid.xz (git worktree add ../base COMMIT; cmake --preset release; cmake --build
-#   --preset release --target kda-bench; strip; xz -9)
-#   kda-lab-factors16 (the L2 helpers' stress runs): strip -o /tmp/f16 build/release/bin/kda-lab-factors16
-#   && mkdir -p .device/lab && xz -9 -c /tmp/f16 > .device/lab/kda-lab-factors16.xz
+# Stage first: scripts/stage-next-call.sh (a fresh checkout: ~15 min on 2 cores; it builds this
+# tree, 06a483c's and 20f7744's kda-bench for the A/B, kda-lab-factors16, and fetches the cuDNN
+# frontend wheel; the binaries carry the commit they were built from, so rebuild after
+# committing). Carry: PART 1 ~55 MiB, PART 2 ~62 MiB of the device tool's 64 (tree included).
 #   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".device/lab"], timeout_s=600)
 #   then run(command="PART=2 bash scripts/h200-next-call.sh", carry=[".device/new", ".whl"], timeout_s=600)
 # PART=1 (~420 s): the new kernels' bits and rows (the L2 helpers, the raw value halves), the
