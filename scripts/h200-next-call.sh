@@ -5,9 +5,9 @@
 # GPU test OnePassL2HelpersAreTheOnePassBitForBit (in test_kda_gpu), kda-lab-factors16
 # --check-only (with helpers, one helper CTA, none, each with hand-overs delayed: the same bits),
 # their rows against one_pass16_bf16's and the chains-alone form's (h96-fixed, h64-fixed,
-# h96-uniform8; fused and explicit), kda-check of the variant on smoke and long memory. Raw inputs
-# in the value halves (lab one_pass16_halves): h64-fixed's raw row beside one_pass16_vpairs's,
-# kda-check of the variant (every path) on smoke and long memory.
+# h96-uniform8; fused and explicit; raw on h96-fixed), kda-check of the variant on long memory.
+# Raw inputs in the value halves (lab one_pass16_halves): h64-fixed's raw row beside
+# one_pass16_vpairs's, kda-check of the variant (every path) on long memory.
 # Binaries of HEAD (1420ae7's kernels and later): verifies faf403f (the library's raw path, fused
 # q norm, on the one pass with V_new's bf16 pair where the model says so), the helper cluster's
 # empty-sequence fix, 20f7744 (the raw prologue) and 1420ae7 (phase 2's norms and rows) against
@@ -21,16 +21,16 @@
 # committing). Carry: PART 1 ~55 MiB, PART 2 ~62 MiB of the device tool's 64 (tree included).
 #   run(command="bash scripts/h200-next-call.sh", carry=[".device/new", ".device/base", ".device/lab"], timeout_s=600)
 #   then run(command="PART=2 bash scripts/h200-next-call.sh", carry=[".device/new", ".whl"], timeout_s=600)
-# PART=1 (~420 s): the new kernels' bits and rows (the L2 helpers, the raw value halves), the
-# library's contract rows and the same-call A/B against 06a483c / 20f7744. PART=2 (~450 s): the
-# state rows (target 4), kda-check of the library at 4e-3 on smoke, long memory, edge and
-# contract-mixed, memcheck of the raw path, the peers (cuDNN-FE, both regimes), the raw builders'
-# profile. SHORT=1: PART 1's checks and rows only, at a shorter minimum time (~200 s).
+# PART=1 (~440 s): the GPU tests, the new kernels' bits under stress and their rows (the L2
+# helpers, the raw value halves), the library's contract rows and the same-call A/B against
+# 06a483c / 20f7744. PART=2 (~520 s): the state rows (target 4), kda-check at 4e-3 of the library
+# on smoke, long memory, edge and contract-mixed and of the two new variants on long memory,
+# memcheck of the raw path, the peers (cuDNN-FE, both regimes), the raw builders' profile. SHORT=1: PART 1's checks and rows only, at a shorter minimum time (~200 s).
 # then move $OUT's files into results/h200/<date>-<commit>-<name>/ with this script as call.sh.
 set -u
 B=.device/new/bin
 PART=${PART:-1}
-DEADLINE=${DEADLINE:-$([[ $PART == 1 ]] && echo 420 || echo 250)}
+DEADLINE=${DEADLINE:-$([[ $PART == 1 ]] && echo 440 || echo 330)}
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check) (part $PART)"
 MIN_TIME=0.25
@@ -40,7 +40,7 @@ if [[ $PART == 1 ]]; then
     step 45 test_kda_gpu $B/test_kda_gpu --gtest_brief=1 \
       --gtest_filter='*OnePassL2Helpers*:*OnePassValueHalves*:*LibraryTakes*'
   else
-    step 60 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
+    step 90 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
   fi
   # The L2 helpers: the same bits under stress, then their rows beside one_pass16_bf16's (the one
   # pass they must beat on h96-fixed: 0.70-0.74 ms predicted on an H100) and the chains-alone
@@ -58,13 +58,9 @@ if [[ $PART == 1 ]]; then
     $r/bench-one_pass16_l2_helpers.csv --md $r/compare-l2-helpers.md
   step 10 compare-l2-alone $B/kda-bench compare $r/bench-one_pass16_bf16.csv \
     $r/bench-one_pass16_l2_chains_alone.csv --md $r/compare-l2-alone.md
-  for s in smoke long-memory; do
-    step 25 check-l2-$s $B/kda-check --variant one_pass16_l2_helpers --rms-limit 4e-3 \
-      --shapes shapes/$s.yaml --md $r/check-l2-$s.md --csv $r/check-l2-$s.csv --force
-  done
   # Raw inputs in the value halves (h64-fixed raw 0.56-0.64 ms predicted) and on the L2 helpers
   # (h96-fixed raw 0.85-0.95): their raw rows beside one_pass16_vpairs's (the one pass whose bits
-  # they are), and their checks.
+  # they are; their checks are PART 2's).
   for v in one_pass16_halves one_pass16_vpairs one_pass16_l2_helpers; do
     step 20 bench-raw-$v $B/kda-bench --variant $v --shapes shapes/contract.yaml \
       --only h64-fixed,h96-fixed --paths raw --no-verify --min-time $MIN_TIME \
@@ -74,10 +70,6 @@ if [[ $PART == 1 ]]; then
     $r/bench-raw-one_pass16_halves.csv --md $r/compare-raw-halves.md
   step 10 compare-raw-l2 $B/kda-bench compare $r/bench-raw-one_pass16_vpairs.csv \
     $r/bench-raw-one_pass16_l2_helpers.csv --md $r/compare-raw-l2.md
-  for s in smoke long-memory; do
-    step 25 check-halves-$s $B/kda-check --variant one_pass16_halves --rms-limit 4e-3 \
-      --shapes shapes/$s.yaml --md $r/check-halves-$s.md --csv $r/check-halves-$s.csv --force
-  done
   step 40 bench-contract $B/kda-bench --shapes shapes/contract.yaml \
     --paths fused,explicit,l2norm,raw --no-verify --min-time $MIN_TIME \
     --md $r/bench-contract.md --csv $r/bench-contract.csv --force
@@ -114,6 +106,13 @@ step 20 bench-contract-states $B/kda-bench --shapes shapes/contract-states.yaml 
 for s in smoke long-memory edge; do
   step 30 check-$s $B/kda-check --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-$s.md --csv $r/check-$s.csv --force
+done
+# The new lab variants (every path they take: the L2 helpers' fused, explicit and raw; the value
+# halves' the same) on long memory at the bar.
+for v in one_pass16_l2_helpers one_pass16_halves; do
+  step 30 check-$v-long-memory $B/kda-check --variant $v --rms-limit 4e-3 \
+    --shapes shapes/long-memory.yaml --md $r/check-$v-long-memory.md \
+    --csv $r/check-$v-long-memory.csv --force
 done
 step 20 sanitizer-raw-memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/kda-check --backend raw --shapes shapes/smoke.yaml
