@@ -3,7 +3,8 @@
 # added the L2 helpers' steps: no device was lent to it either).
 # The L2 helpers (lab one_pass16_l2_helpers, c2a62f1; docs/perf-notes.md has the prediction): the
 # GPU test OnePassL2HelpersAreTheOnePassBitForBit (in test_kda_gpu), kda-lab-factors16
-# --check-only (with helpers, one helper CTA, none, each with hand-overs delayed: the same bits),
+# --check-only (with helpers, one helper CTA, none, each with hand-overs delayed: the same bits;
+# on raw inputs too, the raw value halves beside them, against the one pass's raw kernel),
 # their rows against one_pass16_bf16's and the chains-alone form's (h96-fixed, h64-fixed,
 # h96-uniform8; fused and explicit; raw on h96-fixed), kda-check of the variant on long memory.
 # Raw inputs in the value halves (lab one_pass16_halves): h64-fixed's raw row beside

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -279,6 +280,68 @@ bool run_check(const CheckCase& c, uint64_t seed) {
     fused_same = fused_same && same;
   }
   fa.jitter_ns = 0;
+  // Raw inputs (the raw gate activated by the builders, its running sums handed between builds):
+  // the library's raw kernel (one CTA a chain, V_new's bf16 pair) once, then the L2 helpers (with
+  // helpers, one, none) and the value halves, each also with every hand-over delayed: the same
+  // bits as that kernel's. These stress the running sums' hand-overs (L2GateCarry's tagged global
+  // words, PairCarry's bulk copies), which a late build shows as different bits or a hang.
+  {
+    namespace onepass = kda::detail::onepass;
+    f16::FusedArgs fr = fa;
+    __nv_bfloat16* raw_gate = device_copy(bf16_of(raw), "raw gate");
+    float* d_a_log = device_copy(a_log, "A_log");
+    float* d_dt_bias = device_copy(dt_bias, "dt_bias");
+    fr.raw.gate = raw_gate;
+    fr.raw.beta = a.beta;  // probabilities, fp32
+    fr.raw.raw_gate = true;
+    fr.raw.gate_bf16 = true;
+    fr.raw.a_log = d_a_log;
+    fr.raw.dt_bias = d_dt_bias;
+    fr.raw.lower_bound = static_cast<float>(c.lower_bound);
+    fr.operands = onepass::ChainOperands::bf16_vnew_pairs;
+    const auto run_raw = [&](const char* what, int jitter_ns, const auto& launch) {
+      fr.jitter_ns = jitter_ns;
+      check(cudaMemset(fr.out, 0xff, elems * 2), "poison out");
+      check(cudaMemset(fr.final_state, 0xff, p.initial_state.size() * 4), "poison final state");
+      check(launch(), what);
+      check(cudaDeviceSynchronize(), what);
+      std::pair<std::vector<__nv_bfloat16>, std::vector<float>> r{
+          std::vector<__nv_bfloat16>(elems), std::vector<float>(p.initial_state.size())};
+      check(cudaMemcpy(r.first.data(), fr.out, elems * 2, cudaMemcpyDeviceToHost), "raw out");
+      check(cudaMemcpy(r.second.data(), fr.final_state, r.second.size() * 4,
+                       cudaMemcpyDeviceToHost),
+            "raw final state");
+      return r;
+    };
+    const auto reference = run_raw("raw one pass", 0, [&] { return onepass::launch(fr, nullptr); });
+    const auto same_bits = [&](const auto& x) {  // bit patterns, not values (NaN, -0)
+      return std::memcmp(x.first.data(), reference.first.data(), elems * 2) == 0 &&
+             std::memcmp(x.second.data(), reference.second.data(), x.second.size() * 4) == 0;
+    };
+    for (const int jitter : {0, 3000}) {
+      for (const int helpers : {-1, 1, 0}) {
+        const auto got = run_raw("raw L2 helpers", jitter,
+                                 [&] { return f16::launch_l2_helpers(fr, helpers, nullptr); });
+        const bool same = same_bits(got);
+        std::printf("raw inputs, L2 helpers with %s helper CTAs, hand-overs delayed up to %d ns: "
+                    "outputs and final state %s the one pass's raw kernel, bit for bit\n",
+                    helpers < 0 ? "all free SMs'" : std::to_string(helpers).c_str(), jitter,
+                    same ? "equal" : "DIFFER FROM");
+        fused_same = fused_same && same;
+      }
+      const auto halves = run_raw("raw value halves", jitter,
+                                  [&] { return onepass::launch_value_halves(fr, nullptr); });
+      const bool same = same_bits(halves);
+      std::printf("raw inputs, value halves, hand-overs delayed up to %d ns: outputs and final "
+                  "state %s the one pass's raw kernel, bit for bit\n",
+                  jitter, same ? "equal" : "DIFFER FROM");
+      fused_same = fused_same && same;
+    }
+    for (const void* ptr : {static_cast<const void*>(raw_gate), static_cast<const void*>(d_a_log),
+                            static_cast<const void*>(d_dt_bias)}) {
+      check(cudaFree(const_cast<void*>(ptr)), "cudaFree");
+    }
+  }
   for (const void* ptr : {static_cast<const void*>(ca.out), static_cast<const void*>(ca.initial_state),
                           static_cast<const void*>(ca.final_state)}) {
     check(cudaFree(const_cast<void*>(ptr)), "cudaFree");
