@@ -2,8 +2,6 @@
 // two-warpgroup chain from kernel.cuh, three through the library's own launch.
 #include "fused16.h"
 
-#include <algorithm>
-
 #include "onepass/kernel.cuh"
 
 namespace kda::lab::factors16 {
@@ -19,29 +17,13 @@ cudaError_t launch_fused(const FusedArgs& args, int builders, cudaStream_t strea
 
 cudaError_t launch_l2_helpers(const FusedArgs& args, int helper_ctas, cudaStream_t stream) {
   namespace onepass = kda::detail::onepass;
-  const int chains = args.in.num_seqs * args.in.heads;
-  if (helper_ctas < 0) {
-    int device = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (e != cudaSuccess) return e;
-    helper_ctas = std::max(0, sms - chains);
-  }
-  helper_ctas = static_cast<int>(
-      std::min<int64_t>(helper_ctas, onepass::l2_helper_ctas_max(chains)));
-  void* base = nullptr;
-  cudaError_t e = cudaMalloc(&base, static_cast<size_t>(onepass::l2_helpers_bytes(chains)));
+  void* ring = nullptr;
+  const int64_t chains = static_cast<int64_t>(args.in.num_seqs) * args.in.heads;
+  cudaError_t e = cudaMalloc(&ring, static_cast<size_t>(onepass::l2_helpers_bytes(chains)));
   if (e != cudaSuccess) return e;
-  e = cudaMemsetAsync(base, 0, static_cast<size_t>(onepass::l2_helpers_zeroed_bytes(chains)),
-                      stream);
-  const onepass::L2HelperRing ring = onepass::l2_helper_ring(base, chains, helper_ctas);
-  if (e == cudaSuccess && args.raw.any()) {  // the carry rows' tags: no sub-chunk's
-    e = cudaMemsetAsync(ring.carry, 0xff,
-                        static_cast<size_t>(onepass::l2_helpers_carry_bytes(chains)), stream);
-  }
-  if (e == cudaSuccess) e = onepass::launch_l2_helpers(args, ring, stream);
+  e = onepass::launch_l2_helpers(args, ring, helper_ctas, stream);
   const cudaError_t sync = cudaStreamSynchronize(stream);
-  const cudaError_t freed = cudaFree(base);
+  const cudaError_t freed = cudaFree(ring);
   return e != cudaSuccess ? e : sync != cudaSuccess ? sync : freed;
 }
 

@@ -46,7 +46,11 @@ TEST(DeviceFootprint, StatesDenseAndUnsupportedDims) {
   const size_t raw = size_t{120} * 3 * 514 + 3 * 4 + 3 * 128 * 4;
   EXPECT_EQ(f.inputs, size_t{120} * 3 * 1284 + 4 * 4 + 589824 + raw);
   EXPECT_EQ(f.outputs, size_t{120} * 3 * 512 + 589824);
-  EXPECT_EQ(f.workspace, size_t{3} * (120 / 64 + 3) * kRecordV0);  // full chunks + 1 per sequence
+  // The largest variant's: here the L2 helpers' ring (the sequences' order 256 B, counters and
+  // mailboxes of 9 chains 1,280, their raw carry rows 9 x 16 KB, record slots for 9 helper CTAs
+  // 9 x 4 x 2 x 23,040), above v0's records (full chunks + 1 per sequence: 1,775,616).
+  EXPECT_GT(f.workspace, size_t{3} * (120 / 64 + 3) * kRecordV0);
+  EXPECT_EQ(f.workspace, size_t{256} + 1280 + 9 * 16384 + 9 * 4 * 2 * 23040);
 
   // Dense: B rows, no offsets.
   const auto dense = only_shape("id: d\n    heads: 2\n    batch: 2\n    seq_len: 96\n");

@@ -185,40 +185,21 @@ enum class OnePassForm { single, value_halves, value_halves_staged, helpers, l2_
 // Where the L2 helpers' ring starts in the workspace: after the longest-first order.
 int64_t l2_ring_offset(int64_t num_seqs) { return (num_seqs * 4 + 255) / 256 * 256; }
 
-// The L2 helpers on `a`: the ring after the order in the workspace (its counters and flags zeroed
-// on `stream`), helper CTAs on the SMs the chains leave (helper_ctas < 0) or `helper_ctas`.
+// The L2 helpers on `a`, their ring after the order in the workspace (onepass.h
+// launch_l2_helpers prepares it), `helper_ctas` helper CTAs (< 0: the SMs the chains leave).
 cudaError_t launch_l2_helpers(const ForwardParams& p, const onepass::OnepassArgs& a,
                               int helper_ctas, cudaStream_t stream) {
-  constexpr const char* kWhere = "chunk_forward: one_pass (L2 helpers)";
   const int64_t chains = static_cast<int64_t>(a.in.num_seqs) * a.in.heads;
   const int64_t need = l2_ring_offset(a.in.num_seqs) + onepass::l2_helpers_bytes(chains);
   if (p.workspace_bytes < static_cast<size_t>(need)) {
     throw Error(ErrorCode::invalid_argument,
-                std::string(kWhere) + ": workspace_bytes = " + std::to_string(p.workspace_bytes) +
-                    " is below the " + std::to_string(need) +
+                "chunk_forward: one_pass (L2 helpers): workspace_bytes = " +
+                    std::to_string(p.workspace_bytes) + " is below the " + std::to_string(need) +
                     " bytes its ring needs: size it with the variant's workspace query");
   }
-  if (helper_ctas < 0) {
-    int device = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (e != cudaSuccess) throw_cuda(std::string(kWhere) + " (SM count)", e);
-    helper_ctas = static_cast<int>(std::max<int64_t>(0, sms - chains));
-  }
-  // The workspace holds record slots for the helpers of a 132-SM device (onepass.h).
-  helper_ctas = static_cast<int>(std::min<int64_t>(helper_ctas, onepass::l2_helper_ctas_max(chains)));
-  unsigned char* const base =
-      static_cast<unsigned char*>(p.workspace) + l2_ring_offset(a.in.num_seqs);
-  const onepass::L2HelperRing ring =
-      onepass::l2_helper_ring(base, static_cast<int>(chains), helper_ctas);
-  cudaError_t e = cudaMemsetAsync(
-      base, 0, static_cast<size_t>(onepass::l2_helpers_zeroed_bytes(chains)), stream);
-  if (e == cudaSuccess && a.raw.any()) {  // the carry rows' tags: no sub-chunk's
-    e = cudaMemsetAsync(ring.carry, 0xff,
-                        static_cast<size_t>(onepass::l2_helpers_carry_bytes(chains)), stream);
-  }
-  if (e != cudaSuccess) throw_cuda(std::string(kWhere) + " (ring reset)", e);
-  return onepass::launch_l2_helpers(a, ring, stream);
+  return onepass::launch_l2_helpers(
+      a, static_cast<unsigned char*>(p.workspace) + l2_ring_offset(a.in.num_seqs), helper_ctas,
+      stream);
 }
 
 // The one pass on `operands` in `form`.
@@ -343,7 +324,9 @@ void one_pass_l2_chains_alone(const ForwardParams& p, const Plan& plan, cudaStre
 }
 size_t l2_helpers_workspace_bytes(const ForwardParams& p) {
   const size_t library = kda::forward_workspace_bytes(p);
-  const int64_t seqs = p.cu_seqlens != nullptr ? p.num_seqs : p.batch;
+  // N as forward_workspace_bytes counts it (validate.cpp): dense callers may size before cu.
+  const int64_t seqs =
+      p.cu_seqlens != nullptr ? p.num_seqs : std::max<int64_t>(p.batch, p.num_seqs);
   const int64_t need = l2_ring_offset(seqs) +
                        onepass::l2_helpers_bytes(seqs * static_cast<int64_t>(p.heads));
   return std::max(library, static_cast<size_t>(need));

@@ -223,19 +223,21 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged, kRaw>::kThreadsAll, 1)
     const uint32_t peer_base = cluster::peer_shared(base, peer);  // the peer's ring, same offsets
     const uint32_t peer_full = cluster::peer_shared(full, peer);
     auto sub_chunk = [&](int64_t c) { return tokens.sub_chunk(c); };
-    // Raw inputs: this thread's gate channel (A_log[h], dt_bias[h, btid]) and the carry.
+    // Raw inputs: this thread's gate channel (A_log[h], dt_bias[h, btid]) and the carry (built in
+    // the raw kernel only: its peer addresses are mapa instructions).
     [[maybe_unused]] kda::detail::GateChannel channel{};
     [[maybe_unused]] float gate_scale = 0.0f;
-    constexpr uint32_t kReceivedBars = 8 * kHalvesCarryOwnSlots;  // after the own rows' mbarriers
-    [[maybe_unused]] const PairCarry carry{
-        reinterpret_cast<float*>(smem + C::kSCarry),
-        base + C::kSCarry,
-        base + C::kSCarryBars,
-        reinterpret_cast<const float*>(smem + C::kSReceived),
-        base + C::kSCarryBars + kReceivedBars,
-        cluster::peer_shared(base + C::kSReceived, peer),
-        cluster::peer_shared(base + C::kSCarryBars + kReceivedBars, peer),
-        chunks};
+    const auto pair_carry = [&] {
+      constexpr uint32_t kReceivedBars = 8 * kHalvesCarryOwnSlots;  // after the own rows' ones
+      return PairCarry{reinterpret_cast<float*>(smem + C::kSCarry),
+                       base + C::kSCarry,
+                       base + C::kSCarryBars,
+                       reinterpret_cast<const float*>(smem + C::kSReceived),
+                       base + C::kSCarryBars + kReceivedBars,
+                       cluster::peer_shared(base + C::kSReceived, peer),
+                       cluster::peer_shared(base + C::kSCarryBars + kReceivedBars, peer),
+                       chunks};
+    };
     if constexpr (kRaw) {
       if (a.raw.raw_gate) {
         channel = kda::detail::gate_channel(a.raw.a_log[h], a.raw.dt_bias[h * kDim + btid]);
@@ -279,7 +281,7 @@ __global__ void __launch_bounds__(HalvesConfig<kStaged, kRaw>::kThreadsAll, 1)
       };
       if constexpr (kRaw) {
         build::build_raw_sub_chunk(a.in, a.raw, channel, gate_scale, c, sub_chunk(c), beta_ahead,
-                                   carry, btid, scratch, work, target, sync, load_ahead);
+                                   pair_carry(), btid, scratch, work, target, sync, load_ahead);
       } else if constexpr (kStaged) {
         const build::StagedRecord record{stage, target};
         const auto acquire = [&] {

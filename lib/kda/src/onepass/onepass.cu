@@ -119,7 +119,7 @@ int helper_resident_clusters() {
   return clusters;
 }
 
-cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
+cudaError_t launch_l2_helpers(const OnepassArgs& args, void* ring_base, int helper_ctas,
                               cudaStream_t stream) {
   const bool raw = args.raw.any();
   if (!row_offsets_fit(args.in) ||
@@ -127,10 +127,26 @@ cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
     return cudaErrorInvalidValue;
   }
   const int64_t chains = static_cast<int64_t>(args.in.num_seqs) * args.in.heads;
-  if (chains <= 0 || chains != ring.chains || ring.helper_ctas < 0 ||
-      ring.helper_ctas > l2_helper_ctas_max(chains)) {
-    return cudaErrorInvalidValue;
+  if (chains <= 0 || chains > 0x7fffffff || ring_base == nullptr) return cudaErrorInvalidValue;
+  if (helper_ctas < 0) {  // the SMs the chains leave
+    int device = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (e != cudaSuccess) return e;
+    helper_ctas = sms > chains ? sms - static_cast<int>(chains) : 0;
   }
+  // The ring holds record slots for the helpers of a 132-SM device (l2_helper_ctas_max).
+  if (helper_ctas > l2_helper_ctas_max(chains)) {
+    helper_ctas = static_cast<int>(l2_helper_ctas_max(chains));
+  }
+  const L2HelperRing ring = l2_helper_ring(ring_base, static_cast<int>(chains), helper_ctas);
+  cudaError_t e = cudaMemsetAsync(ring_base, 0,
+                                  static_cast<size_t>(l2_helpers_zeroed_bytes(chains)), stream);
+  if (e == cudaSuccess && raw) {  // the carry rows' tags: no sub-chunk's
+    e = cudaMemsetAsync(ring.carry, 0xff, static_cast<size_t>(l2_helpers_carry_bytes(chains)),
+                        stream);
+  }
+  if (e != cudaSuccess) return e;
   return raw ? launch_l2_helpers_kernel<true>(args, ring, stream)
              : launch_l2_helpers_kernel<false>(args, ring, stream);
 }

@@ -180,13 +180,14 @@ cudaError_t launch_helpers(const OnepassArgs& args, cudaStream_t stream);
 // fails: the error is cleared).
 int helper_resident_clusters();
 
-// The L2 helpers (l2_helpers.cuh): grid ring.chains + ring.helper_ctas (num_seqs x heads chains,
-// rank-major as launch's; helper_ctas <= l2_helper_ctas_max), the ring prepared as L2HelperRing
-// says (the caller's memsets, on `stream`). The contract's inputs on bf16 chain operands: launch's
-// bf16 chain bit for bit; raw inputs on V_new's bf16 pair (args.operands bf16_vnew_pairs): launch's
-// raw kernel on that chain bit for bit; with any number of helper CTAs, none included. Any other
-// combination: cudaErrorInvalidValue.
-cudaError_t launch_l2_helpers(const OnepassArgs& args, const L2HelperRing& ring,
+// The L2 helpers (l2_helpers.cuh) with their ring at `ring_base` (256-byte aligned,
+// l2_helpers_bytes(num_seqs x heads) bytes), prepared here on `stream` as L2HelperRing says:
+// grid num_seqs x heads chain CTAs (rank-major as launch's) and `helper_ctas` helper CTAs (< 0:
+// the SMs the chains leave on the current device), never more than l2_helper_ctas_max. The
+// contract's inputs on bf16 chain operands: launch's bf16 chain bit for bit; raw inputs on V_new's
+// bf16 pair (args.operands bf16_vnew_pairs): launch's raw kernel on that chain bit for bit; with
+// any number of helper CTAs, none included. Any other combination: cudaErrorInvalidValue.
+cudaError_t launch_l2_helpers(const OnepassArgs& args, void* ring_base, int helper_ctas,
                               cudaStream_t stream);
 
 // order[r] = the sequence of rank r by decreasing length (cu[s + 1] - cu[s]), ties by index: a
