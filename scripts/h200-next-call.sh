@@ -37,7 +37,9 @@ record_machine "binaries built from: $(binary_commit $B/kda-check) (part $PART)"
 MIN_TIME=0.25
 [[ ${SHORT:-0} == 1 ]] && MIN_TIME=0.12
 if [[ $PART == 1 ]]; then
-  if [[ ${SHORT:-0} == 1 ]]; then
+  # LAB_ONLY=1: the lab variants' rows alone (a first call's --only comma list was refused).
+  if [[ ${LAB_ONLY:-0} == 1 ]]; then :
+  elif [[ ${SHORT:-0} == 1 ]]; then
     step 45 test_kda_gpu $B/test_kda_gpu --gtest_brief=1 \
       --gtest_filter='*OnePassL2Helpers*:*OnePassValueHalves*:*LibraryTakes*'
   else
@@ -46,7 +48,7 @@ if [[ $PART == 1 ]]; then
   # The L2 helpers: the same bits under stress, then their rows beside one_pass16_bf16's (the one
   # pass they must beat on h96-fixed: 0.70-0.74 ms predicted on an H100) and the chains-alone
   # form's (the claims' own cost: within +0-3 %).
-  if [[ -f .device/lab/kda-lab-factors16.xz ]]; then
+  if [[ ${LAB_ONLY:-0} != 1 && -f .device/lab/kda-lab-factors16.xz ]]; then
     xz -dc .device/lab/kda-lab-factors16.xz > /tmp/kda-lab-factors16 && chmod +x /tmp/kda-lab-factors16
     step 40 factors16-check /tmp/kda-lab-factors16 --check-only
   fi
@@ -71,6 +73,7 @@ if [[ $PART == 1 ]]; then
     $r/bench-raw-one_pass16_halves.csv --md $r/compare-raw-halves.md
   step 10 compare-raw-l2 $B/kda-bench compare $r/bench-raw-one_pass16_vpairs.csv \
     $r/bench-raw-one_pass16_l2_helpers.csv --md $r/compare-raw-l2.md
+  if [[ ${LAB_ONLY:-0} == 1 ]]; then finish; exit 0; fi
   step 40 bench-contract $B/kda-bench --shapes shapes/contract.yaml \
     --paths fused,explicit,l2norm,raw --no-verify --min-time $MIN_TIME \
     --md $r/bench-contract.md --csv $r/bench-contract.csv --force

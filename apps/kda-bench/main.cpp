@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   app.add_option("--shapes", o.shapes_file, "Shape file")
       ->check(kda::app::non_empty_path())
       ->capture_default_str();
-  app.add_option("--only", o.only, "Run only these shape ids");
+  app.add_option("--only", o.only, "Run only these shape ids (comma- or space-separated)")
+      ->delimiter(',');
   app.add_option("--paths", o.paths,
                  "Paths to time, comma list: fused, explicit, l2norm, raw (the forward on raw k, "
                  "gate and beta logits; a v2 variant)")

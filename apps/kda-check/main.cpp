@@ -254,7 +254,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> variant_names = {kda::lab::shipping_variant().name};
   app.add_option("--shapes", shape_files, "Shape file(s) (default: shapes/contract.yaml)")
       ->check(CLI::ExistingFile);
-  app.add_option("--only", only, "Check only these shape ids");
+  app.add_option("--only", only, "Check only these shape ids (comma- or space-separated)")
+      ->delimiter(',');
   app.add_option("--backend", backend,
                  "gpu (fused, explicit, the l2norm pass and raw), fused, explicit, raw (the "
                  "forward on raw k, gate and beta logits, as engines call it), or reference (CPU "

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   uint64_t seed = kda::harness::kDefaultSeed;
   bool force = false, quick = false;
   app.add_option("--shapes", shape_files, "Shape file(s)")->check(CLI::ExistingFile);
-  app.add_option("--only", only, "Only these shape ids");
+  app.add_option("--only", only, "Only these shape ids (comma- or space-separated)")
+      ->delimiter(',');
   app.add_option("--seed", seed, "Input seed (a shape's own seed: wins)");
   app.add_option("--path", path_name, "fused, explicit or both")
       ->check(CLI::IsMember({"fused", "explicit", "both"}));
