@@ -1780,6 +1780,36 @@ TEST_F(KdaGpu, OnePassValueHalvesAreTheOnePassBitForBit) {
   expect_cluster_refuses_raw_inputs(*staged);
 }
 
+// The library takes the value halves for the same few long chains on raw inputs with the fused q
+// norm (V_new's bf16 pair; kernel_choice.h kValueHalvesRawStepUs): its plan on this device says
+// so, and its raw rows are one_pass16_halves' bit for bit, every way in (the gate and beta as
+// fp32, the gate or k's norm as a pass first, the stages); without the fused q norm (the fp16
+// chain) the plan keeps the halves away.
+TEST_F(KdaGpu, LibraryTakesTheRawValueHalvesForFewLongChains) {
+  KDA_REQUIRE_VARIANT(halves, "one_pass16_halves");
+  const int clusters = kda::detail::onepass::value_halves_resident_clusters();
+  ASSERT_GT(clusters, 0) << "no value-halves cluster fits this device";
+  const FewLongChains f = few_long_chains(std::min(64, clusters));
+  kda::ForwardParams p = f.p;
+  p.gate_input = kda::GateInput::raw;
+  p.beta_input = kda::BetaInput::logits;
+  p.fuse_k_l2norm = true;
+  const auto expected = model_kernel_on_this_device(p);
+  ASSERT_EQ(kda::detail::library_forward_kernel(p), expected);
+  if (expected != kda::detail::ForwardKernel::one_pass_halves) {
+    GTEST_SKIP() << "on " << current_device_sms() << " SMs and " << clusters
+                 << " clusters the model does not take the raw value halves for " << p.heads
+                 << " chains of " << p.tokens << " tokens";
+  }
+  p.fuse_q_l2norm = false;
+  EXPECT_NE(kda::detail::library_forward_kernel(p), kda::detail::ForwardKernel::one_pass_halves);
+  RawCase raw;
+  raw.tokens = f.c.tokens;
+  raw.heads = f.c.heads;
+  raw.initial_state = true;
+  expect_raw_bit_for_bit({&kda::lab::shipping_variant()}, *halves, {raw}, 57);
+}
+
 // The one pass's helper cluster (onepass.h launch_helpers: three chain CTAs and a helper CTA
 // whose builders build every fourth sub-chunk of each chain, staged, copied into the chain's ring
 // by bulk copy) runs the same builds and steps as the one pass on bf16 operands: its output and

@@ -209,11 +209,11 @@ TEST(KernelChoice, ContractShapes) {
             ForwardKernel::one_pass);
 }
 
-// The value-halves cluster (two CTAs per chain, kValueHalvesStepUs a sub-chunk) on the fused
-// contract path where the device runs enough clusters at once: h64-fixed (64 chains, 66 clusters
-// on 132 SMs) takes it; h96-fixed (96 chains: two rounds of clusters) and the many-chain shapes
-// keep their kernels; no clusters, or another chain's operands (the explicit path, raw inputs),
-// never take it.
+// The value-halves cluster (two CTAs per chain, kValueHalvesStepUs a sub-chunk; raw inputs
+// kValueHalvesRawStepUs) with the fused q norm where the device runs enough clusters at once:
+// h64-fixed (64 chains, 66 clusters on 132 SMs) takes it, on the contract's inputs and on raw
+// ones; h96-fixed (96 chains: two rounds of clusters) and the many-chain shapes keep their
+// kernels; no clusters, or the explicit path's fp16 chain (contract or raw inputs), never take it.
 TEST(KernelChoice, ValueHalvesForFewChains) {
   constexpr int kClusters = kH200Sms / 2;
   const std::vector<int32_t> fixed = offsets(kFixed), ragged = offsets(kRagged6),
@@ -230,14 +230,52 @@ TEST(KernelChoice, ValueHalvesForFewChains) {
   EXPECT_EQ(choose_forward_kernel(contract_call(fixed, 96), kH200Sms,
                                   kda::detail::kH200DramBytesPerS, kClusters),
             ForwardKernel::two_kernel);
+  const auto raw_inputs = [](kda::ForwardParams p) {
+    p.gate_input = kda::GateInput::raw;
+    p.beta_input = kda::BetaInput::logits;
+    p.fuse_k_l2norm = true;
+    return p;
+  };
   for (const int heads : {96, 64}) {
     for (const auto* cu : {&ragged, &uniform}) {
       EXPECT_EQ(choose_forward_kernel(contract_call(*cu, heads), kH200Sms,
                                       kda::detail::kH200DramBytesPerS, kClusters),
                 ForwardKernel::one_pass)
           << heads;
+      EXPECT_EQ(choose_forward_kernel(raw_inputs(contract_call(*cu, heads)), kH200Sms,
+                                      kda::detail::kH200DramBytesPerS, kClusters),
+                ForwardKernel::one_pass)
+          << heads << " raw";
     }
   }
+  // Raw inputs: h64-fixed takes the halves at their raw step (one round: 512 x 1.34 + 4 us,
+  // below the two kernels' raw estimate), h96-fixed keeps the two kernels (two rounds); each
+  // edit of the inputs that makes them raw does the same; the explicit path's fp16 chain never.
+  const kda::ForwardParams h64_raw = raw_inputs(h64_fixed);
+  EXPECT_TRUE(kda::detail::value_halves_run(h64_raw));
+  EXPECT_EQ(choose_forward_kernel(h64_raw, kH200Sms, kda::detail::kH200DramBytesPerS, kClusters),
+            ForwardKernel::one_pass_halves);
+  EXPECT_EQ(choose_forward_kernel(h64_raw, kH200Sms), ForwardKernel::two_kernel);
+  EXPECT_EQ(choose_forward_kernel(raw_inputs(contract_call(fixed, 96)), kH200Sms,
+                                  kda::detail::kH200DramBytesPerS, kClusters),
+            ForwardKernel::two_kernel);
+  for (const auto edit : {+[](kda::ForwardParams& x) { x.gate_input = kda::GateInput::raw; },
+                          +[](kda::ForwardParams& x) { x.beta_input = kda::BetaInput::logits; },
+                          +[](kda::ForwardParams& x) { x.beta_dtype = kda::DType::bf16; },
+                          +[](kda::ForwardParams& x) { x.fuse_k_l2norm = true; }}) {
+    kda::ForwardParams one = h64_fixed;
+    edit(one);
+    EXPECT_EQ(choose_forward_kernel(one, kH200Sms, kda::detail::kH200DramBytesPerS, kClusters),
+              ForwardKernel::one_pass_halves);
+    one.fuse_q_l2norm = false;
+    EXPECT_FALSE(kda::detail::value_halves_run(one));
+    EXPECT_EQ(choose_forward_kernel(one, kH200Sms, kda::detail::kH200DramBytesPerS, kClusters),
+              ForwardKernel::two_kernel);
+  }
+  const auto raw_e = estimate_forward(kFixed, 64, kH200Sms, kda::detail::kOnePassStepUs,
+                                      kda::detail::kH200DramBytesPerS, kClusters,
+                                      kda::detail::kValueHalvesRawStepUs);
+  EXPECT_DOUBLE_EQ(raw_e.value_halves_us, 512 * kda::detail::kValueHalvesRawStepUs + 4.0);
   // The estimate: one round of 64 chains of 512 sub-chunks; none without clusters.
   const auto e = estimate_forward(kFixed, 64, kH200Sms, kda::detail::kOnePassStepUs,
                                   kda::detail::kH200DramBytesPerS, kClusters);

@@ -57,11 +57,10 @@ Plan make_plan(const ForwardParams& p, const ForwardLaunches& kernels) {
     case KernelChoice::two_kernel: plan.kernel = ForwardKernel::two_kernel; break;
     case KernelChoice::one_pass: plan.kernel = ForwardKernel::one_pass; break;
     case KernelChoice::by_model: {
-      // The clusters are asked for only where the value halves could run (bf16 operands).
-      const int clusters =
-          kLibraryTakesValueHalves && one_pass_operands(p) == onepass::ChainOperands::bf16
-              ? value_halves_clusters("chunk_forward")
-              : 0;
+      // The clusters are asked for only where the value halves could run.
+      const int clusters = kLibraryTakesValueHalves && value_halves_run(p)
+                               ? value_halves_clusters("chunk_forward")
+                               : 0;
       plan.kernel = choose_forward_kernel(p, multiprocessor_count("chunk_forward"),
                                           dram_bandwidth("chunk_forward"), clusters);
       break;
@@ -273,14 +272,14 @@ onepass::ChainOperands few_chain_operands(const ForwardParams& p) {
 
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   if (plan.kernel == ForwardKernel::one_pass_halves) {
-    // The library takes the value halves for the contract's inputs only (kernel_choice.cpp): their
-    // raw kernel is the lab's until it is measured.
-    if (raw_prep_args(p).any()) {
+    // The plan takes the value halves only where they run (kernel_choice.h value_halves_run):
+    // the fused q norm, whose operands are the few-chain forms'.
+    if (!value_halves_run(p) || one_pass_operands(p) != few_chain_operands(p)) {
       throw Error(ErrorCode::unsupported,
-                  "chunk_forward: the plan took the value halves for raw inputs, which the "
-                  "library does not run on them yet: report this as a bug");
+                  "chunk_forward: the plan took the value halves for inputs they do not run "
+                  "(the explicit path's fp16 chain): report this as a bug");
     }
-    run_one_pass(p, plan, onepass::ChainOperands::bf16, stream, OnePassForm::value_halves);
+    run_one_pass(p, plan, few_chain_operands(p), stream, OnePassForm::value_halves);
   } else {
     run_one_pass(p, plan, one_pass_operands(p), stream);
   }

@@ -96,7 +96,7 @@ double list_schedule_us(const std::vector<LengthGroup>& groups, int heads, doubl
 
 ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
                                          double step_us, double dram_bytes_per_s,
-                                         int halves_clusters) {
+                                         int halves_clusters, double halves_step_us) {
   ForwardEstimate e;
   const double sms = std::max(sm_count, 1);
   // Longest first; the totals over every sequence.
@@ -128,18 +128,19 @@ ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int he
   e.one_pass_us = list_schedule_us(groups, heads, sms, chains, chain_us(step_us));
   e.value_halves_us = halves_clusters > 0
                           ? list_schedule_us(groups, heads, halves_clusters, chains,
-                                             chain_us(kValueHalvesStepUs))
+                                             chain_us(halves_step_us))
                           : std::numeric_limits<double>::infinity();
   return e;
 }
 
 ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
-                                 double step_us, double dram_bytes_per_s, int halves_clusters) {
+                                 double step_us, double dram_bytes_per_s, int halves_clusters,
+                                 double halves_step_us) {
   std::vector<LengthGroup> groups;
   groups.reserve(lengths.size());
   for (const int64_t len : lengths) groups.push_back({len, 1});
   return estimate_forward_grouped(std::move(groups), heads, sm_count, step_us, dram_bytes_per_s,
-                                  halves_clusters);
+                                  halves_clusters, halves_step_us);
 }
 
 namespace {
@@ -163,6 +164,12 @@ double one_pass_step_us(const ForwardParams& p) {
   }
 }
 
+bool value_halves_run(const ForwardParams& p) {
+  const onepass::ChainOperands operands = one_pass_operands(p);
+  return operands == onepass::ChainOperands::bf16 ||
+         operands == onepass::ChainOperands::bf16_vnew_pairs;
+}
+
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
                                     double dram_bytes_per_s, int halves_clusters) {
   if (!one_pass_reads(p)) return ForwardKernel::two_kernel;
@@ -175,10 +182,10 @@ ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
   } else {
     groups.push_back({p.tokens, p.batch});
   }
-  const bool bf16 = one_pass_operands(p) == onepass::ChainOperands::bf16;
-  ForwardEstimate e =
-      estimate_forward_grouped(std::move(groups), p.heads, sm_count, one_pass_step_us(p),
-                               dram_bytes_per_s, bf16 ? halves_clusters : 0);
+  ForwardEstimate e = estimate_forward_grouped(
+      std::move(groups), p.heads, sm_count, one_pass_step_us(p), dram_bytes_per_s,
+      value_halves_run(p) ? halves_clusters : 0,
+      contract_inputs(p) ? kValueHalvesStepUs : kValueHalvesRawStepUs);
   if (!contract_inputs(p)) e.two_kernel_us *= kRawTwoKernelFactor;
   const bool one_pass = e.one_pass_us < kOnePassMargin * e.two_kernel_us;
   const double best = one_pass ? e.one_pass_us : e.two_kernel_us;

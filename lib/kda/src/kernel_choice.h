@@ -17,7 +17,8 @@
 namespace kda::detail {
 
 // one_pass_halves: the one pass's value-halves cluster (onepass.h launch_value_halves: two CTAs
-// per chain, six builders a chain) for few chains on the fused contract path. (The lab's helper
+// per chain, six builders a chain) for few chains with the fused q norm (the contract's inputs on
+// bf16 operands, raw inputs on V_new's bf16 pair). (The lab's helper
 // cluster, one_pass16_helpers, is no candidate: measured slower than the two kernels at f067e65.)
 enum class ForwardKernel { two_kernel, one_pass, one_pass_halves };
 
@@ -56,6 +57,12 @@ inline constexpr double kRawTwoKernelFactor = 1.10;
 // (544.9 - 4) / 512; results/h200/2026-12-07-4f12d43-halves-bulk-h100). On chip, like the one
 // pass, so the H200's should be the same.
 inline constexpr double kValueHalvesStepUs = 1.06;
+// The value halves on raw inputs with the fused q norm (V_new as a bf16 pair, the gate's running
+// sums carried across the pair): measured on an H100 at 4c3203f (h64-fixed raw 688.3 us:
+// (688.3 - 4) / 512; results/h200/2026-12-07-4c3203f-l2-helpers-raw-halves-h100). The raw
+// builders, not the pair's carry, set it: +26 % over the fused halves', as the raw one pass's
+// builds cost over the fused one's.
+inline constexpr double kValueHalvesRawStepUs = 1.34;
 // Whether chunk_forward offers the value halves to the choice (forward.cu make_plan); the model
 // then chooses as choose_forward_kernel says.
 inline constexpr bool kLibraryTakesValueHalves = true;
@@ -79,7 +86,8 @@ double two_kernel_slowdown(double dram_bytes_per_s);
 //   two kernels PREP 7.3 SM-us a 64-token chunk-head, then SCAN the larger of its latency
 //               (2.07 us a chunk of the longest chain) and its throughput (2.8 SM-us a chunk-head);
 //   value halves the one pass's schedule on `halves_clusters` cluster slots (the clusters the
-//               device runs at once; 0: none) at kValueHalvesStepUs a sub-chunk.
+//               device runs at once; 0: none) at `halves_step_us` a sub-chunk
+//               (kValueHalvesStepUs, or kValueHalvesRawStepUs for raw inputs).
 // `lengths` may also come as groups of equal lengths (a dense batch is one group).
 struct LengthGroup {
   int64_t length = 0;  // tokens
@@ -90,11 +98,13 @@ struct LengthGroup {
 ForwardEstimate estimate_forward_grouped(std::vector<LengthGroup> groups, int heads, int sm_count,
                                          double step_us = kOnePassStepUs,
                                          double dram_bytes_per_s = kH200DramBytesPerS,
-                                         int halves_clusters = 0);
+                                         int halves_clusters = 0,
+                                         double halves_step_us = kValueHalvesStepUs);
 ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads, int sm_count,
                                  double step_us = kOnePassStepUs,
                                  double dram_bytes_per_s = kH200DramBytesPerS,
-                                 int halves_clusters = 0);
+                                 int halves_clusters = 0,
+                                 double halves_step_us = kValueHalvesStepUs);
 
 // The chain operands that keep the one pass within the long-memory bar (out and final state
 // rel-RMS <= 4e-3 on every checked problem) for these inputs. bf16 operands give 3.7 - 3.9e-3 on
@@ -108,12 +118,16 @@ ForwardEstimate estimate_forward(const std::vector<int64_t>& lengths, int heads,
 onepass::ChainOperands one_pass_operands(const ForwardParams& p);
 // The one pass's step for those operands and inputs (kOnePass*StepUs).
 double one_pass_step_us(const ForwardParams& p);
+// Whether the value halves run these inputs: the fused q norm, so one_pass_operands is bf16 (the
+// contract's inputs) or bf16_vnew_pairs (raw inputs); the explicit path's fp16 chain is not
+// theirs.
+bool value_halves_run(const ForwardParams& p);
 
 // The kernel chunk_forward runs for validated params on a device of `sm_count` SMs,
 // `dram_bytes_per_s` of DRAM bandwidth and room for `halves_clusters` value-halves clusters at
 // once: the one pass when it reads the inputs and its estimate (one_pass_step_us) is below 0.95x
-// the two kernels' (raw inputs: times kRawTwoKernelFactor); the value halves, on bf16 operands
-// (one_pass_operands), when theirs is below 0.95x the better of those two.
+// the two kernels' (raw inputs: times kRawTwoKernelFactor); the value halves, where they run
+// (value_halves_run), when theirs is below 0.95x the better of those two.
 ForwardKernel choose_forward_kernel(const ForwardParams& p, int sm_count,
                                     double dram_bytes_per_s = kH200DramBytesPerS,
                                     int halves_clusters = 0);
