@@ -27,6 +27,17 @@ step 40 bench-contract $B/kda-bench --shapes shapes/contract.yaml --paths fused,
 step 20 bench-contract-states $B/kda-bench --shapes shapes/contract-states.yaml --paths fused,raw \
   --no-verify --min-time 0.25 --md $r/bench-contract-states.md --csv $r/bench-contract-states.csv \
   --force
+# The chains-alone form without its per-step global count (a MEMBAR.GPU on the chain's path;
+# perf-notes: 0.887 -> ~0.68-0.72 ms on h96-uniform8 if that was the cost), beside the one pass.
+for v in one_pass16_bf16 one_pass16_l2_chains_alone one_pass16_l2_helpers; do
+  step 20 bench-$v $B/kda-bench --variant $v --shapes shapes/contract.yaml \
+    --only h96-fixed,h96-uniform8 --paths fused --no-verify --min-time 0.12 \
+    --csv $r/bench-$v.csv --force
+done
+step 5 compare-l2-alone $B/kda-bench compare $r/bench-one_pass16_bf16.csv \
+  $r/bench-one_pass16_l2_chains_alone.csv --md $r/compare-l2-alone.md
+step 5 compare-l2-helpers $B/kda-bench compare $r/bench-one_pass16_bf16.csv \
+  $r/bench-one_pass16_l2_helpers.csv --md $r/compare-l2-helpers.md
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
 for v in one_pass16_l2_chains_alone one_pass16_bf16; do
   (( SECONDS + 80 < DEADLINE )) || { echo "profile $v skipped (deadline)" >> "$S"; continue; }

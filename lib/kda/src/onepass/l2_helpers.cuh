@@ -206,9 +206,13 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       // helpers' slot and mailbox waits, the raw carry's row waits), each with release so that
       // the reads it frees are ordered before a builder's writes (kernel.cuh's empty-barrier
       // arrive does that for the library).
+      // Without a helper CTA (and on contract inputs: no global carry) only the own builders
+      // read the count, so the global store is left out: its release is a MEMBAR.GPU on the
+      // chain's path every step, which waits for the thread's output stores to reach L2.
+      const bool count_globally = kRaw || ring.helper_ctas > 0;
       const auto finished = [&](uint32_t c) {
         flags::store_release_cta_shared(done, c);
-        flags::store_release(ring.done + q, c);
+        if (count_globally) flags::store_release(ring.done + q, c);
       };
       // Warp 0: a helper's record c from its global slot into ring buffer c % kRing (the entry
       // acquired by the caller), announced on the buffer's full mbarrier.
