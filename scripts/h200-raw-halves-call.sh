@@ -12,9 +12,16 @@
 set -u
 B=.device/new/bin
 DEADLINE=${DEADLINE:-480}
+# SHORT=1 (a call on the session's last device minutes): the GPU tests that cover these changes,
+# then the steps in order of need, no profiles.
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
-step 90 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
+if [[ ${SHORT:-0} == 1 ]]; then
+  step 40 test_kda_gpu $B/test_kda_gpu --gtest_brief=1 \
+    --gtest_filter='*LibraryTakes*:*OnePassValueHalves*:*OnePassL2Helpers*:*KernelChoice*'
+else
+  step 90 test_kda_gpu $B/test_kda_gpu --gtest_brief=1
+fi
 for s in smoke edge long-memory; do
   step 30 check-raw-$s $B/kda-check --backend raw --rms-limit 4e-3 --shapes shapes/$s.yaml \
     --md $r/check-raw-$s.md --csv $r/check-raw-$s.csv --force
@@ -40,6 +47,7 @@ step 5 compare-l2-helpers $B/kda-bench compare $r/bench-one_pass16_bf16.csv \
   $r/bench-one_pass16_l2_helpers.csv --md $r/compare-l2-helpers.md
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$S"
 for v in one_pass16_l2_chains_alone one_pass16_bf16; do
+  [[ ${SHORT:-0} == 1 ]] && break
   (( SECONDS + 80 < DEADLINE )) || { echo "profile $v skipped (deadline)" >> "$S"; continue; }
   BIN=$B KERNELS=onepass VARIANT=$v BACKEND=fused KEEP_REPORTS=0 TAG=$v \
     timeout 80 bash scripts/h200-profile.sh h96-uniform8 > "$r/profile-$v.log" 2>&1
