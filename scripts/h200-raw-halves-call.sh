@@ -16,7 +16,25 @@ DEADLINE=${DEADLINE:-480}
 # then the steps in order of need, no profiles.
 . scripts/device-steps.sh
 record_machine "binaries built from: $(binary_commit $B/kda-check)"
-if [[ ${SHORT:-0} == 1 ]]; then
+if [[ ${MINIMAL:-0} == 1 ]]; then
+  # MINIMAL=1 (~80 s): the library's raw halves (its plan and bits, h64-fixed's raw row and check)
+  # and the chains-alone form's row on h96-uniform8, nothing else.
+  step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1 \
+    --gtest_filter='*LibraryTakes*:*KernelChoice*'
+  step 40 check-raw-h64-fixed $B/kda-check --backend raw --rms-limit 4e-3 \
+    --shapes shapes/contract.yaml --only h64-fixed --md $r/check-raw-h64-fixed.md \
+    --csv $r/check-raw-h64-fixed.csv --force
+  step 15 bench-min $B/kda-bench --shapes shapes/contract.yaml --only h64-fixed,h96-uniform8 \
+    --paths fused,raw --no-verify --min-time 0.1 --md $r/bench-min.md --csv $r/bench-min.csv --force
+  for v in one_pass16_bf16 one_pass16_l2_chains_alone; do
+    step 10 bench-$v $B/kda-bench --variant $v --shapes shapes/contract.yaml --only h96-uniform8 \
+      --paths fused --no-verify --min-time 0.1 --csv $r/bench-$v.csv --force
+  done
+  step 5 compare-l2-alone $B/kda-bench compare $r/bench-one_pass16_bf16.csv \
+    $r/bench-one_pass16_l2_chains_alone.csv --md $r/compare-l2-alone.md
+  finish
+  exit 0
+elif [[ ${SHORT:-0} == 1 ]]; then
   step 40 test_kda_gpu $B/test_kda_gpu --gtest_brief=1 \
     --gtest_filter='*LibraryTakes*:*OnePassValueHalves*:*OnePassL2Helpers*:*KernelChoice*'
 else
