@@ -20,7 +20,7 @@ if [[ ${MINIMAL:-0} == 1 ]]; then
   # MINIMAL=1 (~80 s): the library's raw halves (its plan and bits, h64-fixed's raw row and check)
   # and the chains-alone form's row on h96-uniform8, nothing else.
   step 30 test_kda_gpu $B/test_kda_gpu --gtest_brief=1 \
-    --gtest_filter='*LibraryTakes*:*KernelChoice*'
+    --gtest_filter='*LibraryTakes*:*KernelChoice*:*OnePassL2Helpers*'
   step 40 check-raw-h64-fixed $B/kda-check --backend raw --rms-limit 4e-3 \
     --shapes shapes/contract.yaml --only h64-fixed --md $r/check-raw-h64-fixed.md \
     --csv $r/check-raw-h64-fixed.csv --force

@@ -43,6 +43,15 @@ __device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
 __device__ __forceinline__ void store_release_cta_shared(uint32_t addr, uint32_t v) {
   asm volatile("st.release.cta.shared::cta.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
+// A count in this CTA's shared memory (shared::cta address) loaded with acquire at CTA scope: what
+// the warp that released it did before is visible after. A plain LDS on sm_90 (no MEMBAR, unlike
+// a relaxed load and fence_acquire_cta, whose MEMBAR.ALL.CTA waits for the thread's loads in
+// flight: a builder's loads ahead).
+__device__ __forceinline__ uint32_t load_acquire_cta_shared(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
 // Claims the next index of a counter (relaxed: the claim orders nothing by itself).
 __device__ __forceinline__ uint32_t claim(uint32_t* counter) {
   uint32_t v;

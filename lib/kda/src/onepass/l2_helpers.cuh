@@ -311,14 +311,16 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
       uint32_t c = cluster::load_count(queue);
       if (c < chunks) issue_ahead(c, 0);
       uint32_t set = 0;  // the beta slot of sub-chunk c's loads, and the queue's entry
+      uint32_t claimed = kNoClaim;  // thread 32: the claim after next, made during this build
       while (c < chunks) {
         const build::SubChunk sc = tokens.sub_chunk(c);
         build::issue_v(a.in, sc, h, btid, scratch);
         const uint32_t b = c % C::kRing;
         if (c >= C::kRing) {  // the chain has finished the buffer's previous record
+          // Acquire loads (pair with the count's release: its reads, then our stores); not a
+          // relaxed poll and a fence, whose MEMBAR would wait for this builder's loads of v.
           const uint32_t need = c - C::kRing + 1;
-          while (cluster::load_count(done) < need) __nanosleep(32);
-          flags::fence_acquire_cta();  // pairs with the count's release: its reads, then our stores
+          while (flags::load_acquire_cta_shared(done) < need) __nanosleep(32);
         }
         if (btid == 0) cluster::store_count(mark(b), c + 1);
         const auto load_ahead = [&] {
@@ -328,11 +330,10 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
           } else {
             ptx::cp_async_commit();
           }
-          // The claim after next (warp 1 waits for it while warp 0 runs phase 4).
-          if (btid == 32) {
-            cluster::store_count(queue + 4 * set,
-                                 next < chunks ? flags::claim(ring.claims + q) : kNoClaim);
-          }
+          // The claim after next: issued here, its result stored into the queue only at the end
+          // of the build (the atomic's round trip, ~1 us, would otherwise hold warp 1 and so the
+          // builder's next barrier; phase 4, which warp 1 sits out, is shorter).
+          if (btid == 32) claimed = next < chunks ? flags::claim(ring.claims + q) : kNoClaim;
         };
         const build::OneRecord record{smem + b * C::kBuffer};
         if constexpr (kRaw) {
@@ -345,6 +346,7 @@ __global__ void __launch_bounds__(L2HelpersConfig::kThreadsAll, 1)
                                            static_cast<int>(set));
         }
         jitter(a.jitter_ns, c * 131u + btid);
+        if (btid == 32) cluster::store_count(queue + 4 * set, claimed);  // read after the barrier
         ptx::fence_proxy_async_shared();  // the record's stores, for the chain's wgmma reads
         named_sync(bar, kWarpgroup);      // the whole record is written; the scratch is free
         if (btid == 0) wgmma::mbarrier_arrive(full + 8 * b);
