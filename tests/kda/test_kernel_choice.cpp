@@ -32,6 +32,16 @@ std::vector<int32_t> offsets(const std::vector<int64_t>& lengths) {
   return cu;
 }
 
+// Each single edit that makes a contract call's inputs raw (the gate, beta's form or type, k's
+// norm in the kernel).
+using RawEdit = void (*)(kda::ForwardParams&);
+const RawEdit kRawEdits[] = {
+    [](kda::ForwardParams& x) { x.gate_input = kda::GateInput::raw; },
+    [](kda::ForwardParams& x) { x.beta_input = kda::BetaInput::logits; },
+    [](kda::ForwardParams& x) { x.beta_dtype = kda::DType::bf16; },
+    [](kda::ForwardParams& x) { x.fuse_k_l2norm = true; },
+};
+
 // A contract call (the attention-gym inputs) on packed sequences; the pointers are never read.
 kda::ForwardParams contract_call(const std::vector<int32_t>& cu, int heads) {
   kda::ForwardParams p;
@@ -84,10 +94,7 @@ TEST(KernelChoice, OnePassReadsEveryInputOptionWithinItsStrides) {
   EXPECT_EQ(one_pass_operands(p), ChainOperands::f16_scaled);
   EXPECT_DOUBLE_EQ(one_pass_step_us(p), kda::detail::kOnePassF16RawStepUs);
   EXPECT_EQ(choose_forward_kernel(p, kH200Sms), ForwardKernel::two_kernel);
-  for (const auto edit : {+[](kda::ForwardParams& x) { x.gate_input = kda::GateInput::raw; },
-                          +[](kda::ForwardParams& x) { x.beta_input = kda::BetaInput::logits; },
-                          +[](kda::ForwardParams& x) { x.beta_dtype = kda::DType::bf16; },
-                          +[](kda::ForwardParams& x) { x.fuse_k_l2norm = true; }}) {
+  for (const RawEdit edit : kRawEdits) {
     kda::ForwardParams one = contract;
     edit(one);
     EXPECT_EQ(one_pass_operands(one), ChainOperands::bf16_vnew_pairs);
@@ -259,10 +266,7 @@ TEST(KernelChoice, ValueHalvesForFewChains) {
   EXPECT_EQ(choose_forward_kernel(raw_inputs(contract_call(fixed, 96)), kH200Sms,
                                   kda::detail::kH200DramBytesPerS, kClusters),
             ForwardKernel::two_kernel);
-  for (const auto edit : {+[](kda::ForwardParams& x) { x.gate_input = kda::GateInput::raw; },
-                          +[](kda::ForwardParams& x) { x.beta_input = kda::BetaInput::logits; },
-                          +[](kda::ForwardParams& x) { x.beta_dtype = kda::DType::bf16; },
-                          +[](kda::ForwardParams& x) { x.fuse_k_l2norm = true; }}) {
+  for (const RawEdit edit : kRawEdits) {
     kda::ForwardParams one = h64_fixed;
     edit(one);
     EXPECT_EQ(choose_forward_kernel(one, kH200Sms, kda::detail::kH200DramBytesPerS, kClusters),
