@@ -272,14 +272,14 @@ onepass::ChainOperands few_chain_operands(const ForwardParams& p) {
 
 void library_one_pass(const ForwardParams& p, const Plan& plan, cudaStream_t stream) {
   if (plan.kernel == ForwardKernel::one_pass_halves) {
-    // The plan takes the value halves only where they run (kernel_choice.h value_halves_run):
-    // the fused q norm, whose operands are the few-chain forms'.
-    if (!value_halves_run(p) || one_pass_operands(p) != few_chain_operands(p)) {
+    // The plan takes the value halves only where they run (kernel_choice.h value_halves_run:
+    // the fused q norm, on the one pass's own operands, bf16 or V_new's bf16 pair).
+    if (!value_halves_run(p)) {
       throw Error(ErrorCode::unsupported,
                   "chunk_forward: the plan took the value halves for inputs they do not run "
                   "(the explicit path's fp16 chain): report this as a bug");
     }
-    run_one_pass(p, plan, few_chain_operands(p), stream, OnePassForm::value_halves);
+    run_one_pass(p, plan, one_pass_operands(p), stream, OnePassForm::value_halves);
   } else {
     run_one_pass(p, plan, one_pass_operands(p), stream);
   }

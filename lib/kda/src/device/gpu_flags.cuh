@@ -45,8 +45,8 @@ __device__ __forceinline__ void store_release_cta_shared(uint32_t addr, uint32_t
 }
 // A count in this CTA's shared memory (shared::cta address) loaded with acquire at CTA scope: what
 // the warp that released it did before is visible after. A plain LDS on sm_90 (no MEMBAR, unlike
-// a relaxed load and fence_acquire_cta, whose MEMBAR.ALL.CTA waits for the thread's loads in
-// flight: a builder's loads ahead).
+// a relaxed load followed by fence.acq_rel.cta, whose MEMBAR.ALL.CTA waits for the thread's loads
+// in flight: a builder's loads ahead).
 __device__ __forceinline__ uint32_t load_acquire_cta_shared(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
@@ -70,11 +70,6 @@ __device__ __forceinline__ uint64_t now_ns() {
 // After a relaxed load that saw a release store: everything before that store is visible.
 __device__ __forceinline__ void fence_acquire() {
   asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-}
-// The same at CTA scope (after a relaxed poll of a count in shared memory released by another
-// warp of the CTA).
-__device__ __forceinline__ void fence_acquire_cta() {
-  asm volatile("fence.acq_rel.cta;\n" ::: "memory");
 }
 // Orders this thread's async-proxy (bulk copy) and generic-proxy accesses to global memory.
 __device__ __forceinline__ void fence_proxy_async_global() {
